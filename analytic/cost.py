@@ -1,0 +1,172 @@
+"""The Cost algebra: what one op (or a block, layer, model) costs, split by engine and by tensor class.
+
+A Cost holds sympy expressions (symbolic rules) or numbers / numpy arrays (evaluated costs); the same
+algebra serves both. ``a + b`` is running a then b; ``n * a`` is running a n times. FLOPs, bytes and
+launches add; the on-chip working set does not (kernels run one after another), so ``+`` keeps the
+larger of the two and ``*`` leaves it unchanged.
+
+Fields (conventions in ``conventions.py``):
+- ``tensor``: {dtype: FLOPs on tensor cores}; ``vector``: fp32 FLOPs on CUDA cores;
+  ``transcendental``: special-function evaluations (exp, log, rsqrt, ...).
+- ``read`` / ``write``: compulsory device-memory bytes by tensor class (each tensor moved once).
+- ``extra_read`` / ``extra_write``: what a named implementation moves beyond the compulsory bytes
+  (re-reads, materialized intermediates, spills). As-executed bytes = compulsory + extra.
+- ``launches``: kernel launches. ``working_set``: on-chip bytes one SM must hold at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Mapping
+
+import numpy as np
+import sympy as sp
+
+from .conventions import TENSOR_CLASSES
+
+
+def _add_maps(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = out[k] + v if k in out else v
+    return out
+
+
+def _scale_map(a: Mapping[str, Any], s: Any) -> dict[str, Any]:
+    return {k: v * s for k, v in a.items()}
+
+
+def _max(a: Any, b: Any) -> Any:
+    if isinstance(a, sp.Basic) or isinstance(b, sp.Basic):
+        return sp.Max(a, b)
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.maximum(a, b)
+    return max(a, b)
+
+
+_MAP_FIELDS = ("tensor", "read", "write", "extra_read", "extra_write")
+_SCALAR_FIELDS = ("vector", "transcendental", "launches")
+
+
+@dataclass(frozen=True)
+class Cost:
+    tensor: Mapping[str, Any] = field(default_factory=dict)
+    vector: Any = 0
+    transcendental: Any = 0
+    read: Mapping[str, Any] = field(default_factory=dict)
+    write: Mapping[str, Any] = field(default_factory=dict)
+    extra_read: Mapping[str, Any] = field(default_factory=dict)
+    extra_write: Mapping[str, Any] = field(default_factory=dict)
+    launches: Any = 0
+    working_set: Any = 0
+
+    def __post_init__(self):
+        for name in ("read", "write", "extra_read", "extra_write"):
+            bad = set(getattr(self, name)) - set(TENSOR_CLASSES)
+            if bad:
+                raise ValueError(f"Cost.{name}: unknown tensor class(es) {sorted(bad)}; known: {TENSOR_CLASSES}")
+
+    def __add__(self, other: "Cost") -> "Cost":
+        if not isinstance(other, Cost):
+            return NotImplemented
+        kw = {f: _add_maps(getattr(self, f), getattr(other, f)) for f in _MAP_FIELDS}
+        kw.update({f: getattr(self, f) + getattr(other, f) for f in _SCALAR_FIELDS})
+        kw["working_set"] = _max(self.working_set, other.working_set)
+        return Cost(**kw)
+
+    def __radd__(self, other):
+        if other == 0:  # so that sum() works
+            return self
+        return NotImplemented
+
+    def __mul__(self, s: Any) -> "Cost":
+        if isinstance(s, Cost):
+            return NotImplemented
+        kw = {f: _scale_map(getattr(self, f), s) for f in _MAP_FIELDS}
+        kw.update({f: getattr(self, f) * s for f in _SCALAR_FIELDS})
+        kw["working_set"] = self.working_set
+        return Cost(**kw)
+
+    __rmul__ = __mul__
+
+    # Totals -----------------------------------------------------------------------------------
+    @property
+    def tensor_flops(self) -> Any:
+        return sum(self.tensor.values(), 0)
+
+    @property
+    def flops(self) -> Any:
+        """All arithmetic FLOPs (tensor + vector); transcendentals are counted apart."""
+        return self.tensor_flops + self.vector
+
+    @property
+    def bytes_read(self) -> Any:
+        return sum(self.read.values(), 0)
+
+    @property
+    def bytes_written(self) -> Any:
+        return sum(self.write.values(), 0)
+
+    @property
+    def bytes(self) -> Any:
+        """Compulsory device-memory bytes, read + written."""
+        return self.bytes_read + self.bytes_written
+
+    @property
+    def executed_read(self) -> Any:
+        return self.bytes_read + sum(self.extra_read.values(), 0)
+
+    @property
+    def executed_written(self) -> Any:
+        return self.bytes_written + sum(self.extra_write.values(), 0)
+
+    @property
+    def executed_bytes(self) -> Any:
+        return self.executed_read + self.executed_written
+
+    # Symbolic helpers ---------------------------------------------------------------------------
+    def terms(self) -> dict[str, Any]:
+        """Flat {name: value} view, e.g. 'tensor.bf16', 'read.weights', 'launches'."""
+        out: dict[str, Any] = {}
+        for f in _MAP_FIELDS:
+            for k, v in getattr(self, f).items():
+                out[f"{f}.{k}"] = v
+        for f in _SCALAR_FIELDS + ("working_set",):
+            out[f] = getattr(self, f)
+        return out
+
+    @classmethod
+    def from_terms(cls, terms: Mapping[str, Any]) -> "Cost":
+        kw: dict[str, Any] = {f: {} for f in _MAP_FIELDS}
+        for name, v in terms.items():
+            if "." in name:
+                f, k = name.split(".", 1)
+                kw[f][k] = v
+            else:
+                kw[name] = v
+        return cls(**kw)
+
+    def simplify(self) -> "Cost":
+        return Cost.from_terms({k: sp.simplify(v) if isinstance(v, sp.Basic) else v for k, v in self.terms().items()})
+
+    def free_symbols(self) -> set[sp.Symbol]:
+        out: set[sp.Symbol] = set()
+        for v in self.terms().values():
+            if isinstance(v, sp.Basic):
+                out |= v.free_symbols
+        return out
+
+    def subs(self, values: Mapping[Any, Any]) -> "Cost":
+        return Cost.from_terms(
+            {k: (v.subs(values) if isinstance(v, sp.Basic) else v) for k, v in self.terms().items()}
+        )
+
+
+ZERO = Cost()
+
+
+def traffic(read: Mapping[str, Any] | None = None, write: Mapping[str, Any] | None = None,
+            extra_read: Mapping[str, Any] | None = None, extra_write: Mapping[str, Any] | None = None) -> Cost:
+    """A Cost with bytes only (convenience for rules)."""
+    return Cost(read=dict(read or {}), write=dict(write or {}),
+                extra_read=dict(extra_read or {}), extra_write=dict(extra_write or {}))

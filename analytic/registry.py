@@ -1,0 +1,230 @@
+"""The strict op registry: registering twice raises, an unknown op or implementation raises with the
+known names, and an op without a cost rule for a mode is an error, never a silent zero.
+
+Each op family module in ``ops/`` registers its ops at import; ``ops/__init__`` imports them all.
+Symbolic costs are built once per (op, impl, mode, dtype) and compiled with ``sympy.lambdify`` into
+numpy functions, so evaluating a cost over arrays of shapes costs a few numpy operations.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import sympy as sp
+
+from ..errors import UserError
+from .conventions import BYTES_PER_ELEMENT, MODES
+from .cost import Cost
+from .symbols import DESCRIPTIONS, SYMBOLS
+
+
+class AnalyticError(UserError):
+    """Bad input to the analytic model; ``str()`` is the message a user sees."""
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """A condition over dimension values; ``check`` works on ints and numpy arrays alike."""
+
+    dims: tuple[str, ...]
+    check: Callable[..., Any]
+    message: str
+
+
+def divisible(a: str, b: str) -> Constraint:
+    return Constraint((a, b), lambda x, y: np.asarray(x) % np.asarray(y) == 0, f"{a} must be divisible by {b}")
+
+
+def at_most(a: str, b: str) -> Constraint:
+    return Constraint((a, b), lambda x, y: np.asarray(x) <= np.asarray(y), f"{a} must be at most {b}")
+
+
+@dataclass(frozen=True)
+class Impl:
+    """A named implementation: ``rule(mode, dtype) -> Cost`` of sympy expressions over ``symbols``."""
+
+    name: str
+    summary: str
+    rule: Callable[[str, str], Cost]
+    modes: tuple[str, ...]
+
+    def supports(self, mode: str) -> bool:
+        return mode in self.modes or (mode == "fwdbwd" and "fwd" in self.modes and "bwd" in self.modes)
+
+
+@dataclass(frozen=True)
+class Op:
+    name: str
+    family: str
+    summary: str
+    dims: tuple[str, ...]
+    impls: tuple[Impl, ...]
+    default_impl: str
+    constraints: tuple[Constraint, ...] = ()
+    reference: str | None = None  # "module:function" of the plain PyTorch reference
+    dtypes: tuple[str, ...] = ("fp32", "bf16", "fp16")
+    notes: str = ""
+    impl_map: dict[str, Impl] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        unknown = [d for d in self.dims if d not in SYMBOLS]
+        if unknown:
+            raise ValueError(f"op {self.name}: unknown dimension(s) {unknown}; declare them in symbols.py")
+        names = [i.name for i in self.impls]
+        if len(set(names)) != len(names):
+            raise ValueError(f"op {self.name}: duplicate implementation names {names}")
+        if self.default_impl not in names:
+            raise ValueError(f"op {self.name}: default_impl {self.default_impl!r} not in {names}")
+        for impl in self.impls:
+            bad = [m for m in impl.modes if m not in MODES]
+            if bad:
+                raise ValueError(f"op {self.name}/{impl.name}: unknown mode(s) {bad}; known {MODES}")
+        object.__setattr__(self, "impl_map", {i.name: i for i in self.impls})
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        return tuple(m for m in MODES if any(i.supports(m) for i in self.impls))
+
+    def impl(self, name: str | None) -> Impl:
+        name = name or self.default_impl
+        if name not in self.impl_map:
+            raise AnalyticError(
+                f"op {self.name!r} has no implementation {name!r}; valid: {', '.join(self.impl_map)}"
+            )
+        return self.impl_map[name]
+
+
+_REGISTRY: dict[str, Op] = {}
+
+
+def register(op: Op) -> Op:
+    if op.name in _REGISTRY:
+        raise ValueError(f"op {op.name!r} is already registered (by family {_REGISTRY[op.name].family!r})")
+    _REGISTRY[op.name] = op
+    return op
+
+
+def _ensure_loaded() -> None:
+    from . import ops  # noqa: F401  (importing registers every family)
+
+
+def all_ops() -> dict[str, Op]:
+    _ensure_loaded()
+    return dict(_REGISTRY)
+
+
+def get_op(name: str) -> Op:
+    _ensure_loaded()
+    if name not in _REGISTRY:
+        raise AnalyticError(f"unknown op {name!r}; valid ops: {', '.join(sorted(_REGISTRY))}")
+    return _REGISTRY[name]
+
+
+def _check_mode_dtype(op: Op, impl: Impl, mode: str, dtype: str) -> None:
+    if mode not in MODES:
+        raise AnalyticError(f"unknown mode {mode!r}; valid modes: {', '.join(MODES)}")
+    if not impl.supports(mode):
+        valid = [m for m in MODES if impl.supports(m)]
+        raise AnalyticError(
+            f"op {op.name!r}, implementation {impl.name!r} has no cost rule for mode {mode!r}; "
+            f"valid modes: {', '.join(valid)}"
+        )
+    if dtype not in op.dtypes:
+        raise AnalyticError(f"op {op.name!r} has no dtype {dtype!r}; valid dtypes: {', '.join(op.dtypes)}")
+
+
+@functools.lru_cache(maxsize=None)
+def symbolic_cost(op_name: str, impl_name: str | None = None, mode: str = "fwd", dtype: str = "bf16") -> Cost:
+    """The symbolic Cost (sympy expressions over the dimension symbols)."""
+    op = get_op(op_name)
+    impl = op.impl(impl_name)
+    _check_mode_dtype(op, impl, mode, dtype)
+    if mode == "fwdbwd" and "fwdbwd" not in impl.modes:
+        cost = impl.rule("fwd", dtype) + impl.rule("bwd", dtype)
+    else:
+        cost = impl.rule(mode, dtype)
+    if not isinstance(cost, Cost):
+        raise TypeError(f"op {op.name}/{impl.name}: rule returned {type(cost).__name__}, expected Cost")
+    stray = {s.name for s in cost.free_symbols()} - set(op.dims)
+    if stray:
+        raise ValueError(f"op {op.name}/{impl.name}: cost uses dimension(s) {sorted(stray)} not in op.dims")
+    return cost
+
+
+@dataclass(frozen=True)
+class CompiledCost:
+    op: Op
+    impl: Impl
+    mode: str
+    dtype: str
+    dims: tuple[str, ...]  # the dimensions this cost depends on, in call order
+    keys: tuple[str, ...]  # Cost.terms() names, in output order
+    fn: Callable[..., tuple]
+
+    def evaluate(self, values: Mapping[str, Any]) -> Cost:
+        args = [values[d] for d in self.dims]
+        out = self.fn(*args)
+        shape = np.broadcast(*args).shape if args else ()
+        terms = {}
+        for k, v in zip(self.keys, out):
+            v = np.asarray(v, dtype=float)
+            terms[k] = np.broadcast_to(v, shape) if shape else float(v)
+        return Cost.from_terms(terms)
+
+
+@functools.lru_cache(maxsize=None)
+def compiled_cost(op_name: str, impl_name: str | None = None, mode: str = "fwd", dtype: str = "bf16") -> CompiledCost:
+    op = get_op(op_name)
+    impl = op.impl(impl_name)
+    cost = symbolic_cost(op_name, impl.name, mode, dtype)
+    names = {s.name for s in cost.free_symbols()}
+    dims = tuple(d for d in op.dims if d in names)
+    terms = cost.terms()
+    keys = tuple(terms)
+    fn = sp.lambdify([SYMBOLS[d] for d in dims], [terms[k] for k in keys], modules="numpy", cse=True)
+    return CompiledCost(op, impl, mode, dtype, dims, keys, fn)
+
+
+def validate_dims(op: Op, values: Mapping[str, Any], required: tuple[str, ...]) -> dict[str, Any]:
+    unknown = [k for k in values if k not in op.dims]
+    if unknown:
+        raise AnalyticError(
+            f"op {op.name!r} has no dimension(s) {', '.join(unknown)}; its dimensions: "
+            + ", ".join(f"{d} ({DESCRIPTIONS[d]})" for d in op.dims)
+        )
+    missing = [d for d in required if d not in values]
+    if missing:
+        raise AnalyticError(
+            f"op {op.name!r} needs dimension(s) {', '.join(missing)}: "
+            + ", ".join(f"{d} ({DESCRIPTIONS[d]})" for d in missing)
+        )
+    out = {}
+    for k, v in values.items():
+        a = np.asarray(v)
+        if a.dtype.kind not in "iuf" or not np.all(np.isfinite(a)) or not np.all(a == np.floor(a)):
+            raise AnalyticError(f"dimension {k} must be a positive integer, got {v!r}")
+        if not np.all(a > 0):
+            raise AnalyticError(f"dimension {k} must be a positive integer, got {v!r}")
+        out[k] = a if a.ndim else int(a)
+    for c in op.constraints:
+        if all(d in out for d in c.dims):
+            ok = c.check(*(out[d] for d in c.dims))
+            if not np.all(ok):
+                got = ", ".join(f"{d}={values[d]}" for d in c.dims) if all(np.ndim(out[d]) == 0 for d in c.dims) else "some shapes"
+                raise AnalyticError(f"op {op.name!r}: {c.message} (got {got})")
+    return out
+
+
+def cost(op_name: str, dims: Mapping[str, Any], impl: str | None = None, mode: str = "fwd",
+         dtype: str = "bf16") -> Cost:
+    """Numeric Cost of an op; ``dims`` values may be ints or numpy arrays (broadcast together)."""
+    cc = compiled_cost(op_name, impl, mode, dtype)
+    values = validate_dims(cc.op, dims, cc.dims)
+    return cc.evaluate(values)
+
+
+def element_bytes(dtype: str) -> int:
+    return BYTES_PER_ELEMENT[dtype]

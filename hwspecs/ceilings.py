@@ -1,0 +1,39 @@
+"""Pick the ceiling a projection uses: the attained (measured) value or the datasheet value.
+
+A ceiling always says which it is, so that every bound printed downstream can be labelled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from .schema import Spec
+
+Preference = Literal["measured", "datasheet"]
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    key: str
+    value: float | None  # canonical SI units; None when the spec states it is unknown
+    origin: Literal["measured", "datasheet", "unknown"]
+    provenance: str  # source title, or measurement date and method, or the reason it is unknown
+
+
+def ceiling(spec: Spec, key: str, prefer: Preference = "measured") -> Ceiling:
+    """The value at ``key`` (dotted path), preferring a measured ceiling when ``prefer='measured'``."""
+    data = dict(spec.data())
+    if key not in data:
+        raise KeyError(f"{spec.id}: no value {key!r}; known: {sorted(data)}")
+    if prefer not in ("measured", "datasheet"):
+        raise ValueError(f"prefer must be 'measured' or 'datasheet', got {prefer!r}")
+    if prefer == "measured":
+        for m in spec.measured:
+            if m.key == key:
+                return Ceiling(key, m.si, "measured", f"measured {m.date.isoformat()}: {m.method}")
+    datum = data[key]
+    if datum.si is None:
+        return Ceiling(key, None, "unknown", datum.unknown or "")
+    src = spec.sources[datum.source]
+    return Ceiling(key, datum.si, "datasheet", f"{src.title} [{src.tag}]" + (f" ({datum.note})" if datum.note else ""))

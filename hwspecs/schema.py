@@ -1,0 +1,325 @@
+"""Hardware spec schema, version 1: real GPUs and hypothetical accelerators share it.
+
+Every number is a *datum*: ``{value: "4.8 TB/s", source: <source id>, note: ...}``, or, where a
+value is truly not known, ``{unknown: "why"}``. There are no defaults: a resource without a known
+value gives no roofline bound, and the projection says so. Values are parsed strictly with their
+units (see ``units.py``) and stored as floats in canonical SI units (B/s, FLOP/s, B, Hz, s, W, J).
+
+Layout of a spec file::
+
+    schema_version: 1
+    id, name, vendor, hypothetical, architecture, form_factor, notes
+    sources:          {source-id: {title, url, tag}}   tag: P primary, S secondary, R official URL
+                                                        not re-read, D derived, A design assumption
+    compute:          sm_count, clock_boost, tensor: {dtype: rate}, vector: {dtype: rate},
+                      special_function (transcendental evaluations per second)
+    memory:           ordered from on-chip to off-chip: {level: {scope, capacity, bandwidth}};
+                      the last level is ``dram`` (device memory). Bandwidth is device aggregate.
+    launch:           kernel (per-launch overhead), graph_node (per node of a replayed CUDA graph)
+    power:            tdp, idle
+    energy:           optional: per_flop {engine: J/FLOP}, per_byte {level: J/B}
+    interconnect:     optional list of {name, bandwidth}
+    measured:         optional list of attained ceilings {key: dotted path, value, date, method}
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from . import units
+
+SCHEMA_VERSION = 1
+
+DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4", "int4")
+MEMORY_LEVELS = ("registers", "shared", "l1", "sram", "l2", "llc", "dram")
+SOURCE_TAGS = ("P", "S", "R", "D", "A")
+
+_ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Datum(_Strict):
+    """One value with its unit and its source, or an explicit statement that it is unknown."""
+
+    kind: ClassVar[str] = "count"
+    positive: ClassVar[bool] = True
+
+    value: str | int | float | None = None
+    source: str | None = None
+    note: str | None = None
+    unknown: str | None = None
+    si: float | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="after")
+    def _parse(self):
+        if self.unknown is not None:
+            if self.value is not None:
+                raise ValueError("give either 'value' (with 'source') or 'unknown' (with a reason), not both")
+            if not self.unknown.strip():
+                raise ValueError("'unknown' needs a reason, e.g. unknown: 'not on the datasheet'")
+            return self
+        if self.value is None:
+            raise ValueError("missing 'value' (or 'unknown: <reason>' if the value is not known)")
+        if not self.source:
+            raise ValueError("missing 'source': every value names the source it comes from")
+        try:
+            si = units.parse(self.value, self.kind)
+        except units.UnitError as exc:
+            raise ValueError(str(exc)) from None
+        if self.positive and not si > 0:
+            raise ValueError(f"{self.value!r} must be greater than zero")
+        object.__setattr__(self, "si", si)
+        return self
+
+    @property
+    def known(self) -> bool:
+        return self.si is not None
+
+
+class Count(Datum):
+    kind: ClassVar[str] = "count"
+
+
+class Bandwidth(Datum):
+    kind: ClassVar[str] = "bandwidth"
+
+
+class FlopRate(Datum):
+    kind: ClassVar[str] = "flop_rate"
+
+
+class Capacity(Datum):
+    kind: ClassVar[str] = "capacity"
+
+
+class Frequency(Datum):
+    kind: ClassVar[str] = "frequency"
+
+
+class Duration(Datum):
+    kind: ClassVar[str] = "time"
+
+
+class Power(Datum):
+    kind: ClassVar[str] = "power"
+
+
+class EnergyPerFlop(Datum):
+    kind: ClassVar[str] = "energy_per_flop"
+
+
+class EnergyPerByte(Datum):
+    kind: ClassVar[str] = "energy_per_byte"
+
+
+class Source(_Strict):
+    title: str
+    url: str | None = None
+    tag: Literal["P", "S", "R", "D", "A"]
+    note: str | None = None
+
+
+class Compute(_Strict):
+    sm_count: Count
+    clock_boost: Frequency
+    tensor: dict[str, FlopRate]
+    vector: dict[str, FlopRate]
+    special_function: FlopRate
+
+    @field_validator("tensor", "vector")
+    @classmethod
+    def _dtypes(cls, v: dict[str, FlopRate]):
+        bad = sorted(set(v) - set(DTYPES))
+        if bad:
+            raise ValueError(f"unknown dtype(s) {bad}; expected some of {list(DTYPES)}")
+        return v
+
+    @field_validator("vector")
+    @classmethod
+    def _fp32_vector(cls, v: dict[str, FlopRate]):
+        if "fp32" not in v:
+            raise ValueError("vector needs an 'fp32' rate: SSM scans and elementwise ops run on it")
+        return v
+
+
+class MemoryLevel(_Strict):
+    scope: Literal["per_sm", "device"]
+    capacity: Capacity
+    bandwidth: Bandwidth
+    technology: str | None = None
+
+
+class Launch(_Strict):
+    kernel: Duration
+    graph_node: Duration
+
+
+class PowerSpec(_Strict):
+    tdp: Power
+    idle: Power
+
+
+class Energy(_Strict):
+    per_flop: dict[str, EnergyPerFlop] = Field(default_factory=dict)
+    per_byte: dict[str, EnergyPerByte] = Field(default_factory=dict)
+
+    @field_validator("per_flop")
+    @classmethod
+    def _engines(cls, v):
+        allowed = {"tensor", "vector", "special_function"}
+        bad = sorted(set(v) - allowed)
+        if bad:
+            raise ValueError(f"unknown engine(s) {bad}; expected some of {sorted(allowed)}")
+        return v
+
+    @field_validator("per_byte")
+    @classmethod
+    def _levels(cls, v):
+        bad = sorted(set(v) - set(MEMORY_LEVELS))
+        if bad:
+            raise ValueError(f"unknown memory level(s) {bad}; expected some of {list(MEMORY_LEVELS)}")
+        return v
+
+
+class Link(_Strict):
+    name: str
+    bandwidth: Bandwidth
+
+
+class Measured(_Strict):
+    """An attained ceiling read on a real device: it sits beside the datasheet value, never over it."""
+
+    key: str
+    value: str
+    date: _dt.date
+    method: str
+    source: str | None = None
+    si: float | None = Field(default=None, exclude=True)
+
+
+class Spec(_Strict):
+    schema_version: Literal[1]
+    id: str
+    name: str
+    vendor: str
+    hypothetical: bool
+    architecture: str
+    form_factor: str | None = None
+    notes: str | None = None
+    sources: dict[str, Source]
+    compute: Compute
+    memory: dict[str, MemoryLevel]
+    launch: Launch
+    power: PowerSpec
+    energy: Energy | None = None
+    interconnect: list[Link] = Field(default_factory=list)
+    measured: list[Measured] = Field(default_factory=list)
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, v: str):
+        if not _ID.match(v):
+            raise ValueError(f"id {v!r} must be lower case letters, digits, '.', '_' or '-'")
+        return v
+
+    @field_validator("memory")
+    @classmethod
+    def _levels(cls, v: dict[str, MemoryLevel]):
+        bad = [k for k in v if k not in MEMORY_LEVELS]
+        if bad:
+            raise ValueError(f"unknown memory level(s) {bad}; expected some of {list(MEMORY_LEVELS)}")
+        order = [MEMORY_LEVELS.index(k) for k in v]
+        if order != sorted(order):
+            raise ValueError(f"memory levels must be listed from on-chip to off-chip: {list(MEMORY_LEVELS)}")
+        if "dram" not in v:
+            raise ValueError("memory needs a 'dram' level (device memory: HBM, GDDR or DRAM)")
+        if v["dram"].scope != "device":
+            raise ValueError("memory.dram.scope must be 'device'")
+        return v
+
+    @model_validator(mode="after")
+    def _cross_checks(self):
+        data = dict(self.data())
+        for path, datum in data.items():
+            if datum.source is not None and datum.source not in self.sources:
+                raise ValueError(
+                    f"{path}.source: unknown source {datum.source!r}; declared sources: {sorted(self.sources)}"
+                )
+        self._check_hierarchy()
+        for i, m in enumerate(self.measured):
+            if m.key not in data:
+                raise ValueError(
+                    f"measured[{i}].key: {m.key!r} is not a value of this spec; expected one of {sorted(data)}"
+                )
+            if m.source is not None and m.source not in self.sources:
+                raise ValueError(f"measured[{i}].source: unknown source {m.source!r}")
+            try:
+                si = units.parse(m.value, data[m.key].kind)
+            except units.UnitError as exc:
+                raise ValueError(f"measured[{i}].value: {exc}") from None
+            if not si > 0:
+                raise ValueError(f"measured[{i}].value: {m.value!r} must be greater than zero")
+            object.__setattr__(m, "si", si)
+        keys = [m.key for m in self.measured]
+        dup = sorted({k for k in keys if keys.count(k) > 1})
+        if dup:
+            raise ValueError(f"measured: key(s) {dup} appear more than once")
+        return self
+
+    def _check_hierarchy(self) -> None:
+        """Device-wide levels grow outward; one SM's level is smaller than any device-wide level; known
+        bandwidth does not grow outward. (Registers may exceed shared memory, and on small GPUs the
+        register files together exceed L2, so per-SM levels are compared one SM at a time.)"""
+        fmt = units.format_quantity
+        levels = list(self.memory.items())
+        for i, (name, level) in enumerate(levels):
+            cap = level.capacity.si
+            for pname, plevel in levels[:i]:
+                pcap = plevel.capacity.si
+                if cap is None or pcap is None or level.scope == "per_sm":
+                    continue
+                if cap <= pcap:
+                    raise ValueError(
+                        f"memory.{name}.capacity: {fmt(cap, 'capacity')} is not larger than the closer level "
+                        f"{pname!r} ({fmt(pcap, 'capacity')}{' per SM' if plevel.scope == 'per_sm' else ''}); "
+                        "levels must grow from on-chip to off-chip"
+                    )
+            bw = level.bandwidth.si
+            for pname, plevel in levels[:i]:
+                pbw = plevel.bandwidth.si
+                if bw is not None and pbw is not None and bw > pbw:
+                    raise ValueError(
+                        f"memory.{name}.bandwidth: {fmt(bw, 'bandwidth')} exceeds the closer level {pname!r} "
+                        f"({fmt(pbw, 'bandwidth')}); bandwidth must not grow from on-chip to off-chip"
+                    )
+
+    def data(self):
+        """Yield (dotted path, Datum) for every value in the spec."""
+        yield "compute.sm_count", self.compute.sm_count
+        yield "compute.clock_boost", self.compute.clock_boost
+        for dt, d in self.compute.tensor.items():
+            yield f"compute.tensor.{dt}", d
+        for dt, d in self.compute.vector.items():
+            yield f"compute.vector.{dt}", d
+        yield "compute.special_function", self.compute.special_function
+        for name, level in self.memory.items():
+            yield f"memory.{name}.capacity", level.capacity
+            yield f"memory.{name}.bandwidth", level.bandwidth
+        yield "launch.kernel", self.launch.kernel
+        yield "launch.graph_node", self.launch.graph_node
+        yield "power.tdp", self.power.tdp
+        yield "power.idle", self.power.idle
+        if self.energy is not None:
+            for eng, d in self.energy.per_flop.items():
+                yield f"energy.per_flop.{eng}", d
+            for lvl, d in self.energy.per_byte.items():
+                yield f"energy.per_byte.{lvl}", d
+        for i, link in enumerate(self.interconnect):
+            yield f"interconnect.{i}.bandwidth", link.bandwidth
