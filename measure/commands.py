@@ -1,0 +1,205 @@
+"""CLI: ``ssmbench measure`` (run a suite into a new result file) and ``ssmbench probe`` (attained
+ceilings of the local device)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError
+from rich.table import Table
+
+from ..output import console, print_json, print_table
+
+STATUS_EXIT = "exit code 1 when any case failed its correctness check or raised an error, else 0"
+
+
+def register(subparsers) -> None:
+    m = subparsers.add_parser(
+        "measure",
+        help="time real kernels over a suite (correctness gate first); writes a new result file",
+        description=(
+            "Run every case of a suite: correctness gate against the plain-PyTorch reference, then timing "
+            "(CUDA events, L2 flushed, or perf_counter_ns on the CPU), energy (NVML), peak memory, analytic "
+            "counts and roofline fraction. Each run writes a new versioned JSON file under --out; finished "
+            f"cases are on disk as soon as they finish. {STATUS_EXIT}."),
+    )
+    m.add_argument("--suite", required=True, help="suite YAML file, or the name of a built-in suite (cpu_smoke)")
+    m.add_argument("--device", default="cuda", help="cpu, cuda or cuda:N (default cuda)")
+    m.add_argument("--out", required=True, help="folder for result files (created if missing)")
+    m.add_argument("--resume", action="store_true",
+                   help="skip cases already finished in --out (status ok, failed_check, oom, unavailable; "
+                        "cases that ended in 'error' run again)")
+    m.add_argument("--hw", help="hardware spec (built-in id or YAML file) for roofline fractions")
+    m.add_argument("--filter", help="run only cases whose key contains this text")
+    m.add_argument("--limit", type=int, help="run at most N cases (after --filter and --resume)")
+    m.add_argument("--seed", type=int, default=0, help="run seed; each case derives its own from it (default 0)")
+    m.add_argument("--target-time", type=float, help="seconds of timed samples per case "
+                                                       "(default 0.5 on CUDA, 0.05 on the CPU)")
+    m.add_argument("--no-flush", action="store_true", help="do not flush L2 before each timed call (CUDA)")
+    m.add_argument("--no-energy", action="store_true", help="skip the NVML energy window")
+    m.add_argument("--energy-window", type=float, default=1.0, help="seconds per energy window (>= 1, default 1)")
+    m.add_argument("--threads", type=int, help="CPU threads for PyTorch (torch.set_num_threads; CPU runs)")
+    m.add_argument("--dry-run", action="store_true", help="list the cases and exit")
+    m.add_argument("--json", action="store_true", help="print the summary as JSON (progress goes to stderr)")
+    m.set_defaults(func=cmd_measure)
+
+    p = subparsers.add_parser(
+        "probe",
+        help="measure the local device's attained ceilings (copy, matmul, vector, exp, launch latency)",
+        description="Measure attained ceilings and write them as a spec 'measured:' list to a new file "
+                    "(.yaml or .json); an existing file is never overwritten.",
+    )
+    p.add_argument("--device", default="cuda", help="cpu, cuda or cuda:N (default cuda)")
+    p.add_argument("--out", required=True, help="new file to write (.yaml, .yml or .json)")
+    p.add_argument("--copy-mib", type=int, help="copy buffer size in MiB (default 1024 on CUDA, 64 on the CPU)")
+    p.add_argument("--matmul-n", type=int, help="matmul size n (n x n x n; default 8192 on CUDA, 512 on the CPU)")
+    p.add_argument("--vector-numel", type=int, help="elements in the vector / exp measurements")
+    p.add_argument("--iters", type=int, help="dependent operations per element in the CUDA vector / exp kernels")
+    p.add_argument("--target-time", type=float, help="seconds of timed samples per measurement")
+    p.add_argument("--threads", type=int, help="CPU threads for PyTorch (torch.set_num_threads; CPU runs)")
+    p.add_argument("--json", action="store_true", help="print the probe result as JSON")
+    p.set_defaults(func=cmd_probe)
+
+
+def _threads(n: int | None) -> None:
+    if n is None:
+        return
+    if n < 1:
+        raise UserError(f"--threads must be at least 1, got {n}")
+    import torch
+
+    torch.set_num_threads(n)  # recorded in the metadata (torch_settings.num_threads)
+
+
+def _fmt(v: float | None, kind: str) -> str:
+    from ..hwspecs.units import format_quantity
+
+    return "" if v is None else format_quantity(v, kind, digits=4)
+
+
+def _progress_line(i: int, n: int, rec: dict[str, Any]) -> str:
+    t = (rec.get("time_s") or {}).get("median")
+    tail = f"median {_fmt(t, 'time')} (measurement)" if t is not None else (rec.get("reason") or "")
+    return f"[{i + 1}/{n}] {rec['status']:<12} {rec['key']}  {tail[:160]}"
+
+
+def cmd_measure(args) -> int:
+    from ..hwspecs import get_spec
+    from .suite import load_suite
+    from .sweep import SweepConfig, run_sweep, select, torch_device
+    from .timing import TimingSettings
+
+    if args.limit is not None and args.limit < 1:
+        raise UserError(f"--limit must be at least 1, got {args.limit}")
+    if args.energy_window < 1.0:
+        raise UserError(f"--energy-window must be at least 1 s (the NVML counter refreshes every 20-100 ms), "
+                        f"got {args.energy_window}")
+    if args.target_time is not None and not args.target_time > 0:
+        raise UserError(f"--target-time must be > 0 seconds, got {args.target_time}")
+    suite = load_suite(args.suite)
+    spec = get_spec(args.hw) if args.hw else None
+    if args.dry_run:
+        todo, _, filtered = select(suite.cases, args.filter, args.limit)
+        rows = [(sc.case.key(), sc.entry) for sc in todo]
+        if args.json:
+            print_json({"suite": suite.name, "cases": [r[0] for r in rows], "filtered_out": filtered})
+        else:
+            print_table(f"suite {suite.name}: {len(rows)} cases", ["case key", "entry"], rows)
+        return 0
+    device = torch_device(args.device)
+    _threads(args.threads)
+    target = args.target_time if args.target_time is not None else (0.5 if device.type == "cuda" else 0.05)
+    settings = TimingSettings(target_s=target, flush_l2=not args.no_flush,
+                              warmup_s=0.1 if device.type == "cuda" else 0.01)
+    cfg = SweepConfig(device=str(device), out_dir=Path(args.out), timing=settings, seed=args.seed,
+                      resume=args.resume, spec=spec, energy=not args.no_energy,
+                      energy_window_s=args.energy_window, argv=list(sys.argv),
+                      arguments={k: v for k, v in vars(args).items() if k != "func"},
+                      suite_name=suite.name, suite_path=suite.path)
+    # Progress: one plain line per case (stderr under --json so stdout stays JSON).
+    stream = sys.stderr if args.json else sys.stdout
+
+    def say(text: str) -> None:
+        print(text, file=stream, flush=True)
+
+    def on_start(n: int, finished: int, filtered: int) -> None:
+        extra = []
+        if finished:
+            extra.append(f"{finished} already finished in {args.out}")
+        if filtered:
+            extra.append(f"{filtered} filtered out")
+        say(f"{n} cases to run on {device} (suite {suite.name}"
+            + (f"; {', '.join(extra)}" if extra else "") + ")")
+
+    def on_case(i: int, n: int, rec: dict[str, Any]) -> None:
+        say(_progress_line(i, n, rec))
+
+    summary = run_sweep(suite.cases, cfg, args.filter, args.limit, on_start, on_case)
+    if summary.path is None:
+        if args.json:
+            print_json({"path": None, "counts": {}, "skipped_finished": summary.skipped_finished, "cases": []})
+        else:
+            say("nothing to run; no result file written")
+        return 0
+    bad = summary.counts.get("error", 0) + summary.counts.get("failed_check", 0)
+    if args.json:
+        print_json({"path": str(summary.path), "counts": summary.counts,
+                    "skipped_finished": summary.skipped_finished,
+                    "cases": [{k: r.get(k) for k in ("key", "status", "reason", "time_s", "achieved",
+                                                      "roofline_fraction")} for r in summary.records]})
+        return 1 if bad else 0
+    rows = []
+    for r in summary.records:
+        t = (r.get("time_s") or {}).get("median")
+        a = r.get("achieved") or {}
+        frac = r.get("roofline_fraction")
+        rows.append((r["key"], r["status"], _fmt(t, "time"), _fmt(a.get("flop_per_s"), "flop_rate"),
+                     _fmt(a.get("bytes_per_s"), "bandwidth"), "" if frac is None else f"{frac:.3g}"))
+    caption = ("median: measurement; FLOP/s, B/s: analytic count (compulsory bytes) / measured median; "
+               + (f"roofline: analytic bound on {spec.id} / measured median" if spec is not None
+                  else "roofline: give --hw SPEC")
+               + f". Reasons of non-ok cases are in {summary.path}")
+    table = Table(title=f"{len(summary.records)} cases: "
+                  + ", ".join(f"{v} {k}" for k, v in sorted(summary.counts.items())),
+                  caption=caption, caption_justify="left")
+    table.add_column("case", overflow="fold")  # keys are long; never cut them
+    for col in ("status", "median", "FLOP/s", "B/s", "roofline"):
+        table.add_column(col, no_wrap=True)
+    for r in rows:
+        table.add_row(*r)
+    console().print(table)
+    return 1 if bad else 0
+
+
+def cmd_probe(args) -> int:
+    from .probe import ProbeSizes, run_probe, write_probe
+    from .sweep import torch_device
+
+    out = Path(args.out)
+    if out.exists():  # fail before spending time measuring
+        raise UserError(f"--out {out}: file exists; probe never overwrites a file (choose a new name)")
+    if out.suffix not in (".yaml", ".yml", ".json"):
+        raise UserError(f"--out {out}: expected a .yaml, .yml or .json file name")
+    device = torch_device(args.device)
+    _threads(args.threads)
+    d = ProbeSizes.default(device.type)
+    given = {"copy_mib": args.copy_mib, "matmul_n": args.matmul_n, "vector_numel": args.vector_numel,
+             "iters": args.iters, "target_s": args.target_time}
+    for k, v in given.items():
+        if v is not None and not v > 0:
+            raise UserError(f"--{k.replace('_', '-')} must be > 0, got {v}")
+    sizes = ProbeSizes(**{k: (v if v is not None else getattr(d, k)) for k, v in given.items()})
+    doc = run_probe(device, sizes, argv=list(sys.argv), log=lambda s: print(s, file=sys.stderr, flush=True))
+    doc["meta"]["arguments"] = {k: v for k, v in vars(args).items() if k != "func"}
+    path = write_probe(doc, out)
+    if args.json:
+        print_json(doc)
+        return 0
+    rows = [(m["key"], m["value"], m["method"]) for m in doc["measured"]]
+    rows += [(o["name"] + " (observation)", o["value"], o["method"]) for o in doc["observations"]]
+    rows += [(f["name"] + " (failed)", "", f["reason"]) for f in doc["failed"]]
+    print_table(f"attained ceilings of {device} (measurement)", ["spec key", "value", "method"], rows,
+                caption=f"written to {path}")
+    return 0

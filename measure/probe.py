@@ -1,0 +1,236 @@
+"""``ssmbench probe``: measure the attained ceilings of the local device and write them as a spec's
+``measured:`` list (key, value with unit, date, method) plus metadata.
+
+What is measured (every time through ``timing.time_call``; rate = work / median time):
+
+- copy bandwidth: ``dst.copy_(src)`` of a buffer much larger than the last-level cache; bytes =
+  read + written (2 x size). Spec key ``memory.dram.bandwidth``.
+- matmul rate per dtype (fp32, bf16, fp16 where the device supports it): n x n x n ``torch.matmul``
+  into a preallocated output, 2 n^3 FLOPs. On CUDA bf16 / fp16 go to ``compute.tensor.<dtype>``; fp32
+  (TF32 off, PyTorch's default) runs on the CUDA cores and is reported as an observation, not as a
+  tensor-core ceiling. On the CPU every dtype goes to ``compute.tensor.<dtype>`` (the matmul rate
+  is the CPU's tensor engine in the roofline's terms).
+- vector fp32 rate: on CUDA with Triton, a kernel whose every element runs ITERS dependent FMAs
+  (2 FLOPs each) with runtime coefficients (no constant folding), on a buffer of a few MB, so memory
+  traffic is negligible: ``compute.vector.fp32``. Without Triton, and on the CPU, an eager FMA
+  (``torch.add(y, x, alpha=a, out=z)``, 2 FLOPs per element) on a cache-sized buffer: that is the
+  attained rate of an eager elementwise op, bounded by cache bandwidth, not by the FMA units, so it is
+  an observation, never a spec ceiling.
+- transcendental rate: on CUDA with Triton, ITERS dependent ``y = exp(-y)`` per element (one exp
+  each; the multiply by -log2(e) that ``tl.exp`` adds runs on the FMA pipe): ``compute.special_function``.
+  Elsewhere eager ``torch.exp`` on a cache-sized buffer, an observation.
+- CUDA only: kernel-launch latency: a batch of 100 launches of a one-element ``add_``, timed as one
+  region with CUDA events, divided by 100: the steady-state cost per launch when kernels are issued
+  back to back (``launch.kernel``); CUDA-graph per-node latency: a captured graph of 100 such kernels,
+  replay time / 100 (``launch.graph_node``).
+
+A measurement that fails (unsupported dtype, Triton compile error) is listed under ``failed`` with
+its reason; the others still run. The output file must not exist (never overwritten).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from ..errors import UserError
+from ..hwspecs.units import format_quantity, parse
+from .environment import collect
+from .timing import TimingSettings, time_call
+
+PROBE_SCHEMA_VERSION = 1
+KIND_OF_KEY = {"memory.dram.bandwidth": "bandwidth", "launch.kernel": "time", "launch.graph_node": "time"}
+LAUNCH_BATCH = 100
+
+
+@dataclass(frozen=True)
+class ProbeSizes:
+    copy_mib: int
+    matmul_n: int
+    vector_numel: int
+    iters: int  # dependent FMAs / exps per element in the Triton kernels
+    target_s: float  # timing budget per measurement
+
+    @classmethod
+    def default(cls, device_type: str) -> "ProbeSizes":
+        if device_type == "cuda":
+            return cls(copy_mib=1024, matmul_n=8192, vector_numel=1 << 22, iters=4096, target_s=0.5)
+        return cls(copy_mib=64, matmul_n=512, vector_numel=1 << 16, iters=0, target_s=0.1)
+
+
+def _kind(key: str) -> str:
+    return KIND_OF_KEY.get(key, "flop_rate")
+
+
+def _entry(key: str, si: float, method: str, today: str) -> dict[str, Any]:
+    kind = _kind(key)
+    text = format_quantity(si, kind, digits=4)
+    back = parse(text, kind)  # the written value must read back as what was measured
+    if abs(back - si) > 1e-3 * si:
+        raise RuntimeError(f"{key}: formatted {si} as {text!r}, which reads back as {back}")
+    return {"key": key, "value": text, "date": today, "method": method}
+
+
+def _observation(name: str, si: float, kind: str, method: str) -> dict[str, Any]:
+    return {"name": name, "value": format_quantity(si, kind, digits=4), "method": method}
+
+
+def _settings(sizes: ProbeSizes, cuda: bool, flush: bool = False) -> TimingSettings:
+    return TimingSettings(target_s=sizes.target_s, warmup_calls=2, warmup_s=0.02, min_repeats=3,
+                          max_repeats=1000, flush_l2=flush and cuda, cuda_graph=False)
+
+
+def _median(call: Callable[[], Any], device, sizes: ProbeSizes, flush: bool = False) -> tuple[float, int]:
+    r = time_call(call, device, _settings(sizes, device.type == "cuda", flush))
+    return r.median, r.stats()["n"]
+
+
+def run_probe(device, sizes: ProbeSizes, argv: list[str] | None = None,
+              log: Callable[[str], None] | None = None) -> dict[str, Any]:
+    import torch
+
+    log = log or (lambda s: None)
+    cuda = device.type == "cuda"
+    today = _dt.date.today().isoformat()
+    ver = f"PyTorch {torch.__version__}"
+    measured: list[dict[str, Any]] = []
+    observations: list[dict[str, Any]] = []
+    failed: list[dict[str, str]] = []
+
+    def attempt(name: str, fn: Callable[[], None]) -> None:
+        log(f"probe: {name} ...")
+        try:
+            fn()
+        except Exception as exc:  # one unsupported measurement must not lose the others
+            failed.append({"name": name, "reason": f"{type(exc).__name__}: {exc}"})
+        finally:
+            if cuda:
+                torch.cuda.empty_cache()
+
+    def copy():
+        n = sizes.copy_mib * 2**20
+        src = torch.empty(n, dtype=torch.uint8, device=device).random_(0, 255)
+        dst = torch.empty_like(src)
+        med, reps = _median(lambda: dst.copy_(src), device, sizes, flush=True)
+        measured.append(_entry("memory.dram.bandwidth", 2 * n / med,
+                               f"{sizes.copy_mib} MiB copy_ (bytes read + written), "
+                               f"{'CUDA events, L2 flushed' if cuda else 'perf_counter_ns'}, median of {reps}; {ver}",
+                               today))
+
+    def matmul(dt: str):
+        tdt = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dt]
+        n = sizes.matmul_n
+        a = torch.randn(n, n, device=device).to(tdt)
+        b = torch.randn(n, n, device=device).to(tdt)
+        c = torch.empty(n, n, device=device, dtype=tdt)
+        med, reps = _median(lambda: torch.matmul(a, b, out=c), device, sizes)
+        rate = 2 * n**3 / med
+        method = f"{dt} {n}^3 torch.matmul on random data, median of {reps}; {ver}"
+        if cuda and dt == "fp32":
+            tf32 = torch.backends.cuda.matmul.allow_tf32
+            observations.append(_observation(f"matmul.fp32{'_tf32' if tf32 else ''}", rate, "flop_rate",
+                                             method + f" (allow_tf32={tf32})"))
+        else:
+            measured.append(_entry(f"compute.tensor.{dt}", rate, method, today))
+
+    def vector_and_exp():
+        triton_ok = False
+        if cuda:
+            try:
+                from ._probe_triton import exp_loop, fma_loop
+                triton_ok = True
+            except ImportError:
+                failed.append({"name": "triton", "reason": "triton not importable: eager fallbacks used"})
+        n = sizes.vector_numel
+        if triton_ok:
+            block = 1024
+            x = torch.rand(n, device=device)
+            grid = ((n + block - 1) // block,)
+            med, reps = _median(lambda: fma_loop[grid](x, n, 0.999, 0.001, ITERS=sizes.iters, BLOCK=block),
+                                device, sizes)
+            measured.append(_entry("compute.vector.fp32", 2 * n * sizes.iters / med,
+                                   f"Triton kernel, {sizes.iters} dependent FMAs per element on {n} fp32 elements, "
+                                   f"median of {reps}; {ver}", today))
+            med, reps = _median(lambda: exp_loop[grid](x, n, ITERS=sizes.iters, BLOCK=block), device, sizes)
+            measured.append(_entry("compute.special_function", n * sizes.iters / med,
+                                   f"Triton kernel, {sizes.iters} dependent exp per element (tl.exp) on {n} fp32 "
+                                   f"elements, median of {reps}; {ver}", today))
+            return
+        x = torch.rand(n, device=device)
+        y = torch.rand(n, device=device)
+        z = torch.empty_like(x)
+        med, reps = _median(lambda: torch.add(y, x, alpha=0.5, out=z), device, sizes)
+        observations.append(_observation(
+            "elementwise.fp32_eager", 2 * n / med, "flop_rate",
+            f"eager torch.add(y, x, alpha=0.5) (one FMA, 2 FLOPs per element) on {n} fp32 elements "
+            f"({n * 12 // 1024} KiB touched), median of {reps}; bounded by cache bandwidth, not the FMA units; {ver}"))
+        med, reps = _median(lambda: torch.exp(x, out=z), device, sizes)
+        observations.append(_observation(
+            "exp.fp32_eager", n / med, "flop_rate",
+            f"eager torch.exp on {n} fp32 elements, exp evaluations per second, median of {reps}; {ver}"))
+
+    def launches():
+        t = torch.zeros(1, device=device)
+
+        def batch():
+            for _ in range(LAUNCH_BATCH):
+                t.add_(1.0)
+
+        med, reps = _median(batch, device, sizes)
+        measured.append(_entry("launch.kernel", med / LAUNCH_BATCH,
+                               f"{LAUNCH_BATCH} back-to-back launches of a one-element add_, one CUDA-event region, "
+                               f"/ {LAUNCH_BATCH}, median of {reps}; {ver}", today))
+        side = torch.cuda.Stream(device=device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            batch()
+        torch.cuda.current_stream(device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            batch()
+        med, reps = _median(graph.replay, device, sizes)
+        measured.append(_entry("launch.graph_node", med / LAUNCH_BATCH,
+                               f"CUDA graph of {LAUNCH_BATCH} one-element add_ kernels, replay time / {LAUNCH_BATCH}, "
+                               f"median of {reps}; {ver}", today))
+
+    attempt("copy bandwidth", copy)
+    for dt in ("fp32", "bf16", "fp16"):
+        attempt(f"matmul {dt}", lambda dt=dt: matmul(dt))
+    attempt("vector and exp rates", vector_and_exp)
+    if cuda:
+        attempt("launch latency", launches)
+    return {
+        "schema_version": PROBE_SCHEMA_VERSION,
+        "kind": "ssmbench-probe",
+        "label": "measurement (attained ceilings of this device)",
+        "meta": collect(device, seed=0, argv=argv),
+        "sizes": sizes.__dict__,
+        "measured": measured,
+        "observations": observations,
+        "failed": failed,
+        "how_to_use": "copy the 'measured' entries into the spec's measured: list (keys are spec value paths)",
+    }
+
+
+def write_probe(doc: dict[str, Any], out: str | Path) -> Path:
+    out = Path(out)
+    if out.suffix not in (".yaml", ".yml", ".json"):
+        raise UserError(f"--out {out}: expected a .yaml, .yml or .json file name")
+    if out.exists():
+        raise UserError(f"--out {out}: file exists; probe never overwrites a file (choose a new name)")
+    from .results import jsonable
+
+    data = jsonable(doc)
+    text = json.dumps(data, indent=1) + "\n" if out.suffix == ".json" else yaml.safe_dump(data, sort_keys=False)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with open(out, "x", encoding="utf-8") as fh:
+            fh.write(text)
+    except FileExistsError:
+        raise UserError(f"--out {out}: file exists; probe never overwrites a file (choose a new name)") from None
+    return out

@@ -1,0 +1,45 @@
+"""Metadata block and the ban on time.time() in measure/."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from ssmbench.measure import environment
+
+MEASURE = Path(environment.__file__).resolve().parent
+
+
+def test_metadata_has_required_keys():
+    meta = environment.collect(torch.device("cpu"), seed=7, argv=["ssmbench", "measure"])
+    for k in environment.REQUIRED_KEYS:
+        assert k in meta, k
+    assert meta["seed"] == 7 and meta["command_line"] == ["ssmbench", "measure"]
+    assert set(meta["versions"]) >= {"torch", "triton", "mamba_ssm", "causal_conv1d", "flash_attn", "fla"}
+    assert meta["versions"]["torch"] == torch.__version__
+    assert {"commit", "dirty"} <= set(meta["git"])
+    assert meta["device"]["type"] == "cpu" and meta["device"]["uuid"] is None
+    assert meta["started_utc"].endswith("+00:00")
+
+
+def test_missing_library_version_is_none():
+    assert environment.library_version(("no-such-dist-xyz",), "no_such_module_xyz") is None
+
+
+def test_no_time_time_in_measure():
+    """Wall-clock time.time() is not a timer (DESIGN.md traps); measure/ uses CUDA events and perf_counter_ns."""
+    pattern = re.compile(r"\btime\.time\(|from\s+time\s+import\s+[^\n]*\btime\b")
+    offenders = [str(p) for p in MEASURE.rglob("*.py") if pattern.search(p.read_text())]
+    assert not offenders
+
+
+@pytest.mark.gpu
+def test_cuda_metadata():
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    meta = environment.collect(torch.device("cuda"), seed=0)
+    d = meta["device"]
+    assert d["type"] == "cuda" and d["name"] and d["uuid"] and d["l2_bytes"]
+    assert meta["cuda_version"]

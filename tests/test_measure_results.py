@@ -1,0 +1,122 @@
+"""Result files: versioned, never overwritten, incremental; the reader's checks."""
+
+import json
+
+import pytest
+
+from ssmbench.measure.results import SCHEMA_VERSION, ResultsError, ResultWriter, finished_keys, jsonable, \
+    latest_by_key, read_dir, read_results, result_files
+
+
+def _rec(key="linear/cublas/x/fp32/fwd/B=1", status="ok", **kw):
+    return {"op": "linear", "impl": "cublas", "backend": "x", "dims": {"B": 1}, "dtype": "fp32", "mode": "fwd",
+            "key": key, "status": status, **kw}
+
+
+def test_writer_incremental_then_consolidated(tmp_path):
+    w = ResultWriter(tmp_path, {"seed": 0}, {"target_s": 1.0})
+    w.add(_rec("a", median=float("nan")))
+    # already on disk, readable, before finish
+    rf = read_results(w.jsonl_path)
+    assert [c["key"] for c in rf.cases] == ["a"] and not rf.complete
+    assert rf.cases[0]["median"] is None  # NaN is written as null (JSON has no NaN)
+    w.add(_rec("b", status="unavailable"))
+    path = w.finish({"finished_utc": "now"})
+    assert not w.jsonl_path.exists()
+    rf = read_results(path)
+    assert rf.complete and rf.meta["finished_utc"] == "now" and [c["key"] for c in rf.cases] == ["a", "b"]
+    assert json.loads(path.read_text())["schema_version"] == SCHEMA_VERSION
+
+
+def test_writer_never_overwrites(tmp_path):
+    w1 = ResultWriter(tmp_path, {}, {})
+    w2 = ResultWriter(tmp_path, {}, {})  # same second, same pid: must get another name
+    assert w1.jsonl_path != w2.jsonl_path
+    p1, p2 = w1.finish(), w2.finish()
+    assert p1 != p2 and p1.exists() and p2.exists()
+
+
+def test_writer_rejects_unknown_status(tmp_path):
+    w = ResultWriter(tmp_path, {}, {})
+    with pytest.raises(ValueError, match="status"):
+        w.add(_rec(status="fine"))
+
+
+@pytest.mark.parametrize("doc, words", [
+    ({"schema_version": 2, "meta": {}, "timing": {}, "cases": []}, ["schema_version 2 is not supported", "1"]),
+    ({"meta": {}, "timing": {}, "cases": []}, ["no 'schema_version'"]),
+    ({"schema_version": "1", "meta": {}, "timing": {}, "cases": []}, ["schema_version '1'"]),
+    ([1, 2], ["top level"]),
+    ({"schema_version": 1, "meta": {}, "timing": {}}, ["missing top-level key 'cases'"]),
+    ({"schema_version": 1, "meta": {}, "timing": {}, "cases": [{"key": "k"}]}, ["cases[0] lacks field"]),
+    ({"schema_version": 1, "meta": {}, "timing": {}, "cases": [_rec(status="great")]}, ["status 'great'"]),
+])
+def test_reader_rejects_bad_files(tmp_path, doc, words):
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps(doc))
+    with pytest.raises(ResultsError) as exc:
+        read_results(p)
+    assert str(exc.value).startswith(str(p))
+    for w in words:
+        assert w in str(exc.value)
+
+
+def test_reader_malformed_and_missing(tmp_path):
+    p = tmp_path / "r.json"
+    p.write_text('{"schema_version": 1, "cases": [')
+    with pytest.raises(ResultsError, match="not valid JSON"):
+        read_results(p)
+    with pytest.raises(ResultsError, match="file not found"):
+        read_results(tmp_path / "none.json")
+    q = tmp_path / "r.csv"
+    q.write_text("a,b")
+    with pytest.raises(ResultsError, match=".json or .jsonl"):
+        read_results(q)
+
+
+def test_jsonl_cut_last_line_is_dropped_but_a_bad_middle_line_is_an_error(tmp_path):
+    head = json.dumps({"record": "header", "schema_version": 1, "meta": {}, "timing": {}})
+    good = json.dumps({"record": "case", **_rec("a")})
+    p = tmp_path / "run.jsonl"
+    p.write_text(head + "\n" + good + "\n" + good[:20])  # killed while writing the third line
+    rf = read_results(p)
+    assert [c["key"] for c in rf.cases] == ["a"] and "cut off" in rf.notes[0]
+    p.write_text(head + "\n" + good[:20] + "\n" + good + "\n")
+    with pytest.raises(ResultsError, match="line 2 is not valid JSON"):
+        read_results(p)
+    p.write_text(json.dumps({"record": "header", "schema_version": 7}) + "\n")
+    with pytest.raises(ResultsError, match="schema_version 7"):
+        read_results(p)
+    p.write_text(good + "\n")
+    with pytest.raises(ResultsError, match="header"):
+        read_results(p)
+
+
+def test_dir_reading_finished_keys_and_latest(tmp_path):
+    w = ResultWriter(tmp_path, {}, {})
+    w.add(_rec("a", value=1))
+    w.add(_rec("b", status="error"))
+    w.finish()
+    w2 = ResultWriter(tmp_path, {}, {})
+    w2.add(_rec("a", value=2))
+    w2.close()  # interrupted run: stays .jsonl
+    assert len(result_files(tmp_path)) == 2
+    assert finished_keys(tmp_path) == {"a"}  # 'error' is not finished
+    latest = latest_by_key(read_dir(tmp_path))
+    assert latest["a"]["value"] == 2
+
+
+def test_jsonable():
+    np = pytest.importorskip("numpy")
+    assert jsonable({"a": np.float64(1.5), "b": np.int64(3), "c": float("inf"), "d": (1, 2)}) == \
+        {"a": 1.5, "b": 3, "c": None, "d": [1, 2]}
+    with pytest.raises(TypeError):
+        jsonable(object())
+
+
+def test_result_files_order_by_timestamp_then_collision_index(tmp_path):
+    names = ["run-20261202T000001.000000Z-7.json", "run-20261202T000000.000000Z-9-1.jsonl",
+             "run-20261202T000000.000000Z-9.json"]
+    for n in names:
+        (tmp_path / n).write_text("{}")
+    assert [p.name for p in result_files(tmp_path)] == [names[2], names[1], names[0]]
