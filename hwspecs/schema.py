@@ -20,6 +20,11 @@ Layout of a spec file::
     energy:           optional: per_flop {engine: J/FLOP}, per_byte {level: J/B}
     interconnect:     optional list of {name, bandwidth}
     measured:         optional list of attained ceilings {key: dotted path, value, date, method}
+
+Checks beyond the shapes: every cited source is declared; a real device cites no design assumption
+(tag A) and a hypothetical one has no measurements; memory levels are named, ordered from on-chip out,
+end in ``dram``, keep per-SM levels inside device-wide ones, grow in capacity and do not grow in
+bandwidth outward; a count (SMs) is a whole number; ``si`` is computed, never read from a file.
 """
 
 from __future__ import annotations
@@ -45,17 +50,33 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _reject_computed(data: object) -> object:
+    """``si`` is computed from ``value``; a spec file that sets it would bypass unit parsing."""
+    if isinstance(data, dict):
+        if "si" in data:
+            raise ValueError("unknown key 'si' (computed from 'value'; a spec file cannot set it)")
+        if isinstance(data.get("value"), bool):
+            raise ValueError(f"value: expected a number or a quantity with a unit, got {data['value']!r}")
+    return data
+
+
 class Datum(_Strict):
     """One value with its unit and its source, or an explicit statement that it is unknown."""
 
     kind: ClassVar[str] = "count"
     positive: ClassVar[bool] = True
+    integer: ClassVar[bool] = False
 
     value: str | int | float | None = None
     source: str | None = None
     note: str | None = None
     unknown: str | None = None
     si: float | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_computed(cls, data):
+        return _reject_computed(data)
 
     @model_validator(mode="after")
     def _parse(self):
@@ -75,6 +96,8 @@ class Datum(_Strict):
             raise ValueError(str(exc)) from None
         if self.positive and not si > 0:
             raise ValueError(f"{self.value!r} must be greater than zero")
+        if self.integer and not si.is_integer():
+            raise ValueError(f"{self.value!r} must be a whole number")
         object.__setattr__(self, "si", si)
         return self
 
@@ -85,6 +108,7 @@ class Datum(_Strict):
 
 class Count(Datum):
     kind: ClassVar[str] = "count"
+    integer: ClassVar[bool] = True
 
 
 class Bandwidth(Datum):
@@ -133,10 +157,13 @@ class Compute(_Strict):
     vector: dict[str, FlopRate]
     special_function: FlopRate
 
-    @field_validator("tensor", "vector")
+    @field_validator("tensor", "vector", mode="before")
     @classmethod
-    def _dtypes(cls, v: dict[str, FlopRate]):
-        bad = sorted(set(v) - set(DTYPES))
+    def _dtypes(cls, v):
+        # Before the values are validated: a misspelt dtype is reported as such, not as a broken rate.
+        if not isinstance(v, dict):
+            return v
+        bad = sorted(map(str, set(v) - set(DTYPES)))
         if bad:
             raise ValueError(f"unknown dtype(s) {bad}; expected some of {list(DTYPES)}")
         return v
@@ -170,19 +197,23 @@ class Energy(_Strict):
     per_flop: dict[str, EnergyPerFlop] = Field(default_factory=dict)
     per_byte: dict[str, EnergyPerByte] = Field(default_factory=dict)
 
-    @field_validator("per_flop")
+    @field_validator("per_flop", mode="before")
     @classmethod
     def _engines(cls, v):
+        if not isinstance(v, dict):
+            return v
         allowed = {"tensor", "vector", "special_function"}
-        bad = sorted(set(v) - allowed)
+        bad = sorted(map(str, set(v) - allowed))
         if bad:
             raise ValueError(f"unknown engine(s) {bad}; expected some of {sorted(allowed)}")
         return v
 
-    @field_validator("per_byte")
+    @field_validator("per_byte", mode="before")
     @classmethod
     def _levels(cls, v):
-        bad = sorted(set(v) - set(MEMORY_LEVELS))
+        if not isinstance(v, dict):
+            return v
+        bad = sorted(map(str, set(v) - set(MEMORY_LEVELS)))
         if bad:
             raise ValueError(f"unknown memory level(s) {bad}; expected some of {list(MEMORY_LEVELS)}")
         return v
@@ -197,11 +228,16 @@ class Measured(_Strict):
     """An attained ceiling read on a real device: it sits beside the datasheet value, never over it."""
 
     key: str
-    value: str
+    value: str | int | float
     date: _dt.date
     method: str
     source: str | None = None
     si: float | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_computed(cls, data):
+        return _reject_computed(data)
 
 
 class Spec(_Strict):
@@ -229,12 +265,19 @@ class Spec(_Strict):
             raise ValueError(f"id {v!r} must be lower case letters, digits, '.', '_' or '-'")
         return v
 
+    @field_validator("memory", mode="before")
+    @classmethod
+    def _level_names(cls, v):
+        # Before the levels are validated: a misspelt level is reported as such, not as missing keys.
+        if isinstance(v, dict):
+            bad = [k for k in v if k not in MEMORY_LEVELS]
+            if bad:
+                raise ValueError(f"unknown memory level(s) {bad}; expected some of {list(MEMORY_LEVELS)}")
+        return v
+
     @field_validator("memory")
     @classmethod
     def _levels(cls, v: dict[str, MemoryLevel]):
-        bad = [k for k in v if k not in MEMORY_LEVELS]
-        if bad:
-            raise ValueError(f"unknown memory level(s) {bad}; expected some of {list(MEMORY_LEVELS)}")
         order = [MEMORY_LEVELS.index(k) for k in v]
         if order != sorted(order):
             raise ValueError(f"memory levels must be listed from on-chip to off-chip: {list(MEMORY_LEVELS)}")
@@ -242,6 +285,15 @@ class Spec(_Strict):
             raise ValueError("memory needs a 'dram' level (device memory: HBM, GDDR or DRAM)")
         if v["dram"].scope != "device":
             raise ValueError("memory.dram.scope must be 'device'")
+        device_wide = None
+        for name, level in v.items():
+            if level.scope == "device":
+                device_wide = device_wide or name
+            elif device_wide is not None:
+                raise ValueError(
+                    f"memory.{name}.scope: a per-SM level cannot sit farther from the cores than the device-wide "
+                    f"level {device_wide!r}; expected 'device' or a level closer to the cores"
+                )
         return v
 
     @model_validator(mode="after")
@@ -252,6 +304,13 @@ class Spec(_Strict):
                 raise ValueError(
                     f"{path}.source: unknown source {datum.source!r}; declared sources: {sorted(self.sources)}"
                 )
+            if not self.hypothetical and datum.source is not None and self.sources[datum.source].tag == "A":
+                raise ValueError(
+                    f"{path}.source: {datum.source!r} is a design assumption (tag A), which only a hypothetical "
+                    "device may use; expected a datasheet, paper or derived source (tag P, S, R or D)"
+                )
+        if self.hypothetical and self.measured:
+            raise ValueError("measured: a hypothetical device has no measurements; expected no 'measured' section")
         self._check_hierarchy()
         for i, m in enumerate(self.measured):
             if m.key not in data:
@@ -266,6 +325,8 @@ class Spec(_Strict):
                 raise ValueError(f"measured[{i}].value: {exc}") from None
             if not si > 0:
                 raise ValueError(f"measured[{i}].value: {m.value!r} must be greater than zero")
+            if data[m.key].integer and not si.is_integer():
+                raise ValueError(f"measured[{i}].value: {m.value!r} must be a whole number")
             object.__setattr__(m, "si", si)
         keys = [m.key for m in self.measured]
         dup = sorted({k for k in keys if keys.count(k) > 1})

@@ -9,7 +9,9 @@ datasheets.
 from __future__ import annotations
 
 import functools
+import math
 import re
+from importlib import resources
 
 import pint
 
@@ -45,9 +47,31 @@ class UnitError(ValueError):
     """A value whose unit is missing, unknown or of the wrong kind."""
 
 
+def _information_registry() -> pint.UnitRegistry:
+    """pint's default units, with ``bit`` a dimension of its own.
+
+    pint (0.24 and later) defines ``bit = []``: a byte is then a plain number, so '1.98 GHz' converts
+    to a bandwidth and '28.7 pJ' to an energy per byte. The default definitions are loaded with that
+    one line changed; the import of the constants file is inlined because pint cannot follow it when
+    definitions come as text.
+    """
+    root = resources.files("pint")
+    text = (root / "default_en.txt").read_text(encoding="utf-8")
+    text = text.replace("\n@import constants_en.txt\n", "\n" + (root / "constants_en.txt").read_text(encoding="utf-8") + "\n")
+    text = text.replace("\nbit = []\n", "\nbit = [information]\n")
+    ureg = pint.UnitRegistry(filename=None, autoconvert_offset_to_baseunit=False)
+    ureg.load_definitions(text.splitlines())
+    return ureg
+
+
 @functools.lru_cache(maxsize=1)
 def registry() -> pint.UnitRegistry:
-    ureg = pint.UnitRegistry(autoconvert_offset_to_baseunit=False)
+    try:
+        ureg = _information_registry()
+    except (OSError, pint.errors.PintError):  # pint's definition files moved: its defaults, checked below
+        ureg = pint.UnitRegistry(autoconvert_offset_to_baseunit=False)
+    if ureg("byte").dimensionless:
+        raise RuntimeError(f"pint {pint.__version__}: cannot give bytes a dimension; sizes would read as plain numbers")
     # One dimension for arithmetic work. Integer "operations" (TOPS) and transcendental evaluations
     # are counted in the same dimension so rates of every engine compare on one axis.
     ureg.define("FLOP = [operation] = flop = OP = op")
@@ -56,7 +80,12 @@ def registry() -> pint.UnitRegistry:
     return ureg
 
 
-_NUMBER_THEN_UNIT = re.compile(r"^\s*[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?\s+\S")
+# The accepted grammar, checked before pint sees the text: a number, a space, then a unit expression
+# made only of unit names joined by '/' or '*', each with an optional small integer power. pint
+# evaluates arithmetic in the string ('1 GHz * 10**10**10' never returns), so nothing else may reach it.
+_NUMBER = r"[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d{1,3})?"
+_UNIT_ATOM = r"[A-Za-z\u00b5\u03bc_]+(\s*(\*\*|\^)\s*-?\d)?"
+_NUMBER_THEN_UNIT = re.compile(rf"^\s*{_NUMBER}\s+{_UNIT_ATOM}(\s*[/*]\s*{_UNIT_ATOM})*\s*$")
 
 
 def parse(text: object, kind: str) -> float:
@@ -70,11 +99,22 @@ def parse(text: object, kind: str) -> float:
     if kind == "count":
         if isinstance(text, bool) or not isinstance(text, (int, float)):
             raise UnitError(f"expected {_HUMAN[kind]}, got {text!r}")
+        if not math.isfinite(text):
+            raise UnitError(f"expected a finite number, got {text!r}")
         return float(text)
     if not isinstance(text, str):
         raise UnitError(f"expected {_HUMAN[kind]} as a string with a unit, got {text!r} (no unit)")
+    return _parse_text(text, kind)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(text: str, kind: str) -> float:
+    """The string case of ``parse``, cached: pint takes about a millisecond per quantity, and every
+    spec file repeats the same few strings."""
     if not _NUMBER_THEN_UNIT.match(text):
-        raise UnitError(f"expected {_HUMAN[kind]}: a number, a space, then a unit; got {text!r}")
+        raise UnitError(
+            f"expected {_HUMAN[kind]}: a number, a space, then a unit (unit names joined by '/' or '*'); got {text!r}"
+        )
     ureg = registry()
     try:
         q = ureg.Quantity(text)
@@ -86,29 +126,40 @@ def parse(text: object, kind: str) -> float:
     if not isinstance(q, pint.Quantity) or q.dimensionality != target.dimensionality:
         got = q.units if isinstance(q, pint.Quantity) else "no unit"
         raise UnitError(f"{text!r} has unit '{got}', expected {_HUMAN[kind]}")
-    return float(q.to(target.units).magnitude)
+    value = float(q.to(target.units).magnitude)
+    if not math.isfinite(value):
+        raise UnitError(f"{text!r} is not a finite quantity; expected {_HUMAN[kind]}")
+    return value
+
+
+# Short symbol of each canonical unit, for printing and for JSON ("" for a plain count).
+SYMBOL = {
+    "bandwidth": "B/s",
+    "flop_rate": "FLOP/s",
+    "capacity": "B",
+    "frequency": "Hz",
+    "time": "s",
+    "power": "W",
+    "energy_per_flop": "J/FLOP",
+    "energy_per_byte": "J/B",
+    "energy": "J",
+    "count": "",
+}
 
 
 def format_quantity(value: float, kind: str, digits: int = 4) -> str:
     """Format a canonical-unit float with a readable prefix ('4.8 TB/s')."""
-    unit = {
-        "bandwidth": "B/s",
-        "flop_rate": "FLOP/s",
-        "capacity": "B",
-        "frequency": "Hz",
-        "time": "s",
-        "power": "W",
-        "energy_per_flop": "J/FLOP",
-        "energy_per_byte": "J/B",
-        "energy": "J",
-        "count": "",
-    }[kind]
+    unit = SYMBOL[kind]
     if kind == "count":
         return f"{value:g}"
-    if kind == "capacity" and value >= 1024 and float(value).is_integer() and value % 1024 == 0:
-        for prefix, scale in (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
-            if value >= scale and value % scale == 0:
-                return f"{value / scale:g} {prefix}{unit}"
+    if kind == "capacity":
+        # A binary prefix only where the size is a round binary multiple (60 MiB, 1.5 MiB), judged at the
+        # largest prefix that fits: 40 GB is 37.25... GiB, and stays decimal.
+        for prefix, scale in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+            if value >= scale:
+                if (value * 1000 / scale).is_integer():
+                    return f"{value / scale:g} {prefix}{unit}"
+                break
     prefixes = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""),
                 (1e-3, "m"), (1e-6, "u"), (1e-9, "n"), (1e-12, "p"), (1e-15, "f")]
     mag = abs(value)

@@ -9,6 +9,7 @@ from typing import Any, Iterable
 
 import numpy as np
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 
@@ -40,13 +41,17 @@ def print_json(data: Any) -> None:
 
 
 def console() -> Console:
-    return Console(soft_wrap=False, width=max(100, Console().width))
+    """A console that does not squeeze piped output (ids and units must survive a pipe)."""
+    probe = Console()
+    return Console(soft_wrap=False, width=probe.width if probe.is_terminal else 200)
 
 
 def print_table(title: str | None, columns: Iterable[str], rows: Iterable[Iterable[Any]], caption: str | None = None) -> None:
-    table = Table(title=title, caption=caption, caption_justify="left")
+    # Cells are escaped: rich would swallow "[m]" or "[R]" as markup.
+    table = Table(title=escape(title) if title else None, caption=escape(caption) if caption else None,
+                  caption_justify="left")
     for c in columns:
-        table.add_column(str(c))
+        table.add_column(escape(str(c)))
     for r in rows:
-        table.add_row(*("" if v is None else str(v) for v in r))
+        table.add_row(*("" if v is None else escape(str(v)) for v in r))
     console().print(table)

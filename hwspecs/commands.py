@@ -1,0 +1,345 @@
+"""``ssmbench specs``: list, show, validate and compare hardware specs.
+
+Every value printed carries its unit and says what it is:
+
+- ``datasheet``  a value printed by a vendor or a paper (source tag P, S or R);
+- ``derived``    computed from printed values, with the method in the source title (tag D);
+- ``assumption`` a design assumption of a hypothetical device (tag A);
+- ``measured``   an attained ceiling from the spec's ``measured`` section (date and method given);
+- ``unknown``    the spec states that the value is not known, and why;
+- ``absent``     the spec does not list the key at all (e.g. a dtype the device does not support).
+
+Which of a measured and a datasheet value a projection uses is chosen by ``--prefer`` through
+``ceilings.ceiling``, exactly as the analytic model chooses it.
+"""
+
+from __future__ import annotations
+
+import math
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ..output import console, print_json
+from . import units
+from .ceilings import ceiling
+from .loader import SpecError, get_spec, load_all, load_spec
+from .schema import DTYPES, MEMORY_LEVELS, Spec
+
+# The columns of ``specs list``: (header, dotted key).
+LIST_COLUMNS = (
+    ("bf16 tensor", "compute.tensor.bf16"),
+    ("fp32 vector", "compute.vector.fp32"),
+    ("SFU", "compute.special_function"),
+    ("DRAM bw", "memory.dram.bandwidth"),
+    ("DRAM size", "memory.dram.capacity"),
+    ("TDP", "power.tdp"),
+)
+
+_MARK = {"datasheet": "", "derived": " [d]", "assumption": " [a]", "measured": " [m]"}
+_ORIGIN_OF_TAG = {"P": "datasheet", "S": "datasheet", "R": "datasheet", "D": "derived", "A": "assumption"}
+LEGEND = (
+    "Unmarked: datasheet value. [m] measured on the device (attained ceiling); [d] derived from datasheet "
+    "values (method in the source); [a] design assumption of a hypothetical device; unknown: the spec says "
+    "why (ssmbench specs show ID); n/a: not listed in the spec (e.g. a dtype the device lacks)."
+)
+
+
+def _unit(key: str, kind: str) -> str:
+    """The unit symbol of a value; integer tensor and vector rates are operations, not FLOPs, per second."""
+    symbol = units.SYMBOL[kind]
+    if kind == "flop_rate" and key.rsplit(".", 1)[-1].startswith("int"):
+        return "OP/s"
+    return symbol
+
+
+def _fmt(value: float, key: str, kind: str) -> str:
+    text = units.format_quantity(value, kind)
+    return text[: -len("FLOP/s")] + "OP/s" if _unit(key, kind) == "OP/s" else text
+
+
+def cell(spec: Spec, key: str, prefer: str = "measured") -> dict:
+    """One value of ``spec`` as the projection would use it, with unit, origin and provenance."""
+    data = dict(spec.data())
+    if key not in data:
+        return {"key": key, "value": None, "unit": None, "display": "n/a", "origin": "absent",
+                "provenance": "not listed in the spec"}
+    kind = data[key].kind
+    c = ceiling(spec, key, prefer)
+    if c.origin == "unknown":
+        origin = "unknown"
+    elif c.origin == "measured":
+        origin = "measured"
+    else:
+        origin = _ORIGIN_OF_TAG[spec.sources[data[key].source].tag]
+    display = "unknown" if c.value is None else _fmt(c.value, key, kind) + _MARK[origin]
+    return {"key": key, "value": c.value, "unit": _unit(key, kind), "display": display, "origin": origin,
+            "provenance": c.provenance}
+
+
+def _datum_row(spec: Spec, key: str, datum, prefer: str) -> dict:
+    """The spec's own value at ``key`` (never the measured one) beside the ceiling a projection uses."""
+    row = {"key": key, "kind": datum.kind, "unit": _unit(key, datum.kind)}
+    if datum.si is None:
+        row.update(value=None, display="unknown", origin="unknown", source=None, source_title=None, tag=None,
+                   note=datum.unknown)
+    else:
+        src = spec.sources[datum.source]
+        origin = _ORIGIN_OF_TAG[src.tag]
+        row.update(value=datum.si, display=_fmt(datum.si, key, datum.kind) + _MARK[origin], origin=origin,
+                   source=datum.source, source_title=src.title.strip(), tag=src.tag, note=datum.note)
+    row["used"] = cell(spec, key, prefer)
+    return row
+
+
+def _link_names(spec: Spec) -> dict[str, str]:
+    return {f"interconnect.{i}.bandwidth": link.name for i, link in enumerate(spec.interconnect)}
+
+
+_FILE_WIDTH = 160  # widest table written to a file or pipe; free-text columns wrap beyond it
+
+
+def _table(title: str, columns: list[str], rows: list[list], caption: str | None = None,
+           wrap: tuple[str, ...] = ()) -> None:
+    """A table like ``output.print_table``, except that every text is escaped (rich reads '[m]' or a
+    source tag '[R]' as markup and drops it), the first column (an id or key) is never cut, other cells
+    break only between words unless named in ``wrap`` (free text), and output that is not a terminal
+    (a file, a pipe) gets up to 160 columns instead of being squeezed into 100."""
+    cells = [[escape("" if v is None else str(v)) for v in r] for r in rows]
+    table = Table(title=escape(title), caption_justify="left")
+    for i, c in enumerate(columns):
+        if i == 0:
+            table.add_column(escape(c), no_wrap=True)
+        elif c in wrap:
+            table.add_column(escape(c), overflow="fold")
+        else:
+            words = [w for r in cells for w in r[i].split()] + escape(c).split()
+            table.add_column(escape(c), min_width=max(map(len, words), default=1))
+    for r in cells:
+        table.add_row(*r)
+    out = console()
+    if not out.is_terminal:
+        natural = out.measure(table, options=out.options.update_width(10_000)).maximum
+        out = Console(soft_wrap=False, width=max(out.width, min(natural, _FILE_WIDTH)))
+    table.caption = None if caption is None else escape(caption)  # after measuring: a caption only wraps
+    out.print(table)
+
+
+def _describe(spec: Spec) -> str:
+    kind = "hypothetical design" if spec.hypothetical else "real device"
+    parts = [spec.vendor, spec.architecture] + ([spec.form_factor] if spec.form_factor else [])
+    return f"{spec.id}: {spec.name} ({', '.join(parts)}; {kind})"
+
+
+# ---------------------------------------------------------------------------------------------- list
+
+def cmd_list(args) -> int:
+    specs = load_all()
+    rows = []
+    for spec in specs.values():
+        rows.append({
+            "id": spec.id, "name": spec.name, "vendor": spec.vendor, "hypothetical": spec.hypothetical,
+            "values": {key: cell(spec, key, args.prefer) for _, key in LIST_COLUMNS},
+        })
+    if args.json:
+        print_json({"prefer": args.prefer, "columns": dict(LIST_COLUMNS), "specs": rows})
+        return 0
+    columns = ["id", "name", "vendor", "hypo."] + [h for h, _ in LIST_COLUMNS]
+    table = [[r["id"], r["name"], r["vendor"], "yes" if r["hypothetical"] else "no"]
+             + [r["values"][k]["display"] for _, k in LIST_COLUMNS] for r in rows]
+    _table(f"Hardware specs ({len(rows)}; ceilings with --prefer {args.prefer})", columns, table,
+           caption=LEGEND, wrap=("name", "vendor"))
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------- show
+
+def cmd_show(args) -> int:
+    spec = get_spec(args.spec)
+    data = dict(spec.data())
+    rows = [_datum_row(spec, key, datum, args.prefer) for key, datum in data.items()]
+    measured = []
+    for m in spec.measured:
+        datum = data[m.key]
+        ratio = m.si / datum.si if datum.si else None
+        measured.append({
+            "key": m.key, "unit": _unit(m.key, datum.kind), "value": m.si,
+            "display": _fmt(m.si, m.key, datum.kind), "datasheet": datum.si,
+            "datasheet_display": "unknown" if datum.si is None else _fmt(datum.si, m.key, datum.kind),
+            "ratio_to_datasheet": ratio, "date": m.date.isoformat(), "method": m.method, "source": m.source,
+        })
+    links = _link_names(spec)
+    if args.json:
+        print_json({
+            "id": spec.id, "name": spec.name, "vendor": spec.vendor, "hypothetical": spec.hypothetical,
+            "architecture": spec.architecture, "form_factor": spec.form_factor, "notes": spec.notes,
+            "prefer": args.prefer, "values": rows, "measured": measured,
+            "interconnect": [{"name": link.name, "key": f"interconnect.{i}.bandwidth"}
+                             for i, link in enumerate(spec.interconnect)],
+            "sources": {sid: s.model_dump() for sid, s in spec.sources.items()},
+        })
+        return 0
+    print(_describe(spec))
+    if spec.notes:
+        print(spec.notes.strip())
+    table = []
+    for r in rows:
+        src = f"{r['source']} [{r['tag']}]" if r["source"] else ""
+        about = "; ".join(p for p in (links.get(r["key"]), src, r["note"]) if p)
+        table.append([r["key"], r["display"], r["used"]["display"], about])
+    used = f"used (--prefer {args.prefer})"
+    _table(f"Values of {spec.id}", ["key", "spec value", used, "source [tag]; note, or why unknown"], table,
+           caption=LEGEND + " Source tags are explained under the sources table.",
+           wrap=("source [tag]; note, or why unknown",))
+    if measured:
+        _table(f"Measured ceilings of {spec.id}",
+               ["key", "measured", "datasheet", "measured/datasheet", "date", "method"],
+               [[m["key"], m["display"], m["datasheet_display"],
+                 "" if m["ratio_to_datasheet"] is None else f"{m['ratio_to_datasheet']:.3f}", m["date"], m["method"]]
+                for m in measured],
+               wrap=("method",))
+    else:
+        print(f"No measured ceilings in {spec.id}: every ceiling is a datasheet, derived or assumed value.")
+    _table(f"Sources of {spec.id}", ["id", "tag", "title", "url"],
+           [[sid, s.tag, s.title.strip(), s.url or ""] for sid, s in spec.sources.items()],
+           caption="Tags: P primary text read; S secondary copy; R official URL, not re-read; D derived "
+                   "(method in the title); A design assumption.",
+           wrap=("title", "url"))
+    return 0
+
+
+# ------------------------------------------------------------------------------------------ validate
+
+def cmd_validate(args) -> int:
+    results = []
+    seen: dict[str, str] = {}
+    for f in args.files:
+        try:
+            spec = load_spec(f)
+        except SpecError as exc:
+            results.append({"file": f, "ok": False, "id": None, "problems": [str(exc)]})
+            continue
+        if spec.id in seen:
+            problem = f"{f}: id: {spec.id!r} is already used by {seen[spec.id]}; ids must be unique"
+            results.append({"file": f, "ok": False, "id": spec.id, "problems": [problem]})
+            continue
+        seen[spec.id] = f
+        results.append({"file": f, "ok": True, "id": spec.id, "problems": []})
+    bad = [r for r in results if not r["ok"]]
+    if args.json:
+        print_json({"valid": not bad, "files": results})
+        return 2 if bad else 0
+    for r in results:
+        if r["ok"]:
+            print(f"OK    {r['file']}  ({r['id']})")
+    if bad:
+        raise SpecError.combine([p for r in bad for p in r["problems"]])
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------- diff
+
+def _differs(a: dict, b: dict) -> bool:
+    """Known values differ by magnitude; otherwise by state (unknown, absent, or known on one side only)."""
+    if a["value"] is not None and b["value"] is not None:
+        return not math.isclose(a["value"], b["value"], rel_tol=1e-9)
+    return a["origin"] != b["origin"]
+
+
+_SECTIONS = ("compute", "memory", "launch", "power", "energy", "interconnect")
+_COMPUTE = ("sm_count", "clock_boost", "tensor", "vector", "special_function")
+
+
+def _key_rank(key: str, position: int) -> tuple:
+    """Schema order for keys from two specs: compute engines by dtype, memory levels from on-chip out."""
+    parts = key.split(".")
+    section = _SECTIONS.index(parts[0]) if parts[0] in _SECTIONS else len(_SECTIONS)
+    if parts[0] == "compute" and parts[1] in _COMPUTE:
+        sub = _COMPUTE.index(parts[1])
+        dtype = DTYPES.index(parts[2]) if len(parts) > 2 and parts[2] in DTYPES else 0
+        return section, sub, dtype, position
+    if parts[0] == "memory" and parts[1] in MEMORY_LEVELS:
+        return section, MEMORY_LEVELS.index(parts[1]), parts[2] != "capacity", position
+    return section, 0, 0, position
+
+
+def _ratio(r: float | None) -> str:
+    if r is None:
+        return ""
+    return f"{r:.3f}x" if 0.01 <= r < 1000 else f"{r:.3g}x"
+
+
+def cmd_diff(args) -> int:
+    spec_a, spec_b = get_spec(args.a), get_spec(args.b)
+    keys = list(dict(spec_a.data()))
+    keys += [k for k in dict(spec_b.data()) if k not in keys]
+    keys = [k for _, k in sorted((_key_rank(k, i), k) for i, k in enumerate(keys))]
+    diffs = []
+    for key in keys:
+        ca, cb = cell(spec_a, key, args.prefer), cell(spec_b, key, args.prefer)
+        if not _differs(ca, cb):
+            continue
+        ratio = cb["value"] / ca["value"] if ca["value"] and cb["value"] is not None else None
+        diffs.append({"key": key, "unit": ca["unit"] or cb["unit"], "a": ca, "b": cb, "ratio_b_over_a": ratio})
+    if args.json:
+        print_json({"a": spec_a.id, "b": spec_b.id, "prefer": args.prefer, "differences": diffs})
+        return 0
+    print(f"A = {_describe(spec_a)}")
+    print(f"B = {_describe(spec_b)}")
+    if not diffs:
+        print(f"No value differs between {spec_a.id} and {spec_b.id} (--prefer {args.prefer}).")
+        return 0
+    _table(f"Values that differ ({len(diffs)}; --prefer {args.prefer})",
+           ["key", f"A: {spec_a.id}", f"B: {spec_b.id}", "B/A"],
+           [[d["key"], d["a"]["display"], d["b"]["display"],
+             _ratio(d["ratio_b_over_a"])] for d in diffs],
+           caption=LEGEND)
+    return 0
+
+
+# ------------------------------------------------------------------------------------------ register
+
+def register(subparsers) -> None:
+    specs = subparsers.add_parser(
+        "specs", help="list, show, validate and compare hardware specs",
+        description="Hardware specs: one YAML file per device (real GPUs and hypothetical accelerators), "
+                    "every value with its unit and source.",
+    )
+    sub = specs.add_subparsers(dest="specs_command", metavar="SUBCOMMAND")
+    sub.required = True
+    prefer_help = ("which ceiling to report where the spec has both: the attained value from its 'measured' "
+                   "section or the datasheet value (default: %(default)s)")
+
+    p = sub.add_parser("list", help="one line per built-in spec with its headline ceilings",
+                       description="One line per built-in spec: BF16 tensor rate, FP32 vector rate, special-"
+                                   "function rate, DRAM bandwidth and size, TDP. " + LEGEND)
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--prefer", choices=("measured", "datasheet"), default="measured", help=prefer_help)
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("show", help="every value of one spec with unit, origin and source",
+                       description="Every value of one spec (a built-in id or a YAML file) with its unit, "
+                                   "origin and source, the measured section and the sources.")
+    p.add_argument("spec", metavar="ID_OR_FILE", help="a built-in spec id (see 'specs list') or a spec file")
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.add_argument("--prefer", choices=("measured", "datasheet"), default="measured", help=prefer_help)
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("validate", help="check spec files; exit 2 if any is invalid",
+                       description="Load and check each spec file against schema v1 (units, sources, memory "
+                                   "hierarchy, unique ids). Prints OK per valid file; every problem names the "
+                                   "file, the key and what was expected. Exit code 2 if any file is invalid.")
+    p.add_argument("files", nargs="+", metavar="FILE", help="spec YAML files")
+    p.add_argument("--json", action="store_true", help="print JSON (exit code still 2 if any file is invalid)")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("diff", help="values that differ between two specs, with the ratio B/A",
+                       description="Values that differ between spec A and spec B (ids or files), with the "
+                                   "ratio B/A. Values one spec lists and the other does not, or knows and the "
+                                   "other does not, are shown too.")
+    p.add_argument("a", metavar="A", help="spec id or file")
+    p.add_argument("b", metavar="B", help="spec id or file")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--prefer", choices=("measured", "datasheet"), default="datasheet", help=prefer_help)
+    p.set_defaults(func=cmd_diff)
