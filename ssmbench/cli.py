@@ -14,6 +14,9 @@ from .errors import UserError
 
 COMMAND_MODULES = (
     "ssmbench.hwspecs.commands",
+    "ssmbench.analytic.commands",
+    "ssmbench.measure.commands",
+    "ssmbench.analytic.predict_commands",
 )
 
 

@@ -1,0 +1,363 @@
+"""Commands ``models``, ``predict``, ``sweep`` and ``plot`` (``register(subparsers)``, see ssmbench/cli.py).
+
+Every number printed is an analytic bound or an analytic estimate (memory, energy), with its unit; the
+spec's ceilings are printed with their origin (measured / datasheet) and provenance. Bad input raises
+``UserError`` (exit code 2 in the CLI).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import UserError
+from ..output import print_json
+from .roofline import BYTES_CHOICES, LAUNCH_CHOICES, PREFER_CHOICES, RESOURCES, SpecCeilings, SpecTable
+from .workloads.phases import PHASES
+
+DEFAULT_MODEL = "mamba2-2.7b"
+DEFAULT_SPEC = "h200-sxm"
+DTYPE_CHOICES = ("bf16", "fp16", "fp32")  # one dtype for every op: norms and scans have no fp8 rule
+TABLE_WIDTH = 150  # the per-op table has ten columns of numbers with units
+
+
+def _si(x: float | None, unit: str, digits: int = 4) -> str:
+    if x is None or (isinstance(x, float) and np.isnan(x)):
+        return "-"
+    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1, ""),
+                           (1e-3, "m"), (1e-6, "u"), (1e-9, "n")):
+        if abs(x) >= factor:
+            return f"{x / factor:.{digits}g} {prefix}{unit}"
+    return f"{x:.{digits}g} {unit}" if x else f"0 {unit}"
+
+
+def print_table(title, columns, rows, caption=None) -> None:
+    """A rich table whose first column (names, ids) never wraps or truncates."""
+    from rich.console import Console
+    from rich.table import Table
+    table = Table(title=title, caption=caption, caption_justify="left")
+    for i, c in enumerate(columns):
+        table.add_column(str(c), no_wrap=(i == 0), overflow="fold")
+    for r in rows:
+        table.add_row(*("" if v is None else str(v) for v in r))
+    Console(soft_wrap=False, width=max(TABLE_WIDTH, Console().width)).print(table)
+
+
+def _rate(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return (f"{v:,.0f}" if v >= 1000 else f"{v:.4g}") + " tokens/s"
+
+
+def _unit(key: str) -> str:
+    if key.startswith("compute."):
+        return "FLOP/s"
+    if key.endswith(".bandwidth"):
+        return "B/s"
+    if key.endswith(".capacity"):
+        return "B"
+    return "s" if key.startswith("launch.") else ""
+
+
+def _models(text: str):
+    from .workloads.models import builtin_models, get_model
+    if text == "all":
+        return list(builtin_models().values())
+    return [get_model(t.strip()) for t in text.split(",") if t.strip()]
+
+
+def _specs(text: str):
+    from ..hwspecs import get_spec, load_all
+    if text == "all":
+        return list(load_all().values())
+    return [get_spec(t.strip()) for t in text.split(",") if t.strip()]
+
+
+def _impls(pairs: list[str] | None) -> dict[str, str]:
+    out = {}
+    for p in pairs or []:
+        if "=" not in p:
+            raise UserError(f"--impl {p!r}: write op=implementation, e.g. --impl attention_causal=fa3")
+        op, impl = p.split("=", 1)
+        out[op.strip()] = impl.strip()
+    return out
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dtype", default="bf16", choices=DTYPE_CHOICES, help="storage dtype of weights and activations")
+    p.add_argument("--prefer", default="measured", choices=PREFER_CHOICES,
+                   help="ceilings: the spec's measured (attained) values where present, or the datasheet's")
+    p.add_argument("--bytes", dest="bytes_basis", default="executed", choices=BYTES_CHOICES,
+                   help="device-memory bytes that bound time: as executed by the implementation, or compulsory")
+
+
+# models -------------------------------------------------------------------------------------------
+
+def cmd_models_list(args) -> int:
+    from .workloads.models import builtin_models
+    rows = [m.summary() for m in builtin_models().values()]
+    if args.json:
+        print_json({"models": rows})
+        return 0
+    print_table("Built-in models (parameters: analytic count)",
+                ["id", "family", "layers", "SSM", "attn", "MoE", "params", "active", "KV/token", "state/seq"],
+                [[r["id"], r["family"], r["layers"], r["ssm_blocks"], r["attention_blocks"], r["moe_blocks"],
+                  _si(r["params"], ""), _si(r["active_params"], ""), _si(r["kv_cache_bytes_per_token_bf16"], "B"),
+                  _si(r["state_bytes_per_sequence_bf16"], "B")] for r in rows],
+                caption="KV/token: KV-cache bytes per token; state/seq: conv + SSM state bytes per sequence; "
+                        "at bf16 (SSM state fp32). Parameters: analytic count.")
+    return 0
+
+
+def cmd_models_show(args) -> int:
+    from .workloads.models import get_model
+    m = get_model(args.model)
+    data = {**m.summary(), "blocks": {k: v.model_dump() for k, v in m.spec.blocks.items()},
+            "layer_sequence": [list(layer) for layer in m.layer_sequence],
+            "sources": {k: v.model_dump() for k, v in m.spec.sources.items()}, "notes": m.spec.notes}
+    print_json(data)
+    return 0
+
+
+# predict ------------------------------------------------------------------------------------------
+
+def _predict_from_args(args) -> dict:
+    from ..hwspecs import get_spec
+    from .workloads.models import get_model
+    from .workloads.report import predict
+    model, spec = get_model(args.model), get_spec(args.hw)
+    return predict(model, spec, args.phase, args.batch, args.seqlen, args.context, dtype=args.dtype,
+                   prefer=args.prefer, launch=args.launch, bytes_basis=args.bytes_basis,
+                   impls=_impls(args.impl), recompute=args.recompute, logits=args.logits)
+
+
+OP_CSV = ("label", "block", "op", "impl", "mode", "count", "flops_tensor", "flops_vector", "transcendentals",
+          "bytes_compulsory", "bytes_executed", "intensity_flop_per_byte", "launches", "time_s", "bottleneck",
+          "working_set_bytes", "fits_on_chip") + tuple(f"bound_{r}_s" for r in RESOURCES)
+
+
+def _print_predict(r: dict) -> None:
+    t = r["total"]
+    print_table(
+        f"Per op: {r['model']['id']} {r['phase']} on {r['spec']['id']} (analytic bound)",
+        ["op call", "impl/mode", "x", "tensor FLOP", "vector FLOP", "transc.", "bytes (exec)", "FLOP/B",
+         "bound", "bottleneck"],
+        [[o["label"], f"{o['impl']}/{o['mode']}", o["count"], _si(sum(o["flops_tensor"].values()), ""),
+          _si(o["flops_vector"], ""), _si(o["transcendentals"], ""), _si(o["bytes_executed"], "B"),
+          "-" if o["intensity_flop_per_byte"] is None else f"{o['intensity_flop_per_byte']:.3g}",
+          _si(o["time_s"], "s"), o["bottleneck"] or "-"] for o in r["ops"]])
+    print_table("Per layer block (analytic bound)", ["block", "kind", "count", "time", "per instance", "share", "bottleneck"],
+                [[b["block"], b["kind"], b["count"], _si(b["time_s"], "s"), _si(b["time_per_instance_s"], "s"),
+                  "-" if b["share_of_total"] is None else f"{100 * b['share_of_total']:.1f} %", b["bottleneck"] or "-"]
+                 for b in r["layers"]])
+    rows = [["time bound (max per op, summed)", _si(t["time_s_ignoring_capacity"], "s")
+             + ("" if t["fits"] else " (ignoring capacity: it does not fit, see below)")],
+            ["sum bound (no overlap)", _si(t["sum_s"], "s")],
+            ["bottleneck", t["bottleneck"] or "none (no known ceiling)"],
+            ["tokens / s", _rate(t["tokens_per_s"])],
+            ["time per token", _si(t["time_per_token_s"], "s")]]
+    rows += [[f"memory: {k}", _si(v, "B")] for k, v in t["memory_bytes"].items()]
+    rows += [["memory: total / capacity", f"{_si(t['memory_total_bytes'], 'B')} / {_si(t['memory_capacity_bytes'], 'B')}"],
+             ["capacity", t["status"]],
+             ["energy (analytic estimate)", _si(t["energy_j"], "J") + f" ({t['energy_note']})"]]
+    for regime, v in t.get("regimes", {}).items():
+        rows.append([f"decode, {regime} launches", f"{_si(v['time_s'], 's')}, bottleneck {v['bottleneck']}"
+                     + (" (launch not bounded: overhead unknown)" if v["launch_not_bounded"] else "")])
+    if "compute_bound_batch" in t:
+        rows.append(["decode turns compute-bound", t["compute_bound_batch"]["result"]])
+    if "crossover" in t:
+        c = t["crossover"]
+        rows.append([f"crossover vs {c['baseline']} ({c['phase']})", c["result"]])
+    if t["ops_not_fitting_on_chip"]:
+        rows.append(["does not fit on chip (working set)", ", ".join(t["ops_not_fitting_on_chip"])])
+    for nb in t["not_bounded"]:
+        rows.append(["not bounded", nb])
+    print_table(f"Total: {r['model']['id']}, {r['phase']}, batch {r['batch']}, length {r['seqlen']}"
+                + (f", context {r['context']}" if r["context"] else "") + f" on {r['spec']['id']}",
+                ["quantity", "value (analytic bound / estimate)"], rows,
+                caption="Ceilings: " + "; ".join(
+                    f"{c['key']} = {_si(c['value'], _unit(c['key']))} ({c['origin']})"
+                    for c in r["spec"]["ceilings"] if c["value"])
+                + ". " + " ".join(r["notes"]))
+
+
+def cmd_predict(args) -> int:
+    r = _predict_from_args(args)
+    if args.plot:
+        from ..figures._common import save
+        from ..figures.roofline import roofline_figure
+        from ..hwspecs import get_spec
+        sc = SpecCeilings.of(get_spec(args.hw), args.prefer)
+        title = (f"Roofline, analytic bound: {r['model']['id']} {r['phase']} B={r['batch']} L={r['seqlen']} "
+                 f"on {sc.spec.id} ({args.prefer} ceilings where present)")
+        save(roofline_figure(sc, r["ops"], title), args.plot)
+    if args.json:
+        print_json(r)
+    elif args.csv:
+        w = csv.writer(sys.stdout, lineterminator="\n")
+        w.writerow(OP_CSV)
+        for o in r["ops"]:
+            w.writerow([";".join(f"{k}={v:g}" for k, v in o["flops_tensor"].items()) if c == "flops_tensor"
+                        else (o["bound_s"][c[6:-2]] if c.startswith("bound_") else o[c]) for c in OP_CSV])
+    else:
+        _print_predict(r)
+        if args.plot:
+            print(f"wrote {args.plot}")
+    return 0
+
+
+# sweep --------------------------------------------------------------------------------------------
+
+def cmd_sweep(args) -> int:
+    import time
+    from . import sweep
+    models, specs = _models(args.models), _specs(args.hw)
+    phases = [p.strip() for p in args.phases.split(",") if p.strip()]
+    batches = sweep.parse_int_list(args.batch, "--batch")
+    lengths = sweep.parse_int_list(args.seqlen, "--seqlen")
+    fmt = args.format or ("json" if args.out and args.out.endswith(".json") else "csv")
+    t0 = time.perf_counter()
+    unsupported: list[str] = []
+    cols = sweep.sweep(models, specs, phases, batches, lengths, dtype=args.dtype, prefer=args.prefer,
+                       launch=args.launch, bytes_basis=args.bytes_basis, unsupported=unsupported)
+    elapsed = time.perf_counter() - t0
+    for line in unsupported:
+        print(f"ssmbench: warning: not costed (rows left empty): {line}", file=sys.stderr)
+    meta = {"models": [m.id for m in models], "specs": [s.id for s in specs], "phases": phases,
+            "batches": batches, "lengths": lengths, "dtype": args.dtype, "prefer": args.prefer,
+            "launch": args.launch or "graph for decode, eager otherwise", "bytes_basis": args.bytes_basis,
+            "length_meaning": "prompt length (prefill), sequence length (train), context length (decode)",
+            "unsupported": unsupported}
+    text = sweep.records_text(cols, fmt, meta)
+    if args.out:
+        try:
+            Path(args.out).write_text(text)
+        except OSError as exc:
+            raise UserError(f"cannot write {args.out}: {exc}") from None
+        n = len(cols["model"])
+        print(f"wrote {n} rows ({len(models)} models x {len(specs)} specs x {len(phases)} phases x "
+              f"{len(batches)} batches x {len(lengths)} lengths) to {args.out} in {elapsed:.3g} s of analysis",
+              file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+# plot ---------------------------------------------------------------------------------------------
+
+def _origins(sc: SpecCeilings) -> set[str]:
+    return {c.origin for c in (*sc.tensor.values(), sc.vector, sc.special_function, sc.dram)}
+
+
+def cmd_plot(args) -> int:
+    from ..figures._common import check_path, save
+    from ..hwspecs import get_spec
+    from .workloads.evaluate import analyze
+    check_path(args.out)
+    spec = get_spec(args.hw)
+    sc = SpecCeilings.of(spec, args.prefer)
+    if args.kind == "roofline":
+        from ..figures.roofline import roofline_figure
+        ops = None
+        if args.model != "none":
+            args.model = args.model.split(",")[0]
+            args.seqlen = args.seqlen or 4096
+            ns = argparse.Namespace(**{**vars(args), "context": None, "impl": None, "recompute": False,
+                                       "logits": "last", "launch": None})
+            r = _predict_from_args(ns)
+            ops = r["ops"]
+            title = (f"Roofline, analytic bound: {r['model']['id']} {r['phase']} B={r['batch']} L={r['seqlen']} "
+                     f"on {spec.id} ({args.prefer} ceilings where present)")
+        save(roofline_figure(sc, ops, title if ops else None), args.out)
+    else:
+        from . import sweep
+        lengths = np.array(sweep.parse_int_list(args.lengths, "--lengths"), dtype=float)
+        table = SpecTable.of([spec], args.prefer)
+        models = _models(args.model)
+        if args.kind == "scaling":
+            from ..figures.scaling import scaling_figure
+            series = []
+            for m in models:
+                res = analyze(m, args.phase, table, [args.batch], lengths, dtype=args.dtype,
+                              bytes_basis=args.bytes_basis)
+                t = np.where(res.fits[0, 0], res.time_s[0, 0], np.nan) / res.tokens[0]
+                series.append({"model": m.id, "family": m.spec.family, "lengths": lengths, "time_per_token_s": t})
+            save(scaling_figure(series, spec.id, args.phase, args.batch, _origins(sc)), args.out)
+        else:
+            from ..figures.crossover import crossover_figure
+            from .workloads.models import get_model
+            model = models[0]
+            base = get_model(args.baseline) if args.baseline else sweep.default_baseline(model)
+            result = sweep.crossover(model, base, spec, args.phase, args.batch, dtype=args.dtype,
+                                     prefer=args.prefer, bytes_basis=args.bytes_basis)
+            ra = analyze(model, args.phase, table, [args.batch], lengths, dtype=args.dtype, bytes_basis=args.bytes_basis)
+            rb = analyze(base, args.phase, table, [args.batch], lengths, dtype=args.dtype, bytes_basis=args.bytes_basis)
+            save(crossover_figure(lengths, ra.time_s[0, 0], rb.time_s[0, 0], result, spec.id, _origins(sc),
+                                  ra.fits[0, 0], rb.fits[0, 0]), args.out)
+            print(result["result"], file=sys.stderr)
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("models", help="list the built-in workload models")
+    sub = p.add_subparsers(dest="models_command", metavar="ACTION")
+    sub.required = True
+    pl = sub.add_parser("list", help="list built-in models with parameter, KV-cache and state counts")
+    pl.add_argument("--json", action="store_true", help="print JSON")
+    pl.set_defaults(func=cmd_models_list)
+    ps = sub.add_parser("show", help="print one model's definition as JSON")
+    ps.add_argument("model", help="model id, model .yaml file or Hugging Face config.json")
+    ps.set_defaults(func=cmd_models_show)
+
+    p = subparsers.add_parser("predict", help="roofline prediction (analytic bound) of a model phase on a spec")
+    p.add_argument("--model", default=DEFAULT_MODEL, help=f"model id, .yaml or config.json (default {DEFAULT_MODEL})")
+    p.add_argument("--hw", default=DEFAULT_SPEC, help=f"spec id or spec file (default {DEFAULT_SPEC})")
+    p.add_argument("--phase", default="prefill", choices=PHASES)
+    p.add_argument("--batch", type=int, default=1, help="sequences per batch")
+    p.add_argument("--seqlen", type=int, default=4096,
+                   help="prompt length (prefill), sequence length (train), context (decode) or, with "
+                        "--context, tokens generated")
+    p.add_argument("--context", type=int, default=None, help="decode only: tokens already in the cache")
+    p.add_argument("--launch", default=None, choices=LAUNCH_CHOICES,
+                   help="launch regime (default: graph for decode, eager otherwise)")
+    p.add_argument("--impl", action="append", metavar="OP=IMPL", help="implementation of an op, repeatable")
+    p.add_argument("--recompute", action="store_true", help="train: activation recomputation")
+    p.add_argument("--logits", default="last", choices=("last", "all"), help="prefill: LM head on last or all tokens")
+    p.add_argument("--plot", metavar="FILE", help="also write a roofline plot of the ops (.png or .svg)")
+    _common(p)
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="print JSON")
+    fmt.add_argument("--csv", action="store_true", help="print the per-op rows as CSV")
+    p.set_defaults(func=cmd_predict)
+
+    p = subparsers.add_parser("sweep", help="predictions over grids of models, specs, phases, batches, lengths")
+    p.add_argument("--models", default="all", help="comma list of model ids / files, or 'all'")
+    p.add_argument("--hw", default="all", help="comma list of spec ids / files, or 'all'")
+    p.add_argument("--phases", default="prefill,decode,train", help="comma list of phases")
+    p.add_argument("--batch", default="1:128:x2", help="batches: 1,2,4 or 1:128:x2 or 8:64:+8")
+    p.add_argument("--seqlen", default="128:262144:x2", help="lengths (prompt / sequence / decode context)")
+    p.add_argument("--launch", default=None, choices=LAUNCH_CHOICES)
+    p.add_argument("--format", choices=("csv", "json"), help="default: from --out's suffix, else csv")
+    p.add_argument("--out", help="output file (default: stdout)")
+    _common(p)
+    p.set_defaults(func=cmd_sweep)
+
+    p = subparsers.add_parser("plot", help="write a roofline, scaling or crossover figure (.png / .svg)")
+    p.add_argument("kind", choices=("roofline", "scaling", "crossover"))
+    p.add_argument("--out", required=True, help="output file, .png or .svg")
+    p.add_argument("--hw", default=DEFAULT_SPEC, help="spec id or spec file")
+    p.add_argument("--model", default=DEFAULT_MODEL,
+                   help="roofline: model whose ops to plot ('none': ceilings only); scaling: comma list; "
+                        "crossover: the SSM / hybrid model")
+    p.add_argument("--baseline", help="crossover: the attention baseline (default: nearest-size transformer)")
+    p.add_argument("--phase", default="prefill", choices=PHASES)
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--seqlen", type=int, default=None, help="roofline: length of the prediction (default 4096)")
+    p.add_argument("--lengths", default="256:1048576:x2", help="scaling / crossover: lengths on the x axis")
+    _common(p)
+    p.set_defaults(func=cmd_plot)

@@ -1,0 +1,288 @@
+"""Sweeps over grids of models, specs, phases, batches and lengths; crossover and compute-bound searches.
+
+``sweep`` evaluates every (model, phase) once over the whole (batch, length) grid and all specs at
+once (``workloads/evaluate.analyze``) and returns columns (numpy arrays), one row per
+(model, spec, phase, batch, length): analytic bounds, bottleneck, memory by class and the capacity
+verdict. Rows that do not fit in device memory keep their time bound in ``time_s_ignoring_capacity``
+and have ``time_s`` = NaN (written as empty / null).
+
+``crossover``: the smallest length from which an SSM or hybrid model's time bound stays below its
+attention baseline's on a spec (prefill and train: prompt / sequence length at equal batch; decode:
+context length), found on a geometric grid and refined by bisection on integers. Time bounds are
+compared regardless of device-memory capacity; the result says whether each model fits at the
+crossover. The default baseline is the built-in transformer with the nearest parameter count.
+
+``compute_bound_batch``: the smallest batch at which a decode step's bottleneck becomes a compute
+engine (tensor, vector or special-function) at a given context.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from ..errors import UserError
+from ..hwspecs import Spec
+from .registry import AnalyticError
+from .roofline import BYTES_CHOICES, LAUNCH_CHOICES, RESOURCES, SpecTable, check_choice
+from .workloads.evaluate import COMPUTE_RESOURCES, analyze
+from .workloads.models import Model, builtin_models
+from .workloads.phases import PHASES
+
+COLUMNS = ("model", "spec", "phase", "batch", "length", "time_s", "time_s_ignoring_capacity", "sum_s",
+           "tokens_per_s", "bottleneck", "fits", "memory_total_bytes", "weights_bytes", "kv_cache_bytes",
+           "state_bytes", "activations_bytes")
+LABEL_NOTE = "analytic bound (roofline lower bound on time); memory: analytic estimate"
+
+
+def _check_grid(name: str, values: Sequence[int], limit: int = 1 << 40) -> np.ndarray:
+    vals = list(values)
+    if not vals:
+        raise UserError(f"{name}: give at least one value")
+    for v in vals:
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 1 <= v <= limit:
+            raise UserError(f"{name}: every value must be a positive integer (at most {limit}), got {v!r}")
+    return np.asarray(vals, dtype=float)
+
+
+def sweep(models: Sequence[Model], specs: Sequence[Spec], phases: Sequence[str], batches: Sequence[int],
+          lengths: Sequence[int], *, dtype: str = "bf16", prefer: str = "measured", launch: str | None = None,
+          bytes_basis: str = "executed", unsupported: list[str] | None = None) -> dict[str, np.ndarray]:
+    """Columns of the sweep (see ``COLUMNS``), one entry per (model, spec, phase, batch, length).
+
+    A (model, phase) the analytic model cannot cost (an op without a rule for that mode, a shape an
+    op's kernel cannot run) raises, unless ``unsupported`` is a list: then its rows carry NaN times and
+    the bottleneck ``unsupported``, and the reason is appended to the list."""
+    for p in phases:
+        if p not in PHASES:
+            raise UserError(f"unknown phase {p!r}; valid phases: {', '.join(PHASES)}")
+    if launch is not None:
+        check_choice("launch regime", launch, LAUNCH_CHOICES)
+    check_choice("bytes basis", bytes_basis, BYTES_CHOICES)
+    b = _check_grid("batch", batches)
+    ln = _check_grid("length", lengths)
+    table = SpecTable.of(specs, prefer)
+    parts: dict[str, list] = {c: [] for c in COLUMNS}
+    S, nb, nl = len(specs), len(b), len(ln)
+    n = S * nb * nl
+    spec_ids = np.repeat(np.array([s.id for s in specs], dtype=object), nb * nl)
+    bb = np.tile(np.repeat(b, nl), S)
+    ll = np.tile(np.tile(ln, nb), S)
+    for m in models:
+        for p in phases:
+            try:
+                r = analyze(m, p, table, b, ln, dtype=dtype, launch=launch, bytes_basis=bytes_basis)
+            except AnalyticError as exc:
+                if unsupported is None:
+                    raise
+                unsupported.append(f"{m.id} {p}: {exc}")
+                _fill_unsupported(parts, m.id, p, spec_ids, bb, ll, n)
+                continue
+            t = r.time_s.reshape(n)
+            fits = r.fits.reshape(n)
+            parts["model"].append(np.full(n, m.id, dtype=object))
+            parts["spec"].append(spec_ids)
+            parts["phase"].append(np.full(n, p, dtype=object))
+            parts["batch"].append(bb)
+            parts["length"].append(ll)
+            parts["time_s"].append(np.where(fits, t, np.nan))
+            parts["time_s_ignoring_capacity"].append(t)
+            parts["sum_s"].append(r.sum_s.reshape(n))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                parts["tokens_per_s"].append(np.where(fits, np.broadcast_to(r.tokens, r.time_s.shape).reshape(n) / t, np.nan))
+            parts["bottleneck"].append(r.bottleneck_names().reshape(n))
+            parts["fits"].append(fits)
+            rep = lambda a: np.broadcast_to(a, r.time_s.shape).reshape(n)  # noqa: E731
+            parts["memory_total_bytes"].append(rep(r.memory_total))
+            parts["weights_bytes"].append(rep(r.memory["weights"]))
+            parts["kv_cache_bytes"].append(rep(r.memory["kv_cache"]))
+            parts["state_bytes"].append(rep(r.memory["state"]))
+            parts["activations_bytes"].append(rep(r.memory["activations"]))
+    return {c: np.concatenate(v) if v else np.array([]) for c, v in parts.items()}
+
+
+def _fill_unsupported(parts: dict, model: str, phase: str, spec_ids, bb, ll, n: int) -> None:
+    nan = np.full(n, np.nan)
+    for c in COLUMNS:
+        parts[c].append(nan)
+    parts["model"][-1] = np.full(n, model, dtype=object)
+    parts["spec"][-1] = spec_ids
+    parts["phase"][-1] = np.full(n, phase, dtype=object)
+    parts["batch"][-1], parts["length"][-1] = bb, ll
+    parts["bottleneck"][-1] = np.full(n, "unsupported", dtype=object)
+    parts["fits"][-1] = np.zeros(n, dtype=bool)
+
+
+def to_records(cols: dict[str, np.ndarray]) -> list[dict]:
+    n = len(cols["model"])
+    out = []
+    for i in range(n):
+        row = {}
+        for c in COLUMNS:
+            v = cols[c][i]
+            if isinstance(v, (np.floating, float)):
+                v = None if math.isnan(v) else float(v)
+            elif isinstance(v, np.bool_):
+                v = bool(v)
+            row[c] = v
+        out.append(row)
+    return out
+
+
+def write_csv(cols: dict[str, np.ndarray], fh) -> None:
+    """One header line, then one row per analysis; NaN (no bound, or does not fit) as an empty field."""
+    w = csv.writer(fh, lineterminator="\n")
+    w.writerow(COLUMNS)
+    text = []
+    for c in COLUMNS:
+        a = cols[c]
+        if a.dtype.kind == "f":
+            text.append(["" if v != v else f"{v:.6g}" for v in a.tolist()])
+        elif a.dtype.kind == "b":
+            text.append(["true" if v else "false" for v in a.tolist()])
+        else:
+            text.append([str(v) for v in a.tolist()])
+    w.writerows(zip(*text))
+
+
+def write_json(cols: dict[str, np.ndarray], fh, meta: dict) -> None:
+    json.dump({"label": LABEL_NOTE, "meta": meta, "columns": list(COLUMNS), "rows": to_records(cols)}, fh)
+    fh.write("\n")
+
+
+# Searches -----------------------------------------------------------------------------------------
+
+def default_baseline(model: Model) -> Model:
+    """The built-in transformer with the nearest parameter count (log scale)."""
+    cands = [m for m in builtin_models().values() if m.spec.family == "transformer"]
+    if not cands:
+        raise UserError("no built-in transformer model to use as a baseline")
+    return min(cands, key=lambda m: abs(math.log(m.params / model.params)))
+
+
+def _times(model: Model, table: SpecTable, phase: str, batch: int, lengths: np.ndarray, **kw) -> np.ndarray:
+    return analyze(model, phase, table, [batch], lengths, **kw).time_s[0, 0]
+
+
+def crossover(model: Model, baseline: Model | None, spec: Spec, phase: str = "prefill", batch: int = 1, *,
+              lo: int = 16, hi: int = 1 << 20, dtype: str = "bf16", prefer: str = "measured",
+              bytes_basis: str = "executed", recompute: bool = False) -> dict:
+    """Where ``model`` overtakes ``baseline`` (see the module docstring), as plain data."""
+    baseline = baseline or default_baseline(model)
+    table = SpecTable.of([spec], prefer)
+    kw = dict(dtype=dtype, bytes_basis=bytes_basis)
+    kw_a = dict(kw, recompute=recompute) if phase == "train" else kw
+    grid = np.unique(np.round(np.geomspace(lo, hi, 8 * int(math.log2(hi / lo)) + 1)))
+    ta = _times(model, table, phase, batch, grid, **kw_a)
+    tb = _times(baseline, table, phase, batch, grid, **kw_a)
+    out = {"label": "analytic bound", "model": model.id, "baseline": baseline.id, "spec": spec.id,
+           "phase": phase, "batch": batch, "range": [lo, hi],
+           "meaning": ("smallest length (prompt / sequence, or decode context) from which the model's "
+                       "time bound stays below the baseline's, up to the end of the range")}
+    if np.isnan(ta).any() or np.isnan(tb).any():
+        return {**out, "length": None, "result": "no bound: some resource of the spec is unknown for this work"}
+    faster = ta < tb
+    if not faster[-1]:
+        return {**out, "length": None, "result": f"the model is not faster than the baseline at length {hi}"}
+    slower = np.nonzero(~faster)[0]
+    if slower.size == 0:
+        return {**out, "length": int(grid[0]), "result": f"faster at every length in the range (from {lo})"}
+    a, b = int(grid[slower[-1]]), int(grid[slower[-1] + 1])  # model slower at a, faster at b
+    while b - a > 1:
+        mid = (a + b) // 2
+        m = np.array([mid], dtype=float)
+        if _times(model, table, phase, batch, m, **kw_a)[0] < _times(baseline, table, phase, batch, m, **kw_a)[0]:
+            b = mid
+        else:
+            a = mid
+    ratio_at_hi = float(tb[-1] / ta[-1])
+    at = np.array([b], dtype=float)
+    fits = {"model": bool(analyze(model, phase, table, [batch], at, **kw_a).fits[0, 0, 0]),
+            "baseline": bool(analyze(baseline, phase, table, [batch], at, **kw_a).fits[0, 0, 0])}
+    return {**out, "length": b, "result": f"faster from length {b}", "speedup_at_end_of_range": ratio_at_hi,
+            "fits_at_length": fits}
+
+
+def compute_bound_batch(model: Model, spec: Spec, context: int, *, max_batch: int = 1 << 16,
+                        dtype: str = "bf16", prefer: str = "measured", launch: str | None = "graph",
+                        bytes_basis: str = "executed", impls: dict | None = None) -> dict:
+    """Smallest decode batch whose bottleneck is a compute engine, at ``context`` (plain data)."""
+    table = SpecTable.of([spec], prefer)
+    compute = [RESOURCES.index(r) for r in COMPUTE_RESOURCES]
+
+    def bound_by_compute(batches: np.ndarray) -> np.ndarray:
+        r = analyze(model, "decode", table, batches, [context], dtype=dtype, launch=launch,
+                    bytes_basis=bytes_basis, impls=impls)
+        return np.isin(r.bottleneck[0, :, 0], compute), r.fits[0, :, 0]
+
+    out = {"label": "analytic bound", "model": model.id, "spec": spec.id, "context": context,
+           "meaning": "smallest decode batch whose time bound is set mostly by a compute engine"}
+    powers = 2 ** np.arange(int(math.log2(max_batch)) + 1, dtype=float)
+    cb, fits = bound_by_compute(powers)
+    hits = np.nonzero(cb)[0]
+    if hits.size == 0:
+        return {**out, "batch": None, "result": f"memory- or launch-bound up to batch {max_batch}"}
+    k = int(hits[0])
+    if k == 0:
+        return {**out, "batch": 1, "fits": bool(fits[0]), "result": "compute-bound already at batch 1"}
+    lo, hi = int(powers[k - 1]), int(powers[k])
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if bound_by_compute(np.array([mid], dtype=float))[0][0]:
+            hi = mid
+        else:
+            lo = mid
+    fit_hi = bool(bound_by_compute(np.array([hi], dtype=float))[1][0])
+    return {**out, "batch": hi, "fits": fit_hi,
+            "result": f"compute-bound from batch {hi}" + ("" if fit_hi else " (but it does not fit in device memory)")}
+
+
+def parse_int_list(text: str, name: str) -> list[int]:
+    """'1,2,4' or '1:64:x2' (geometric) or '128:1024:+128' (arithmetic) -> list of ints."""
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            if ":" in part:
+                a, b, step = part.split(":")
+                a, b = int(a), int(b)
+                if step.startswith("x"):
+                    f = int(step[1:])
+                    if f < 2:
+                        raise ValueError
+                    v = a
+                    while v <= b:
+                        out.append(v)
+                        v *= f
+                elif step.startswith("+"):
+                    out.extend(range(a, b + 1, int(step[1:])))
+                else:
+                    raise ValueError
+            else:
+                out.append(int(part))
+        except ValueError:
+            raise UserError(f"{name}: cannot read {part!r}; write a list like 1,2,4 or a range like "
+                            "1:64:x2 (geometric) or 128:1024:+128 (arithmetic)") from None
+    if not out:
+        raise UserError(f"{name}: give at least one value")
+    return out
+
+
+def records_text(cols: dict[str, np.ndarray], fmt: str, meta: dict) -> str:
+    buf = io.StringIO()
+    if fmt == "csv":
+        write_csv(cols, buf)
+    else:
+        write_json(cols, buf, meta)
+    return buf.getvalue()
+
+
+def names(items: Iterable) -> list[str]:
+    return [getattr(i, "id", str(i)) for i in items]

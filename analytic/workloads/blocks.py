@@ -1,0 +1,91 @@
+"""Analytic cost of a whole block, for the block-level measurement cases (``block:...`` op names of
+``measure/runners/blocks.py``): the sum of the op costs that ``phases.py`` plans for that block.
+
+Case identity -> block (dims in the measurement's letters; the modules' defaults fill the rest):
+
+- ``block:mamba1`` (B, L, D, N): Mamba-1 mixer, expand 2, d_conv 4, dt_rank ceil(D / 16).
+- ``block:mamba2`` (B, L, D, N, P, G, optional C = 256): Mamba-2 mixer, expand 2, d_conv 4.
+- ``block:mamba3`` (B, L, D, N, P): Mamba-3 SISO mixer, expand 2, chunk 64.
+- ``block:attention`` (B, L, D, H, G, P, S for decode): fused QKV projection, causal attention,
+  output projection.
+- ``block:gated_mlp`` (B, L, D, F): down(silu(gate(x)) * up(x)).
+
+Modes: ``fwd`` is the prefill plan, ``fwdbwd`` the training plan, ``decode`` the decode plan (S keys
+for attention). The pre-norm of the model's layer is not part of these modules and is left out; so
+are the embedding and LM head. The result is a ``Cost`` of numbers (labelled an analytic count by
+its callers).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+from ..cost import Cost
+from ..registry import AnalyticError, compiled_cost, cost
+from .models import parse_model
+from .phases import plan
+
+_PHASE = {"fwd": "prefill", "fwdbwd": "train", "decode": "decode"}
+_IMPLS = {"block:gated_mlp": {"eager": {"gated_mlp": "torch_eager"}}}
+
+
+def _need(dims: Mapping[str, int], op: str, *names: str) -> list[int]:
+    missing = [n for n in names if n not in dims]
+    if missing:
+        raise AnalyticError(f"{op} needs dimension(s) {', '.join(missing)}")
+    return [int(dims[n]) for n in names]
+
+
+def _block(op: str, dims: Mapping[str, int]) -> tuple[int, dict]:
+    if op == "block:mamba1":
+        (D, N) = _need(dims, op, "D", "N")
+        return D, {"kind": "mamba1", "d_state": N, "d_conv": 4, "expand": 2, "dt_rank": math.ceil(D / 16)}
+    if op == "block:mamba2":
+        D, N, P, G = _need(dims, op, "D", "N", "P", "G")
+        return D, {"kind": "mamba2", "d_state": N, "d_conv": 4, "expand": 2, "headdim": P, "ngroups": G,
+                   "chunk_size": int(dims.get("C", 256))}
+    if op == "block:mamba3":
+        D, N, P = _need(dims, op, "D", "N", "P")
+        return D, {"kind": "mamba3", "d_state": N, "expand": 2, "headdim": P, "mimo_rank": 1, "chunk_size": 64}
+    if op == "block:attention":
+        D, H, G, P = _need(dims, op, "D", "H", "G", "P")
+        return D, {"kind": "attention", "heads": H, "kv_heads": G, "head_dim": P}
+    if op == "block:gated_mlp":
+        D, F = _need(dims, op, "D", "F")
+        return D, {"kind": "mlp", "d_ff": F, "activation": "silu", "gated": True}
+    raise AnalyticError(f"no analytic block for {op!r}; known: block:mamba1, block:mamba2, block:mamba3, "
+                        "block:attention, block:gated_mlp")
+
+
+def block_cost(op: str, dims: Mapping[str, int], impl: str | None = None, mode: str = "fwd",
+               dtype: str = "bf16") -> Cost:
+    """The Cost of one block case: the sum of its planned op costs at these dims (pre-norm excluded)."""
+    if mode not in _PHASE:
+        raise AnalyticError(f"unknown mode {mode!r} for a block case; valid: {', '.join(_PHASE)}")
+    D, blk = _block(op, dims)
+    B, L = _need(dims, op, "B", "L") if mode != "decode" else (_need(dims, op, "B")[0], 1)
+    S = _need(dims, op, "S")[0] if mode == "decode" and op == "block:attention" else L
+    model = parse_model({
+        "schema_version": 1, "id": "block-case", "name": op, "family": "hybrid",
+        "sources": {"case": {"title": "a measured block case", "tag": "D"}},
+        "d_model": D, "vocab": 1, "tie_embeddings": True, "norm": "rmsnorm",
+        "blocks": {"b": blk}, "layers": [{"blocks": ["b"]}]}, origin=op)
+    grid = {"batch": B, "tokens": L, "keys": S}
+    total = Cost()
+    for c in plan(model, _PHASE[mode], _IMPLS.get(op, {}).get(impl or "", {})):
+        if c.block != "b" or c.label == "b.norm":
+            continue
+        used = compiled_cost(c.op, c.impl, c.mode, dtype).dims  # decode rules do not use L
+        values = {}
+        for k, v in c.dims:
+            if k not in used:
+                continue
+            if isinstance(v, str):
+                v = grid[v]
+            elif isinstance(v, tuple):
+                var, mult, step = v
+                v = math.ceil(grid[var] / step) * step * mult
+            values[k] = v
+        total = total + cost(c.op, values, impl=c.impl, mode=c.mode, dtype=dtype) * c.count
+    return total

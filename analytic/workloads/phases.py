@@ -1,0 +1,222 @@
+"""Which ops a model runs in each phase, with which dimensions, implementation and mode.
+
+A **plan** is the fixed list of op calls of one forward (or training step) of a model: for each block
+of the layer sequence the ops below, each with a multiplicity (occurrences of the block in the model).
+Dimensions are constants from the model or one of three grid variables, so one plan serves every
+(batch, length) point and the evaluator (``evaluate.py``) runs each op's compiled cost once over
+arrays:
+
+- ``batch``: sequences in the batch (B);
+- ``tokens``: tokens processed per sequence by this call (L): the prompt in prefill, the sequence in
+  training, 1 in decode;
+- ``keys``: keys each query sees (attention's S): ``tokens`` in prefill and training, the context
+  length in decode.
+
+Phases and modes: ``prefill`` runs every op in mode ``fwd``; ``decode`` runs one token per sequence in
+mode ``decode`` (an op without a decode rule runs ``fwd`` with L = 1, which is what decode of a
+stateless op is); ``train`` runs ``fwdbwd`` (forward and backward) and, with activation recomputation,
+the forward of every layer block once more.
+
+Ops per block (dims in the op's letters; E = expand x D):
+
+- mamba1: norm(D), in_proj linear(D -> 2E), conv1d(E, K), x_proj linear(E -> R + 2N),
+  [RMSNorm on Delta (R) and B, C (N) for Falcon-Mamba / Jamba], dt_proj linear(R -> E),
+  mamba1_scan(E, N) (softplus of Delta, D skip and z gate inside the fused kernel), out_proj(E -> D).
+- mamba2: norm(D), in_proj linear(D -> 2E + 2GN + H), conv1d(E + 2GN, K), ssd(H, P, N, G, C),
+  gated_rmsnorm(E), out_proj linear(E -> D).
+- mamba3: norm(D), in_proj linear(D -> 2E + 2GNM + 3H + angles), RMSNorm of B and C (N, over
+  G x M rows per token each), mamba3(H, P, N, M) with implementation ``mimo`` when M > 1 else
+  ``siso``, out_proj linear(E -> D). No conv.
+- chunked kernels (ssd, mamba3) see the tokens rounded up to whole chunks (C; Mamba-3: its chunk of
+  64 / M tokens): the kernels compute the last, partial chunk as a full tile.
+- attention: norm(d_in), qkv linear(d_in -> (H + 2G) P), attention_causal(H, G, P; L = tokens,
+  S = keys), o_proj linear(H P -> D). RoPE is not counted (elementwise on q and k, < 1% of the block).
+- mlp: norm(D), then ``gated_mlp`` (D, F) when gated, else ``mlp`` (D, F). The registered ``mlp``
+  counts GELU and ``gated_mlp`` SiLU; Nemotron-H's ReLU^2 and Zamba2's gated GELU are costed with
+  them (the activation is 2-8 vector FLOPs per hidden element beside 4-6 D FLOPs of GEMM per element).
+- moe: norm(D), moe(D, F, X, Xk).
+- linear: linear(d_in -> d_out).
+- model ends: embedding(B, L, D, V) first; final norm(D) and lm_head(D, V) last. In prefill the LM head
+  runs on the last token of each sequence only (``logits='last'``, what generation needs; 'all' for
+  every token); in training on every token.
+
+Residual adds and dropout are not counted.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from ..registry import AnalyticError, get_op
+from .models import MLP, Attention, Linear, Mamba1, Mamba2, Mamba3, Model, MoE
+
+PHASES = ("prefill", "decode", "train")
+GRID_VARS = ("batch", "tokens", "keys")
+
+# Implementation preferred for each op and mode when the user names none; resolve_impl falls back
+# to the op's default, then to any implementation with a rule for the mode.
+DEFAULT_IMPLS: dict[str, dict[str, str]] = {
+    "attention_causal": {"fwd": "fa2", "bwd": "fa2", "fwdbwd": "fa2", "decode": "splitkv"},
+    "ssd": {"fwd": "chunked", "bwd": "chunked", "fwdbwd": "chunked", "decode": "chunked"},
+    "mamba1_scan": {"*": "fused"},
+    "conv1d": {"*": "causal_conv1d"},
+    "rmsnorm": {"*": "fused"},
+    "layernorm": {"*": "fused"},
+    "gated_rmsnorm": {"*": "fused"},
+    "gated_mlp": {"*": "fused"},
+    "mlp": {"fwd": "fused", "decode": "fused"},
+}
+
+Dim = Any  # int constant, a grid variable name, or (grid variable, multiplier, round up to a multiple of)
+
+
+@dataclass(frozen=True)
+class OpCall:
+    """One op call of a plan; ``count`` = times it runs per model step (block occurrences x calls)."""
+
+    label: str  # e.g. "mamba.in_proj"
+    block: str  # block name ("" for the model ends)
+    op: str
+    impl: str
+    mode: str
+    dims: tuple[tuple[str, Dim], ...]
+    count: int
+    instances: int  # occurrences of the block in the layer sequence
+    recompute: bool = False  # the extra forward of activation recomputation
+
+    def dim_map(self) -> dict[str, Dim]:
+        return dict(self.dims)
+
+
+def resolve_impl(op_name: str, mode: str, requested: str | None) -> tuple[str, str]:
+    """(implementation, mode) to cost ``op_name`` in ``mode``; decode falls back to fwd with L = 1."""
+    op = get_op(op_name)
+    if requested is not None:
+        impl = op.impl(requested)  # raises with the valid names
+        if impl.supports(mode):
+            return impl.name, mode
+        if mode == "decode" and impl.supports("fwd"):
+            return impl.name, "fwd"
+        valid = [m for m in ("fwd", "bwd", "fwdbwd", "decode") if impl.supports(m)]
+        raise AnalyticError(f"op {op_name!r}, implementation {requested!r} has no rule for mode {mode!r}; "
+                            f"its modes: {', '.join(valid)}")
+    prefs = DEFAULT_IMPLS.get(op_name, {})
+    order = [prefs.get(mode), prefs.get("*"), op.default_impl, *(i.name for i in op.impls)]
+    for m in ((mode, "fwd") if mode == "decode" else (mode,)):
+        for name in order:
+            if name is not None and name in op.impl_map and op.impl_map[name].supports(m):
+                return name, m
+    raise AnalyticError(f"op {op_name!r} has no implementation with a rule for mode {mode!r}")
+
+
+class _Builder:
+    def __init__(self, model: Model, phase: str, impls: Mapping[str, str]):
+        self.model, self.phase, self.impls = model, phase, impls
+        self.mode = {"prefill": "fwd", "decode": "decode", "train": "fwdbwd"}[phase]
+        self.tokens: Dim = 1 if phase == "decode" else "tokens"
+        self.calls: list[OpCall] = []
+
+    def add(self, label: str, block: str, instances: int, op: str, dims: dict[str, Dim], per_block: int = 1,
+            tokens: Dim | None = None, mode: str | None = None, impl: str | None = None) -> None:
+        mode = mode or self.mode
+        impl, mode = resolve_impl(op, mode, self.impls.get(op, impl))
+        full = {"B": "batch", "L": self.tokens if tokens is None else tokens, **dims}
+        op_dims = get_op(op).dims
+        unknown = sorted(set(full) - set(op_dims) - {"B", "L"})
+        if unknown:
+            raise AnalyticError(f"op {op!r} has no dimension(s) {unknown} (its dims: {', '.join(op_dims)})")
+        kept = tuple((k, v) for k, v in full.items() if k in op_dims)
+        self.calls.append(OpCall(label, block, op, impl, mode, kept, instances * per_block, instances))
+
+    def norm(self, label: str, block: str, n: int, width: int) -> None:
+        self.add(f"{label}.norm", block, n, self.model.spec.norm, {"D": width})
+
+    def chunked_tokens(self, chunk: int) -> Dim:
+        """Tokens rounded up to whole chunks: chunked kernels compute the last, partial chunk in full."""
+        return 1 if self.tokens == 1 else ("tokens", 1, chunk)
+
+    def block(self, name: str, n: int) -> None:
+        blk, D = self.model.block(name), self.model.d_model
+        if isinstance(blk, Mamba1):
+            E, N, R = blk.d_inner(D), blk.d_state, blk.dt_rank
+            self.norm(name, name, n, D)
+            self.add(f"{name}.in_proj", name, n, "linear", {"I": D, "O": 2 * E})
+            self.add(f"{name}.conv1d", name, n, "conv1d", {"E": E, "K": blk.d_conv})
+            self.add(f"{name}.x_proj", name, n, "linear", {"I": E, "O": R + 2 * N})
+            if blk.bcdt_norm:
+                self.add(f"{name}.dt_norm", name, n, "rmsnorm", {"D": R})
+                self.add(f"{name}.bc_norm", name, n, "rmsnorm", {"D": N}, per_block=2)
+            self.add(f"{name}.dt_proj", name, n, "linear", {"I": R, "O": E})
+            self.add(f"{name}.scan", name, n, "mamba1_scan", {"E": E, "N": N})
+            self.add(f"{name}.out_proj", name, n, "linear", {"I": E, "O": D})
+        elif isinstance(blk, Mamba2):
+            E, H = blk.d_inner(D), blk.heads(D)
+            self.norm(name, name, n, D)
+            self.add(f"{name}.in_proj", name, n, "linear", {"I": D, "O": blk.in_proj_out(D)})
+            self.add(f"{name}.conv1d", name, n, "conv1d", {"E": blk.conv_channels(D), "K": blk.d_conv})
+            self.add(f"{name}.ssd", name, n, "ssd",
+                     {"H": H, "P": blk.headdim, "N": blk.d_state, "G": blk.ngroups, "C": blk.chunk_size},
+                     tokens=self.chunked_tokens(blk.chunk_size))
+            self.add(f"{name}.gated_norm", name, n, "gated_rmsnorm", {"D": E})
+            self.add(f"{name}.out_proj", name, n, "linear", {"I": E, "O": D})
+        elif isinstance(blk, Mamba3):
+            E, H, M = blk.d_inner(D), blk.heads(D), blk.mimo_rank
+            rows = blk.ngroups * M
+            self.norm(name, name, n, D)
+            self.add(f"{name}.in_proj", name, n, "linear", {"I": D, "O": blk.in_proj_out(D)})
+            bc_tokens = rows if self.tokens == 1 else ("tokens", rows, 1)
+            self.add(f"{name}.bc_norm", name, n, "rmsnorm", {"D": blk.d_state}, per_block=2, tokens=bc_tokens)
+            self.add(f"{name}.mamba3", name, n, "mamba3", {"H": H, "P": blk.headdim, "N": blk.d_state, "M": M},
+                     impl="mimo" if M > 1 else "siso", tokens=self.chunked_tokens(blk.chunk_size))
+            self.add(f"{name}.out_proj", name, n, "linear", {"I": E, "O": D})
+        elif isinstance(blk, Attention):
+            Din, H, G, P = blk.width_in(D), blk.heads, blk.kv_heads, blk.head_dim
+            self.norm(name, name, n, Din)
+            self.add(f"{name}.qkv_proj", name, n, "linear", {"I": Din, "O": (H + 2 * G) * P})
+            self.add(f"{name}.attention", name, n, "attention_causal", {"S": "keys", "H": H, "G": G, "P": P})
+            self.add(f"{name}.o_proj", name, n, "linear", {"I": H * P, "O": D})
+        elif isinstance(blk, MLP):
+            self.norm(name, name, n, D)
+            self.add(f"{name}.mlp", name, n, "gated_mlp" if blk.gated else "mlp", {"D": D, "F": blk.d_ff})
+        elif isinstance(blk, MoE):
+            self.norm(name, name, n, D)
+            self.add(f"{name}.moe", name, n, "moe", {"D": D, "F": blk.d_ff, "X": blk.experts, "Xk": blk.top_k})
+        elif isinstance(blk, Linear):
+            self.add(f"{name}.linear", name, n, "linear", {"I": blk.d_in or D, "O": blk.d_out or D})
+        else:
+            raise AnalyticError(f"block {name!r}: no op plan for kind {blk.kind!r}")
+
+
+@functools.lru_cache(maxsize=512)
+def _plan(model: Model, phase: str, impls: tuple[tuple[str, str], ...], recompute: bool,
+          logits: str) -> tuple[OpCall, ...]:
+    b = _Builder(model, phase, dict(impls))
+    D, V = model.d_model, model.spec.vocab
+    b.add("embedding", "", 1, "embedding", {"D": D, "V": V})
+    for name, n in model.block_counts.items():
+        b.block(name, n)
+    b.norm("final", "", 1, D)
+    head_tokens = 1 if phase == "decode" or (phase == "prefill" and logits == "last") else "tokens"
+    b.add("lm_head", "", 1, "lm_head", {"D": D, "V": V}, tokens=head_tokens)
+    calls = b.calls
+    if phase == "train" and recompute:
+        extra = _Builder(model, "prefill", dict(impls))
+        for name, n in model.block_counts.items():
+            extra.block(name, n)
+        calls = calls + [OpCall(c.label + ".recompute", c.block, c.op, c.impl, c.mode, c.dims, c.count,
+                                c.instances, recompute=True) for c in extra.calls]
+    return tuple(calls)
+
+
+def plan(model: Model, phase: str, impls: Mapping[str, str] | None = None, recompute: bool = False,
+         logits: str = "last") -> tuple[OpCall, ...]:
+    """The op calls of one step of ``model`` in ``phase`` (cached)."""
+    if phase not in PHASES:
+        raise AnalyticError(f"unknown phase {phase!r}; valid phases: {', '.join(PHASES)}")
+    if logits not in ("last", "all"):
+        raise AnalyticError(f"logits must be 'last' or 'all', got {logits!r}")
+    if recompute and phase != "train":
+        raise AnalyticError("activation recomputation applies to the train phase only")
+    return _plan(model, phase, tuple(sorted((impls or {}).items())), recompute, logits)

@@ -1,0 +1,222 @@
+"""One prediction as plain data: per-op and per-layer rows and totals, every number labelled.
+
+``predict`` analyzes one (model, spec, phase, batch, length) point with the vectorized evaluator and
+turns it into a dict (the JSON of ``ssmbench predict``): ``total`` (time bound, sum bound, bottleneck,
+tokens/s, memory by class and the capacity verdict, energy estimate where the spec has energy data,
+the launch regimes of decode), ``ops`` (one row per op call of the plan: FLOPs by engine, bytes,
+intensity, bound per resource, bottleneck, on-chip fit), ``layers`` (one row per block of the model)
+and ``spec.ceilings`` (each ceiling used, with its origin and provenance).
+
+Decode with ``context`` S and ``seqlen`` L generates L tokens after a cached context of S and reports
+the mean per-token step, evaluated at the mean context S + (L - 1) / 2. FLOPs and bytes of every op
+are affine in the context, so their means are exact; the max over resources is convex, so the time at
+the mean context is at most the mean time: the result is still a lower bound. Without ``context``,
+``seqlen`` is the context and one token is decoded.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import UserError
+from ..roofline import COL, LABEL, RESOURCES, TENSOR_DTYPES, SpecTable, describe, not_bounded_reasons
+from .evaluate import COMPUTE_RESOURCES, GridResult, analyze
+from .models import Model
+
+ADAM_NOTE = ("train memory assumes Adam with fp32 moments (8 B/parameter) and an fp32 master copy "
+             "(4 B/parameter) unless the dtype is fp32; gradients at the dtype")
+
+
+def _f(x) -> float | None:
+    x = float(x)
+    return None if np.isnan(x) else x
+
+
+def check_positive_int(name: str, value, limit: int = 1 << 40) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= limit:
+        raise UserError(f"{name} must be a positive integer (at most {limit}), got {value!r}")
+    return int(value)
+
+
+def decode_point(seqlen: int, context: int | None) -> tuple[float, int]:
+    """(mean context, tokens generated) of a decode request."""
+    if context is None:
+        return float(seqlen), 1
+    return context + (seqlen - 1) / 2, seqlen
+
+
+def ceilings_used(table: SpecTable, launch: str) -> list[dict]:
+    sc = table.specs[0]
+    items = [("tensor", c) for c in sc.tensor.values()] + [
+        ("vector", sc.vector), ("special_function", sc.special_function), ("dram", sc.dram)]
+    items += [("cache", c) for c in sc.caches] + [("launch", sc.launch[launch])]
+    items += [("on_chip_capacity", sc.on_chip)] if sc.on_chip is not None else []
+    items += [("dram_capacity", sc.dram_capacity)]
+    return [{"resource": r, "key": c.key, "value": c.value, "origin": c.origin, "provenance": c.provenance}
+            for r, c in items]
+
+
+def _op_rows(res: GridResult) -> list[dict]:
+    sc = res.table.specs[0]
+    cp, proj, W = res.calls, res.call_proj, res.call_work
+    on_chip = sc.on_chip_capacity()
+    rows = []
+    for i, c in enumerate(cp.calls):
+        w = W[i, :, 0, 0]
+        by_dtype = {d: float(w[COL[f"tensor.{d}"]]) for d in TENSOR_DTYPES if w[COL[f"tensor.{d}"]] > 0}
+        flops = sum(by_dtype.values()) + float(w[COL["vector"]])
+        executed = float(w[COL["dram.executed"]])
+        bounds, missing = {}, []
+        for r in RESOURCES:
+            t = float(proj.times[r][0, i, 0, 0])
+            if bool(proj.unbounded[r][0, i, 0, 0]):
+                missing.append(not_bounded_reasons(sc, r, res.launch, by_dtype))
+            bounds[r] = t if t > 0 else None
+        b = int(proj.bottleneck[0, i, 0, 0])
+        ws = float(w[COL["working_set"]])
+        rows.append({
+            "label": c.call.label, "block": c.call.block or None, "op": c.call.op, "impl": c.call.impl,
+            "mode": c.call.mode, "count": c.call.count, "dims": {k: v for k, v in c.call.dims},
+            "flops_tensor": by_dtype, "flops_vector": float(w[COL["vector"]]),
+            "transcendentals": float(w[COL["special_function"]]),
+            "bytes_compulsory": float(w[COL["dram.compulsory"]]), "bytes_executed": executed,
+            "intensity_flop_per_byte": flops / executed if executed > 0 else None,
+            "launches": float(w[COL["launches"]]),
+            "bound_s": bounds, "time_s": _f(proj.bound[0, i, 0, 0]),
+            "bottleneck": RESOURCES[b] if b >= 0 else None, "not_bounded": missing,
+            "working_set_bytes": ws,
+            "fits_on_chip": None if on_chip is None else bool(ws <= on_chip),
+        })
+    return rows
+
+
+def _layer_rows(res: GridResult, ops: list[dict], total: float | None) -> list[dict]:
+    model = res.model
+    rows = []
+    for name, n in model.block_counts.items():
+        mine = [o for o in ops if o["block"] == name]
+        t = sum(o["time_s"] or 0.0 for o in mine)
+        shares: dict[str, float] = {}
+        for o in mine:
+            if o["bottleneck"]:
+                shares[o["bottleneck"]] = shares.get(o["bottleneck"], 0.0) + (o["time_s"] or 0.0)
+        rows.append({
+            "block": name, "kind": model.block(name).kind, "count": n, "time_s": t,
+            "time_per_instance_s": t / n, "share_of_total": (t / total) if total else None,
+            "bottleneck": max(shares, key=shares.get) if shares else None,
+            "flops": sum(sum(o["flops_tensor"].values()) + o["flops_vector"] for o in mine),
+            "bytes_executed": sum(o["bytes_executed"] for o in mine),
+        })
+    for label in ("embedding", "final.norm", "lm_head"):
+        mine = [o for o in ops if o["label"] == label]
+        if mine:
+            o = mine[0]
+            rows.append({"block": label, "kind": o["op"], "count": 1, "time_s": o["time_s"],
+                         "time_per_instance_s": o["time_s"],
+                         "share_of_total": (o["time_s"] / total) if total and o["time_s"] else None,
+                         "bottleneck": o["bottleneck"],
+                         "flops": sum(o["flops_tensor"].values()) + o["flops_vector"],
+                         "bytes_executed": o["bytes_executed"]})
+    return rows
+
+
+def predict(model: Model, spec, phase: str, batch: int, seqlen: int, context: int | None = None, *,
+            dtype: str = "bf16", prefer: str = "measured", launch: str | None = None,
+            bytes_basis: str = "executed", impls: dict | None = None, recompute: bool = False,
+            logits: str = "last", with_searches: bool = True) -> dict:
+    """The prediction for one point, as plain data (see the module docstring)."""
+    batch = check_positive_int("batch", batch)
+    seqlen = check_positive_int("seqlen", seqlen)
+    if context is not None:
+        if phase != "decode":
+            raise UserError(f"--context applies to the decode phase only (got phase {phase!r}); "
+                            "for prefill and train, --seqlen is the prompt / sequence length")
+        context = check_positive_int("context", context)
+    table = SpecTable.of([spec], prefer)
+    length, generated = decode_point(seqlen, context) if phase == "decode" else (float(seqlen), None)
+    res = analyze(model, phase, table, [batch], [length], dtype=dtype, launch=launch,
+                  bytes_basis=bytes_basis, impls=impls, recompute=recompute, logits=logits,
+                  keep_calls=True, energy=True)
+    ops = _op_rows(res)
+    t = _f(res.time_s[0, 0, 0])
+    mem = {k: float(v[0, 0]) for k, v in res.memory.items()}
+    need = float(res.memory_total[0, 0])
+    cap = _f(table.dram_bytes[0])
+    fits = bool(res.fits[0, 0, 0])
+    sc = table.specs[0]
+    if cap is None:
+        status = f"capacity not checked: memory.dram.capacity unknown ({sc.dram_capacity.provenance})"
+    elif fits:
+        status = "fits"
+    else:
+        parts = ", ".join(f"{k} {v / 1e9:.3g} GB" for k, v in mem.items() if v > 0)
+        status = (f"does not fit: needs {need / 1e9:.4g} GB ({parts}) but {spec.id} has {cap / 1e9:.4g} GB "
+                  f"of device memory ({describe(sc.dram_capacity)})")
+    tokens = float(res.tokens[0, 0])
+    shares = {RESOURCES[r]: float(res.shares[r, 0, 0, 0]) for r in range(len(RESOURCES)) if res.shares[r, 0, 0, 0] > 0}
+    b = int(res.bottleneck[0, 0, 0])
+    not_bounded = []
+    for r in res.not_bounded[0]:
+        by_dtype = {d: 1.0 for d in TENSOR_DTYPES if any(o["flops_tensor"].get(d) for o in ops)}
+        not_bounded.append(not_bounded_reasons(sc, r, res.launch, by_dtype))
+    if sc.per_sm_levels:
+        not_bounded.append(f"per-SM levels {', '.join(sc.per_sm_levels)} (traffic at these levels is not "
+                           "counted by the cost model)")
+    energy = _f(res.energy_j[0, 0, 0]) if res.energy_j is not None else None
+    total = {
+        "label": LABEL,
+        "time_s": t if fits else None,
+        "time_s_ignoring_capacity": t,
+        "sum_s": _f(res.sum_s[0, 0, 0]),
+        "bottleneck": RESOURCES[b] if b >= 0 else None,
+        "compute_bound": (RESOURCES[b] in COMPUTE_RESOURCES) if b >= 0 else None,
+        "time_by_bottleneck_s": shares,
+        "tokens": tokens,
+        "tokens_per_s": (tokens / t) if t and fits else None,
+        "time_per_token_s": (t / tokens) if t is not None else None,
+        "fits": fits, "status": status,
+        "memory_bytes": mem, "memory_total_bytes": need, "memory_capacity_bytes": cap,
+        "energy_j": energy if fits else None,
+        "energy_per_token_j": (energy / tokens) if energy is not None and fits else None,
+        "energy_note": res.energy_note[0] if res.energy_note else None,
+        "not_bounded": not_bounded,
+        "ops_not_fitting_on_chip": [o["label"] for o in ops if o["fits_on_chip"] is False],
+        "on_chip_capacity_bytes": sc.on_chip_capacity(),
+        "launch_regime": res.launch, "bytes_basis": bytes_basis,
+    }
+    notes = []
+    if phase == "decode":
+        regimes = {}
+        for regime in ("eager", "graph"):
+            r2 = analyze(model, phase, table, [batch], [length], dtype=dtype, launch=regime,
+                         bytes_basis=bytes_basis, impls=impls, logits=logits)
+            rb = int(r2.bottleneck[0, 0, 0])
+            regimes[regime] = {"time_s": _f(r2.time_s[0, 0, 0]), "bottleneck": RESOURCES[rb] if rb >= 0 else None,
+                               "launch_not_bounded": "launch" in r2.not_bounded[0]}
+        total["regimes"] = regimes
+        total["generated_tokens"] = generated
+        total["mean_context"] = length
+        notes.append("decode time is per step (one token per sequence)"
+                     + (f", mean over {generated} steps evaluated at the mean context {length:g}" if context else ""))
+    if phase == "train":
+        notes.append(ADAM_NOTE)
+    if with_searches:
+        from .. import sweep
+        if phase == "decode":
+            total["compute_bound_batch"] = sweep.compute_bound_batch(
+                model, spec, int(round(length)), dtype=dtype, prefer=prefer, launch=res.launch,
+                bytes_basis=bytes_basis, impls=impls)
+        if model.spec.family != "transformer":
+            total["crossover"] = sweep.crossover(model, None, spec, phase, batch, dtype=dtype, prefer=prefer,
+                                                 bytes_basis=bytes_basis, recompute=recompute)
+    return {
+        "label": LABEL,
+        "model": model.summary(),
+        "spec": {"id": spec.id, "name": spec.name, "prefer": prefer, "hypothetical": spec.hypothetical,
+                 "ceilings": ceilings_used(table, res.launch)},
+        "phase": phase, "batch": batch, "seqlen": seqlen, "context": context, "dtype": dtype,
+        "recompute": recompute, "total": total, "layers": _layer_rows(res, ops, t), "ops": ops,
+        "units": {"time": "s", "bytes": "B", "flops": "FLOP", "energy": "J", "intensity": "FLOP/B",
+                  "tokens_per_s": "tokens/s"},
+        "notes": notes,
+    }

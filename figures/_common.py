@@ -1,0 +1,43 @@
+"""Shared helpers of the figures: saving by suffix and the title line every figure carries.
+
+Figures are pure functions of stored data and predictions: they never measure and never evaluate a
+model themselves. matplotlib is used through ``matplotlib.figure.Figure`` (no pyplot state, no
+backend switch), so building a figure works headless.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from matplotlib.figure import Figure
+
+from ..errors import UserError
+
+FORMATS = (".png", ".svg")
+
+
+def check_path(path: str | Path) -> Path:
+    p = Path(path)
+    if p.suffix.lower() not in FORMATS:
+        raise UserError(f"plot output {str(p)!r}: the file name must end in .png or .svg")
+    if p.parent and not p.parent.exists():
+        raise UserError(f"plot output {str(p)!r}: folder {str(p.parent)!r} does not exist")
+    return p
+
+
+def save(fig: Figure, path: str | Path) -> Path:
+    p = check_path(path)
+    fig.savefig(p, dpi=150, bbox_inches="tight")
+    return p
+
+
+def origin_phrase(origins: set[str]) -> str:
+    """'measured ceilings', 'datasheet ceilings' or 'measured and datasheet ceilings'."""
+    known = sorted(o for o in origins if o != "unknown")
+    return (" and ".join(known) or "no known") + " ceilings"
+
+
+def new_figure(width: float = 8.0, height: float = 5.5) -> tuple[Figure, object]:
+    fig = Figure(figsize=(width, height))
+    ax = fig.add_subplot(1, 1, 1)
+    return fig, ax
