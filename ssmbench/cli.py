@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "ssmbench.analytic.commands",
     "ssmbench.measure.commands",
     "ssmbench.analytic.predict_commands",
+    "ssmbench.calibrate.commands",
 )
 
 

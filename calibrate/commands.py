@@ -1,0 +1,155 @@
+"""CLI: ``ssmbench calibrate`` (fit a calibrated profile) and ``ssmbench gap`` (the gap report)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..errors import UserError
+from .defaults import DEFAULT_LEVEL, DEFAULT_MIN_SHAPES
+
+# The commands import the fitting stack (scipy, matplotlib) when they run, not when the CLI builds
+# its parser: every other ssmbench command would otherwise pay for it.
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--results", nargs="+", required=True, metavar="DIR",
+                   help="measure result files, or directories searched for them")
+    p.add_argument("--hw", required=True, metavar="SPEC", help="spec id (see `ssmbench specs list`) or spec YAML file")
+    p.add_argument("--prefer", choices=("measured", "datasheet"), default=None,
+                   help="ceilings: attained (measured) values where the spec has them, else datasheet "
+                        "(default: measured, or the profile's choice for gap --calibration)")
+    p.add_argument("--allow-device-mismatch", action="store_true",
+                   help="join results measured on a device other than --hw (every number is then labelled)")
+    p.add_argument("--skip-unpredicted", action="store_true",
+                   help="leave out measured cases the analytic model cannot cost (they are listed as excluded)")
+    p.add_argument("--level", type=float, default=DEFAULT_LEVEL, help="prediction interval level (default 0.8)")
+    p.add_argument("--min-shapes", type=int, default=DEFAULT_MIN_SHAPES,
+                   help="fewest distinct shapes a group needs to be calibrated (default 4)")
+    p.add_argument("--group-by", choices=("op", "family"), default="op",
+                   help="fit each op apart (default) or pool the ops of a family")
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "calibrate", help="fit achieved vs predicted time per kernel group; write a calibrated profile",
+        description="Join measured results with analytic bounds on a spec, fit model forms per "
+                    "(device, op, implementation, backend, dtype, mode) by leave-shape-out cross-validation, "
+                    "and write a versioned calibrated profile (never edits the spec).")
+    _common(p)
+    p.add_argument("--out", required=True, metavar="FILE", help="calibrated profile to write (JSON)")
+    p.add_argument("--force", action="store_true", help="replace an existing profile file")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=cmd_calibrate)
+
+    g = subparsers.add_parser(
+        "gap", help="report predicted bound vs measured time, %% of roofline, calibrated residuals and errors",
+        description="Per case and per family: analytic bound, measured time, % of roofline, the calibrated "
+                    "model's residual, cross-validated error and the resource the gap is attributed to.")
+    _common(g)
+    g.add_argument("--calibration", metavar="FILE",
+                   help="use this calibrated profile (default: fit one on the given results for this report)")
+    g.add_argument("--format", choices=("md", "json"), default="md", help="report format (default md)")
+    g.add_argument("--json", action="store_true", help="same as --format json")
+    g.add_argument("--out", metavar="FILE", help="write the report here instead of standard output")
+    g.add_argument("--plot", metavar="FILE", help="write the figure (measured vs predicted; %% of roofline per family)")
+    g.set_defaults(func=cmd_gap)
+
+
+def cmd_calibrate(args) -> int:
+    from ..hwspecs import get_spec
+    from ..output import print_json, print_table
+    from .fit import fit_all
+    from .join import join
+    from .profile import build_profile, write_profile
+    from .report import model_text, pct
+    from .sources import load_results
+
+    if Path(args.out).exists() and not args.force:  # before the fit, not after it
+        raise UserError(f"{args.out} exists; calibrated profiles are not overwritten "
+                        "(choose a new file name, or --force)")
+    spec = get_spec(args.hw)
+    results = load_results(args.results)
+    joined = join(results, spec, prefer=args.prefer or "measured", allow_device_mismatch=args.allow_device_mismatch,
+                  skip_unpredicted=args.skip_unpredicted)
+    groups = fit_all(joined, level=args.level, min_shapes=args.min_shapes, group_by=args.group_by)
+    settings = {"level": args.level, "min_shapes": args.min_shapes, "group_by": args.group_by}
+    profile = build_profile(joined, groups, settings, command=["ssmbench"] + sys.argv[1:])
+    path = write_profile(profile, args.out, force=args.force)
+    summary = {
+        "profile": str(path), "spec": spec.id, "results": [f["path"] for f in joined.files],
+        "device_mismatch": joined.device_mismatch,
+        "groups": [{"label": g["label"], "status": g["status"], "reason": g["reason"], "n_shapes": g["n_shapes"],
+                    "model": (g["model"] or {}).get("name"), "cv": g["cv"], "interval": g["interval"]}
+                   for g in groups],
+        "excluded": len(joined.excluded),
+    }
+    if args.json:
+        print_json(summary)
+        return 0
+    level = int(round(100 * args.level))
+    rows = []
+    for g in groups:
+        cv = g["cv"] or {}
+        iv = g["interval"]
+        rows.append([g["label"], g["status"], g["n_shapes"], model_text(g), pct(cv.get("median_ape_pct")),
+                     pct(cv.get("p90_ape_pct")),
+                     pct(None if cv.get("coverage") is None else 100 * cv["coverage"], 0),
+                     "-" if not iv else f"x{iv['factor_lo']:.3f} .. x{iv['factor_hi']:.3f}"])
+    print_table(f"Calibration on {spec.id} ({spec.name})",
+                ["group", "status", "shapes", "model (calibrated parameters)", "CV |err| median",
+                 "CV |err| p90", "coverage", f"{level}% interval"], rows,
+                caption=("CV |err| = |calibrated / measured - 1| on held-out shapes (leave-shape-out); coverage = "
+                         f"share of held-out measured times inside their {level}% interval; interval = factors "
+                         "on the calibrated estimate."))
+    for g in groups:
+        if g["status"] != "calibrated":
+            print(f"not calibrated: {g['reason']}", file=sys.stderr)
+    if joined.excluded:
+        counts: dict[str, int] = {}
+        for e in joined.excluded:
+            counts[e["status"]] = counts.get(e["status"], 0) + 1
+        print("excluded cases (listed in the profile): " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())),
+              file=sys.stderr)
+    if joined.device_mismatch:
+        print(f"device mismatch allowed: results from {', '.join(joined.devices)} fitted on spec {spec.id}; "
+              "the profile records it", file=sys.stderr)
+    print(f"wrote calibrated profile {path}")
+    return 0
+
+
+def cmd_gap(args) -> int:
+    from ..hwspecs import get_spec
+    from ..output import print_json
+    from .gap import fit_profile_for_gap, gap_report
+    from .join import join
+    from .plots import gap_figure
+    from .profile import json_text, read_profile
+    from .report import gap_markdown
+    from .sources import load_results
+
+    spec = get_spec(args.hw)
+    profile = read_profile(args.calibration) if args.calibration else None
+    prefer = args.prefer or (profile.data["spec"].get("prefer", "measured") if profile else "measured")
+    results = load_results(args.results)
+    joined = join(results, spec, prefer=prefer, allow_device_mismatch=args.allow_device_mismatch,
+                  skip_unpredicted=args.skip_unpredicted)
+    fitted_here = profile is None
+    if profile is None:
+        profile = fit_profile_for_gap(joined, level=args.level, min_shapes=args.min_shapes, group_by=args.group_by)
+    rep = gap_report(joined, profile, spec.id, fitted_here)
+    fmt = "json" if args.json else args.format
+    text = json_text(rep) if fmt == "json" else gap_markdown(rep)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(f"wrote gap report {args.out}", file=sys.stderr)
+    elif fmt == "json":
+        print_json(rep)
+    else:
+        sys.stdout.write(text)
+    if args.plot:
+        gap_figure(rep, args.plot)
+        print(f"wrote gap figure {args.plot}", file=sys.stderr)
+    return 0

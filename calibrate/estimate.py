@@ -1,0 +1,112 @@
+"""Calibrated estimates for one op identity: the entry point ``ssmbench predict --calibration`` uses.
+
+    est = calibrated_estimate(profile, "mamba1_scan", "fused", {"B": 4, ...}, "bf16", "fwd")
+    est.estimate_s, est.lo_s, est.hi_s, est.label   # label: "calibrated" or "transferred"
+
+The estimate is the chosen model of the profile's group for (op, impl, dtype, mode [, backend])
+evaluated on the per-resource bound times of the dims on the target spec (the profile's own spec
+unless another is given, in which case the numbers are *transferred*, with wider intervals: see
+transfer.py). The interval is the profile's prediction interval at its level (``profile.level``,
+0.8 by default). ``estimate_detail`` gives everything behind the numbers (group, model, level,
+whether the bound lies outside the fitted range, i.e. an extrapolation).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, NamedTuple
+
+import numpy as np
+
+from ..analytic.registry import get_op
+from ..errors import UserError
+from ..hwspecs import Spec, get_spec
+from .join import RESOURCES, Bounds, resource_bounds
+from .models import Features
+from .profile import Profile, read_profile
+from .transfer import TRANSFER_RULE, is_transfer, widen
+
+
+class Estimate(NamedTuple):
+    estimate_s: float
+    lo_s: float
+    hi_s: float
+    label: str          # "calibrated" | "transferred"
+
+
+def _features(b: Bounds) -> Features:
+    return Features(np.array([[b.times.get(r, 0.0) for r in RESOURCES]]), np.array([max(b.launches, 1.0)]))
+
+
+def estimate_from_bounds(profile: Profile, group: dict, bounds: Bounds, target_spec_id: str) -> dict[str, Any]:
+    if group["status"] != "calibrated":
+        raise UserError(f"{profile.path}: group {group['label']} is not calibrated: {group['reason']}")
+    X = _features(bounds)
+    model = profile.model(group)
+    est = float(model.predict(X)[0])
+    transferred = is_transfer(profile.spec_id, target_spec_id)
+    iv = profile.interval(group)
+    if transferred:
+        iv = widen(iv)
+    lo, hi = iv.apply(est)
+    bound = float(X.bound[0])
+    lo_range, hi_range = group["bound_range_s"]
+    terms = {k: float(v[0]) for k, v in model.terms(X).items()}
+    return {
+        "estimate_s": est, "lo_s": float(lo), "hi_s": float(hi), "level": iv.level,
+        "label": "transferred" if transferred else "calibrated",
+        "interval_rule": TRANSFER_RULE if transferred else group["interval"]["method"],
+        "level_guaranteed": iv.exact_level,
+        "extrapolated": not (lo_range <= bound <= hi_range),
+        "bound_s": float(bounds.bound_s), "bottleneck": bounds.bottleneck,
+        "terms_s": terms, "group": group["label"], "model": group["model"]["name"],
+        "profile_spec": profile.spec_id, "target_spec": target_spec_id,
+        "cv": group["cv"], "device_mismatch": bool(group.get("device_mismatch")),
+    }
+
+
+def estimate_detail(profile: Profile | str, op: str, impl: str, dims: Mapping[str, int], dtype: str, mode: str,
+                    *, spec: Spec | str | None = None, backend: str | None = None) -> dict[str, Any]:
+    if not isinstance(profile, Profile):
+        profile = read_profile(profile)
+    if spec is None:
+        try:
+            spec = get_spec(profile.spec_id)
+        except UserError as exc:
+            raise UserError(f"{profile.path}: its spec {profile.spec_id!r} is not a built-in spec; "
+                            f"pass the spec file ({exc})") from None
+    elif isinstance(spec, str):
+        spec = get_spec(spec)
+    group = profile.find(op, impl, dtype, mode, backend=backend, family=get_op(op).family)
+    bounds = resource_bounds(spec, op, impl, dims, dtype, mode, profile.data["spec"].get("prefer", "measured"))
+    return estimate_from_bounds(profile, group, bounds, spec.id)
+
+
+def calibrated_estimate(profile: Profile | str, op: str, impl: str, dims: Mapping[str, int], dtype: str,
+                        mode: str, *, spec: Spec | str | None = None, backend: str | None = None) -> Estimate:
+    d = estimate_detail(profile, op, impl, dims, dtype, mode, spec=spec, backend=backend)
+    return Estimate(d["estimate_s"], d["lo_s"], d["hi_s"], d["label"])
+
+
+def calibrated_estimate_or_reason(profile: Profile | str, op: str, impl: str, dims: Mapping[str, int], dtype: str,
+                                  mode: str, *, spec: Spec | str | None = None,
+                                  backend: str | None = None) -> tuple[Estimate | None, str | None]:
+    """As ``calibrated_estimate``, but an identity the profile does not calibrate gives
+    (None, reason) instead of an error, so that a per-op table can say "not calibrated" for that op
+    and keep its analytic bound."""
+    try:
+        return calibrated_estimate(profile, op, impl, dims, dtype, mode, spec=spec, backend=backend), None
+    except UserError as exc:
+        return None, str(exc)
+
+
+def sum_estimates(parts: list[tuple[Estimate, float]]) -> Estimate:
+    """The estimate of a sequence of ops, each (estimate, count): times add. The interval adds the
+    endpoints, i.e. it assumes the ops' errors move together (conservative: independent errors would
+    give a narrower interval). The label is "transferred" if any part is."""
+    if not parts:
+        raise UserError("no calibrated estimates to add up")
+    est = sum(e.estimate_s * n for e, n in parts)
+    lo = sum(e.lo_s * n for e, n in parts)
+    hi = sum(e.hi_s * n for e, n in parts)
+    label = "transferred" if any(e.label == "transferred" for e, _ in parts) else "calibrated"
+    return Estimate(est, lo, hi, label)

@@ -1,0 +1,182 @@
+"""The gap report: per case and per family, how far achieved time is from the analytic bound, how
+well the calibrated model explains it, and which resource the gap is attributed to.
+
+Numbers and their labels (every printed number carries one):
+- *bound* (analytic): max over resources of work / ceiling on the spec (join.py);
+- *measured*: the median time per call of the result file;
+- *% of roofline* = 100 * bound / measured (100% = the kernel reaches the bound);
+- *calibrated* (or *transferred*, when the profile was fitted on another spec): the group's chosen
+  model at the case's dims, with its prediction interval;
+- *residual* = 100 * (measured / calibrated - 1);
+- *CV error*: the leave-shape-out held-out absolute % error (median and p90) of the group's chosen
+  form, pooled over a family's groups; *coverage*: the share of held-out cases inside an interval
+  built without their shape. Results the profile was not fitted on are true out-of-sample checks:
+  their errors are reported as *validation* errors instead.
+
+Attribution of the gap (measured - bound) uses the fitted model's terms: the fixed term t0 * n is
+*fixed overhead*; each resource's term minus the part equal to the bound (for the roofline's
+bottleneck resource) is that resource's excess, summed into *compute* (tensor, vector, special
+function) and *memory* (DRAM). The gap is attributed to the class with the largest positive excess;
+what the model does not explain is the residual.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from ..errors import UserError
+from .estimate import estimate_from_bounds
+from .defaults import DEFAULT_LEVEL, DEFAULT_MIN_SHAPES, TARGET
+from .fit import fit_group, group_cases
+from .join import RESOURCE_CLASS, RESOURCES, Joined, JoinedCase
+from .profile import Profile, build_profile
+from .report import dims_text
+from .transfer import is_transfer
+
+GAP_SCHEMA_VERSION = 1
+CLASSES = ("compute", "memory", "fixed overhead")
+
+
+def attribute(terms: dict[str, float], times: dict[str, float]) -> dict[str, Any]:
+    """Split the modelled gap (calibrated - bound) into compute, memory and fixed overhead."""
+    feats = {r: times.get(r, 0.0) for r in RESOURCES}
+    bottleneck = max(feats, key=feats.get)
+    excess = {c: 0.0 for c in CLASSES}
+    excess["fixed overhead"] = terms.get("fixed", 0.0)
+    for r in RESOURCES:
+        excess[RESOURCE_CLASS[r]] += terms.get(r, 0.0) - (feats[r] if r == bottleneck else 0.0)
+    positive = {c: v for c, v in excess.items() if v > 0}
+    total = sum(positive.values())
+    to = max(positive, key=positive.get) if positive else "none (at or above the bound)"
+    shares = {c: (100.0 * positive.get(c, 0.0) / total if total > 0 else 0.0) for c in CLASSES}
+    return {"to": to, "excess_s": excess, "share_pct": shares}
+
+
+def _case_row(c: JoinedCase, profile: Profile, group: dict | None, spec_id: str, trained: set[str]) -> dict:
+    b = c.bounds
+    row: dict[str, Any] = {
+        "key": c.key, "family": c.family, "op": c.op, "impl": c.impl, "backend": c.backend, "dtype": c.dtype,
+        "mode": c.mode, "dims": c.dims, "device": c.device, "device_mismatch": c.device_mismatch,
+        "analytic_changed": c.analytic_changed,
+        "bound_s": b.bound_s, "bound_times_s": b.times, "bottleneck": b.bottleneck, "unknown_resources": list(b.unknown),
+        "measured_s": c.measured_s, "measured_p20_s": c.measured_p20_s, "measured_p80_s": c.measured_p80_s,
+        "roofline_pct": 100.0 * b.bound_s / c.measured_s,
+        "group": group["label"] if group else None, "group_status": group["status"] if group else "no group",
+        "calibrated_s": None, "lo_s": None, "hi_s": None, "label": None, "residual_pct": None,
+        "heldout_pred_s": None, "heldout_ape_pct": None, "covered": None, "error_kind": None, "attribution": None,
+    }
+    if group is None or group["status"] != "calibrated":
+        return row
+    e = estimate_from_bounds(profile, group, b, spec_id)
+    row.update({"calibrated_s": e["estimate_s"], "lo_s": e["lo_s"], "hi_s": e["hi_s"], "label": e["label"],
+                "extrapolated": e["extrapolated"], "residual_pct": 100.0 * (c.measured_s / e["estimate_s"] - 1.0),
+                "attribution": attribute(e["terms_s"], b.times)})
+    if c.source_sha256 in trained:
+        held = {(h["key"], h["file_sha256"]): h for h in group["heldout"]}.get((c.key, c.source_sha256))
+        if held is not None:
+            row.update({"heldout_pred_s": held["heldout_pred_s"], "heldout_ape_pct": held["ape_pct"],
+                        "covered": held["covered"], "error_kind": "cross-validated (leave-shape-out)"})
+    else:
+        row.update({"heldout_pred_s": e["estimate_s"],
+                    "heldout_ape_pct": 100.0 * abs(e["estimate_s"] / c.measured_s - 1.0),
+                    "covered": bool(e["lo_s"] <= c.measured_s <= e["hi_s"]),
+                    "error_kind": "validation (results not used in the fit)"})
+    return row
+
+
+def _stats(errors: list[float], covered: list[bool]) -> dict[str, Any]:
+    if not errors:
+        return {"n": 0, "median_ape_pct": None, "p90_ape_pct": None, "coverage": None, "n_covered": 0}
+    e = np.array(errors)
+    return {"n": len(errors), "median_ape_pct": float(np.median(e)), "p90_ape_pct": float(np.percentile(e, 90)),
+            "coverage": float(np.mean(covered)) if covered else None, "n_covered": int(np.sum(covered))}
+
+
+def _shortfall(stats: dict, groups: list[dict], rows: list[dict]) -> list[str]:
+    why = []
+    not_cal = [g for g in groups if g["status"] != "calibrated"]
+    for g in not_cal:
+        why.append(f"not calibrated: {g['reason']}")
+    if stats["n"] == 0:
+        if not not_cal:
+            why.append("no held-out errors")
+        return why
+    if stats["median_ape_pct"] > TARGET["median_ape_pct"]:
+        why.append(f"median |error| {stats['median_ape_pct']:.1f}% > {TARGET['median_ape_pct']:g}%")
+    if stats["p90_ape_pct"] > TARGET["p90_ape_pct"]:
+        why.append(f"p90 |error| {stats['p90_ape_pct']:.1f}% > {TARGET['p90_ape_pct']:g}%")
+    if stats["coverage"] is not None and stats["coverage"] < TARGET["coverage"]:
+        why.append(f"interval coverage {100 * stats['coverage']:.0f}% ({stats['n_covered']} of {stats['n']} "
+                   f"held-out cases) < {100 * TARGET['coverage']:.0f}%")
+    if len(why) > len(not_cal):
+        worst = sorted((r for r in rows if r["heldout_ape_pct"] is not None), key=lambda r: -r["heldout_ape_pct"])[:3]
+        why.append("largest held-out errors: " + "; ".join(
+            f"{r['op']}/{r['impl']} {r['mode']} {dims_text(r['dims'])}: {r['heldout_ape_pct']:.0f}% "
+            f"(at {r['roofline_pct']:.0f}% of roofline, bottleneck {r['bottleneck']})" for r in worst))
+    return why
+
+
+def _family_rows(rows: list[dict], groups: list[dict]) -> list[dict]:
+    out = []
+    for fam in sorted({r["family"] for r in rows}):
+        fr = [r for r in rows if r["family"] == fam]
+        fg = [g for g in groups if g["key"]["family"] == fam]
+        cv = [r for r in fr if r["error_kind"] and r["error_kind"].startswith("cross")]
+        val = [r for r in fr if r["error_kind"] and r["error_kind"].startswith("validation")]
+        cv_stats = _stats([r["heldout_ape_pct"] for r in cv], [r["covered"] for r in cv])
+        val_stats = _stats([r["heldout_ape_pct"] for r in val], [r["covered"] for r in val])
+        judged = cv_stats if cv_stats["n"] else val_stats
+        why = _shortfall(judged, fg, cv or val)
+        attributions = Counter(r["attribution"]["to"] for r in fr if r["attribution"])
+        out.append({
+            "family": fam, "n_cases": len(fr), "n_groups": len(fg),
+            "n_calibrated": sum(g["status"] == "calibrated" for g in fg),
+            "roofline_pct_median": float(np.median([r["roofline_pct"] for r in fr])),
+            "cv": cv_stats, "validation": val_stats,
+            "gap_mostly": attributions.most_common(1)[0][0] if attributions else None,
+            "gap_attribution_counts": dict(attributions),
+            "meets_target": not why, "shortfall": why,
+        })
+    return out
+
+
+def gap_report(joined: Joined, profile: Profile, spec_id: str, fitted_here: bool) -> dict[str, Any]:
+    transferred = is_transfer(profile.spec_id, spec_id)
+    trained = profile.result_hashes() if not transferred else set()
+    group_by = profile.data["settings"].get("group_by", "op")
+    rows = []
+    used_groups: dict[str, dict] = {}
+    for c in joined.cases:
+        try:
+            g = profile.find(c.op, c.impl, c.dtype, c.mode, backend=c.backend, family=c.family)
+        except UserError as exc:  # a case the profile does not cover is reported, not fatal
+            g = {"label": f"{c.op}/{c.impl} [{c.backend}] {c.dtype} {c.mode}", "status": "not_in_profile",
+                 "reason": str(exc), "key": {"family": c.family}}
+        used_groups[g["label"]] = g
+        rows.append(_case_row(c, profile, g, spec_id, trained))
+    groups = list(used_groups.values())
+    return {
+        "schema_version": GAP_SCHEMA_VERSION, "kind": "ssmbench.gap_report",
+        "spec": {"id": joined.spec_id, "name": joined.spec_name, "prefer": joined.prefer, "ceilings": joined.ceilings},
+        "calibration": {"path": profile.path, "spec_id": profile.spec_id, "fitted_here": fitted_here,
+                        "transferred": transferred, "level": profile.level, "group_by": group_by},
+        "results": joined.files, "devices": joined.devices, "device_mismatch": joined.device_mismatch,
+        "target": TARGET,
+        "families": _family_rows(rows, groups),
+        "groups": [{k: g.get(k) for k in ("label", "key", "status", "reason", "n_points", "n_shapes", "model",
+                                          "cv", "interval", "candidates")} for g in groups],
+        "cases": rows,
+        "excluded": joined.excluded,
+    }
+
+
+def fit_profile_for_gap(joined: Joined, level: float = DEFAULT_LEVEL, min_shapes: int = DEFAULT_MIN_SHAPES,
+                        group_by: str = "op") -> Profile:
+    """A profile fitted on the report's own results (no file): groups that cannot be fitted stay in
+    it as not calibrated, so that bounds and measurements are still reported."""
+    groups = [fit_group(k, cs, level, min_shapes, group_by) for k, cs in group_cases(joined.cases, group_by).items()]
+    settings = {"level": level, "min_shapes": min_shapes, "group_by": group_by}
+    return Profile(build_profile(joined, groups, settings), "<fitted for this report>")

@@ -1,0 +1,258 @@
+"""Join measured cases with their analytic predictions on the shared op identity and one spec.
+
+A measured case (op, impl, backend, dims, dtype, mode) is costed again with the analytic registry
+(``ssmbench.analytic.registry.cost``) and projected on the spec by the roofline module
+(``ssmbench.analytic.roofline.project``, as-executed bytes, eager launches) into one bound time per
+resource: tensor cores (sum over dtypes of FLOPs / compute.tensor.<dtype>), vector (vector FLOPs and
+fp32 matmul FLOPs / compute.vector.fp32), special-function units (transcendentals /
+compute.special_function), DRAM (as-executed device bytes / memory.dram.bandwidth), device-wide
+caches and launch overhead where the spec knows them. The analytic bound is the max over resources
+and its resource is the bottleneck. A resource with work but no known ceiling gives no bound and is
+listed as unknown (never a silent zero or infinity). Ceilings prefer the attained (measured) value,
+else the datasheet value; each records which (``origin``). ``resource_bounds`` is the only function
+here that calls the roofline module.
+
+Device match: the device name in a result file's metadata (``meta.device.name``, as measure's
+environment records it) must name the spec's device. The rule is explicit (no substring matching):
+the name's words, less the vendor, must all be words of the spec's name, id or form factor, and the
+spec's model word (the first word of its name with letters and digits, e.g. "h200") must be among
+them (a spec name without such a word must match the device's words whole): "NVIDIA H200" matches
+"NVIDIA H200 SXM"; "NVIDIA H200 NVL" and "NVIDIA H100 80GB HBM3" do not. No device matches a
+hypothetical spec.
+A mismatch is an error unless allowed, and then every case is labelled ``device_mismatch``.
+
+Cases with a failed status are kept as exclusions (status, reason). A case the analytic model cannot
+cost (block/model cases, an op without a rule) is an error naming it, unless the caller allows
+skipping them; skipped ones are kept as exclusions too. Nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from ..analytic import roofline
+from ..analytic.registry import cost as analytic_cost
+from ..analytic.registry import get_op
+from ..errors import UserError
+from ..hwspecs import Spec
+from .sources import ResultFile
+
+# Resources whose bound times the calibrated models use (roofline names). Device-wide caches carry
+# the same bytes as DRAM (collinear) and launch overhead is fitted as a time per launch instead
+# (the H200 spec does not know launch.kernel); both still enter the reported analytic bound.
+RESOURCES = ("tensor", "vector", "special_function", "dram")
+RESOURCE_CLASS = {"tensor": "compute", "vector": "compute", "special_function": "compute", "dram": "memory",
+                  "cache": "memory", "launch": "fixed overhead"}
+_VENDOR_WORDS = {"nvidia", "amd", "intel", "tesla"}
+_MAX_LISTED = 12
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Analytic bound times (seconds) of one case on one spec."""
+
+    times: dict[str, float]          # resource -> bound time in s (resources with work and a ceiling)
+    unknown: tuple[str, ...]         # resources with work but no known ceiling on this spec
+    launches: float                  # kernel launches per call (analytic)
+    ceilings: dict[str, dict]        # spec key -> {value, origin, provenance}
+    work: dict[str, float]           # analytic totals: flops, transcendentals, executed_bytes, bytes
+    notes: tuple[str, ...] = ()
+
+    @property
+    def bound_s(self) -> float:
+        return max(self.times.values()) if self.times else float("nan")
+
+    @property
+    def bottleneck(self) -> str:
+        return max(self.times, key=self.times.get) if self.times else "unknown"
+
+
+def _ceiling_record(c) -> dict:
+    return {"value": c.value, "origin": c.origin, "provenance": c.provenance}
+
+
+def _ceilings_used(sc: "roofline.SpecCeilings", times: Mapping[str, float], tensor_dtypes: list[str]) -> dict[str, dict]:
+    used = {}
+    for d in tensor_dtypes:
+        used[sc.tensor[d].key] = _ceiling_record(sc.tensor[d])
+    for r, c in (("vector", sc.vector), ("special_function", sc.special_function), ("dram", sc.dram),
+                 ("launch", sc.launch["eager"])):
+        if r in times:
+            used[c.key] = _ceiling_record(c)
+    if "cache" in times and sc.slowest_cache() is not None:
+        c = sc.slowest_cache()
+        used[c.key] = _ceiling_record(c)
+    return used
+
+
+def resource_bounds(spec: Spec, op: str, impl: str, dims: Mapping[str, int], dtype: str, mode: str,
+                    prefer: str = "measured") -> Bounds:
+    """The one place calibration turns an op identity into per-resource bound times on a spec."""
+    c = analytic_cost(op, dict(dims), impl=impl, mode=mode, dtype=dtype)
+    proj = roofline.project(c, spec, prefer=prefer, launch="eager", bytes_basis="executed")
+    times = {b.resource: float(b.time_s) for b in proj.bounds if b.time_s is not None and b.time_s > 0}
+    unknown = tuple(b.resource for b in proj.bounds if b.time_s is None)
+    tensor_dtypes = [d for d, v in c.tensor.items() if d in roofline.TENSOR_DTYPES and float(v) > 0]
+    used = _ceilings_used(roofline.SpecCeilings.of(spec, prefer), times, tensor_dtypes)
+    work = {"flops": float(c.flops), "transcendentals": float(c.transcendental),
+            "executed_bytes": float(c.executed_bytes), "bytes": float(c.bytes)}
+    return Bounds(times, unknown, float(c.launches), used, work, tuple(proj.not_bounded))
+
+
+# Device matching ---------------------------------------------------------------------------------
+
+def _words(text: str | None) -> set[str]:
+    return {w for w in re.split(r"[^a-z0-9]+", (text or "").lower()) if w} - _VENDOR_WORDS
+
+
+def device_matches(spec: Spec, device: str) -> bool:
+    dev = _words(device)
+    spec_words = _words(spec.name) | _words(spec.id) | _words(spec.form_factor)
+    model = [w for w in re.split(r"[^a-z0-9]+", spec.name.lower())
+             if re.search(r"[a-z]", w) and re.search(r"[0-9]", w)]
+    # a name without a model number (some CPUs report "Intel(R) Xeon(R) Processor") must match whole
+    named = model[0] in dev if model else _words(spec.name) <= dev
+    # nothing was ever measured on a hypothetical device
+    return not spec.hypothetical and bool(dev) and dev <= spec_words and named
+
+
+# The joined table ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class JoinedCase:
+    key: str
+    op: str
+    impl: str
+    backend: str
+    family: str
+    dims: dict[str, int]
+    dtype: str
+    mode: str
+    device: str
+    measured_s: float            # median measured time per call
+    measured_p20_s: float | None
+    measured_p80_s: float | None
+    bounds: Bounds
+    source: str                  # result file path
+    source_sha256: str
+    device_mismatch: bool
+    analytic_changed: bool       # the registry's counts differ from those recorded at measurement
+
+    @property
+    def shape(self) -> tuple[tuple[str, int], ...]:
+        return tuple(sorted(self.dims.items()))
+
+
+@dataclass
+class Joined:
+    spec_id: str
+    spec_name: str
+    prefer: str
+    cases: list[JoinedCase]
+    excluded: list[dict[str, Any]]
+    files: list[dict[str, Any]]
+    devices: list[str]
+    device_mismatch: bool
+    ceilings: dict[str, dict] = field(default_factory=dict)
+
+
+def _case_field(case: dict, name: str, where: str) -> Any:
+    if name not in case:
+        raise UserError(f"{where}: case record has no {name!r} field; expected a measure result case")
+    return case[name]
+
+
+def _recorded_differs(case: dict, b: Bounds) -> bool:
+    rec = case.get("analytic") or {}
+    for rec_key, work_key in (("flops", "flops"), ("executed_bytes", "executed_bytes")):
+        v = rec.get(rec_key)
+        if isinstance(v, (int, float)) and abs(float(v) - b.work[work_key]) > 1e-6 * max(abs(float(v)), 1.0):
+            return True
+    return False
+
+
+def _listing(items: list[str]) -> str:
+    head = items[:_MAX_LISTED]
+    more = f"\n  ... and {len(items) - len(head)} more" if len(items) > len(head) else ""
+    return "\n  " + "\n  ".join(head) + more
+
+
+def join(results: list[ResultFile], spec: Spec, prefer: str = "measured", allow_device_mismatch: bool = False,
+         skip_unpredicted: bool = False) -> Joined:
+    if not results:
+        raise UserError("no result files given; expected at least one measure result file")
+    mismatched = []
+    devices = []
+    for rf in results:
+        dev = rf.device
+        devices.append(dev)
+        if not device_matches(spec, dev):
+            mismatched.append(f"{rf.path}: device {dev!r}")
+    if mismatched and not allow_device_mismatch:
+        raise UserError(
+            f"the results were not measured on spec {spec.id!r} ({spec.name}):{_listing(mismatched)}\n"
+            "pass --hw with the spec of that device, or --allow-device-mismatch to fit anyway "
+            "(every number is then labelled as measured on another device)"
+        )
+    cases: list[JoinedCase] = []
+    excluded: list[dict[str, Any]] = []
+    unpredicted: list[str] = []
+    used_ceilings: dict[str, dict] = {}
+    for rf in results:
+        dev = rf.device
+        mismatch = not device_matches(spec, dev)
+        for i, case in enumerate(rf.cases):
+            where = f"{rf.path}: cases[{i}]"
+            if not isinstance(case, dict):
+                raise UserError(f"{where}: expected a case record (JSON object)")
+            key = str(case.get("key") or where)
+            status = _case_field(case, "status", where)
+            if status != "ok":
+                excluded.append({"key": key, "file": rf.path, "status": status,
+                                 "reason": case.get("reason") or "no reason recorded"})
+                continue
+            t = (case.get("time_s") or {}).get("median")
+            if not isinstance(t, (int, float)) or not t > 0:
+                raise UserError(f"{where} ({key}): status 'ok' but no positive time_s.median; the result file is damaged")
+            op, impl, dtype, mode = (str(_case_field(case, f, where)) for f in ("op", "impl", "dtype", "mode"))
+            dims = {str(k): int(v) for k, v in dict(_case_field(case, "dims", where)).items()}
+            try:
+                family = get_op(op).family
+                b = resource_bounds(spec, op, impl, dims, dtype, mode, prefer)
+            except UserError as exc:  # unknown op, implementation, mode, dtype or dims: the analytic model says which
+                reason = str(exc)
+                unpredicted.append(f"{key}: {reason}")
+                excluded.append({"key": key, "file": rf.path, "status": "unpredicted", "reason": reason})
+                continue
+            if not b.times:
+                reason = f"no resource has a known ceiling on spec {spec.id} (unknown: {', '.join(b.unknown)})"
+                unpredicted.append(f"{key}: {reason}")
+                excluded.append({"key": key, "file": rf.path, "status": "unpredicted", "reason": reason})
+                continue
+            used_ceilings.update(b.ceilings)
+            ts = case.get("time_s") or {}
+            cases.append(JoinedCase(
+                key=key, op=op, impl=impl, backend=str(case.get("backend") or ""), family=family, dims=dims,
+                dtype=dtype, mode=mode, device=dev, measured_s=float(t),
+                measured_p20_s=ts.get("p20"), measured_p80_s=ts.get("p80"), bounds=b,
+                source=rf.path, source_sha256=rf.sha256, device_mismatch=mismatch,
+                analytic_changed=_recorded_differs(case, b),
+            ))
+    if unpredicted and not skip_unpredicted:
+        raise UserError(
+            f"{len(unpredicted)} measured case(s) have no analytic prediction on spec {spec.id}:"
+            f"{_listing(unpredicted)}\npass --skip-unpredicted to calibrate without them "
+            "(they are then listed as excluded in the profile and the report)"
+        )
+    if not cases:
+        by_status: dict[str, int] = {}
+        for e in excluded:
+            by_status[e["status"]] = by_status.get(e["status"], 0) + 1
+        summary = ", ".join(f"{n} {s}" for s, n in sorted(by_status.items())) or "none"
+        raise UserError(f"no measured case with status 'ok' and an analytic prediction to calibrate on (excluded: {summary})")
+    files = [{"path": rf.path, "sha256": rf.sha256, "device": rf.device, "n_cases": len(rf.cases),
+              "complete": rf.complete} for rf in results]
+    return Joined(spec.id, spec.name, prefer, cases, excluded, files, sorted(set(devices)),
+                  bool(mismatched), used_ceilings)

@@ -1,0 +1,180 @@
+"""Calibrated profiles: their own versioned JSON files, with provenance. They never edit hwspecs/.
+
+Layout (schema_version 1)::
+
+    {"schema_version": 1, "kind": "ssmbench.calibration_profile",
+     "created_utc": ..., "ssmbench_version": ..., "command": [...],
+     "spec": {"id", "name", "prefer", "ceilings": {key: {value, origin, provenance}}},
+     "provenance": {"results": [{"path", "sha256", "device", "n_cases"}], "devices": [...],
+                    "device_mismatch": bool},
+     "settings": {"level", "min_shapes", "group_by"},
+     "groups": [ one record per group, see fit.py ],
+     "excluded": [ {"key", "file", "status", "reason"} ]}
+
+A profile is written once: an existing file is not replaced unless asked (``force``), so a profile
+named in a report keeps meaning what it meant.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..errors import UserError
+from .crossval import Interval
+from .join import Joined
+from .models import Model, model_from_dict
+
+PROFILE_SCHEMA_VERSION = 1
+PROFILE_KIND = "ssmbench.calibration_profile"
+
+
+def _plain(o: Any) -> Any:
+    """JSON-ready: numpy scalars and arrays to Python, NaN and infinity to null (JSON has neither)."""
+    if isinstance(o, dict):
+        return {str(k): _plain(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_plain(v) for v in o]
+    if hasattr(o, "tolist"):
+        return _plain(o.tolist())
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    return o
+
+
+def json_text(data: Any) -> str:
+    return json.dumps(_plain(data), indent=2, allow_nan=False) + "\n"
+
+
+def build_profile(joined: Joined, groups: list[dict], settings: dict[str, Any],
+                  command: list[str] | None = None) -> dict[str, Any]:
+    return {
+        "schema_version": PROFILE_SCHEMA_VERSION,
+        "kind": PROFILE_KIND,
+        "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "ssmbench_version": __version__,
+        "command": list(command if command is not None else sys.argv),
+        "spec": {"id": joined.spec_id, "name": joined.spec_name, "prefer": joined.prefer,
+                 "ceilings": joined.ceilings},
+        "provenance": {"results": joined.files, "devices": joined.devices,
+                       "device_mismatch": joined.device_mismatch},
+        "settings": dict(settings),
+        "groups": groups,
+        "excluded": joined.excluded,
+    }
+
+
+def write_profile(profile: dict[str, Any], path: str | Path, force: bool = False) -> Path:
+    path = Path(path)
+    if path.exists() and not force:
+        raise UserError(f"{path} exists; calibrated profiles are not overwritten (choose a new file name, or --force)")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json_text(profile)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; a profile is shared data like a result file
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+class Profile:
+    """A calibrated profile read from disk (or built in memory)."""
+
+    def __init__(self, data: dict[str, Any], path: str = "<memory>"):
+        self.data = data
+        self.path = path
+
+    @property
+    def spec_id(self) -> str:
+        return self.data["spec"]["id"]
+
+    @property
+    def level(self) -> float:
+        return float(self.data["settings"]["level"])
+
+    @property
+    def groups(self) -> list[dict]:
+        return self.data["groups"]
+
+    def result_hashes(self) -> set[str]:
+        return {r["sha256"] for r in self.data["provenance"]["results"]}
+
+    def find(self, op: str, impl: str, dtype: str, mode: str, backend: str | None = None,
+             family: str | None = None) -> dict:
+        """The group that calibrates this op identity; an error names what the profile holds."""
+        def op_ok(g):
+            k = g["key"]
+            return k["op"] == op or (k["op"] == "*" and family is not None and k["family"] == family)
+
+        hits = [g for g in self.groups if op_ok(g) and g["key"]["impl"] == impl and g["key"]["dtype"] == dtype
+                and g["key"]["mode"] == mode and (backend is None or g["key"]["backend"] == backend)]
+        if not hits:
+            held = sorted({f"{g['key']['op']}/{g['key']['impl']} {g['key']['dtype']} {g['key']['mode']}"
+                           for g in self.groups})
+            raise UserError(
+                f"{self.path}: no calibrated group for {op}/{impl} {dtype} {mode}"
+                + (f" [{backend}]" if backend else "") + "; the profile holds: " + ", ".join(held)
+            )
+        if len(hits) > 1:
+            choices = sorted({g["key"]["backend"] for g in hits}) if backend is None else []
+            if len(choices) > 1:
+                raise UserError(
+                    f"{self.path}: {op}/{impl} {dtype} {mode} is calibrated for several backends "
+                    f"({', '.join(choices)}); name one"
+                )
+            devices = sorted({g["key"]["device"] for g in hits})
+            if len(devices) > 1:
+                raise UserError(f"{self.path}: {op}/{impl} {dtype} {mode} is calibrated on several devices "
+                                f"({', '.join(devices)}); fit one profile per device")
+        return hits[0]
+
+    @staticmethod
+    def model(group: dict) -> Model:
+        return model_from_dict(group["model"])
+
+    @staticmethod
+    def interval(group: dict) -> Interval:
+        iv = group["interval"]
+        return Interval(float(iv["level"]), float(iv["log_lo"]), float(iv["log_hi"]), int(iv["n_residuals"]),
+                        bool(iv["level_guaranteed"]))
+
+
+def read_profile(path: str | Path) -> Profile:
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{path}: calibration profile not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read calibration profile ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}); expected a calibration profile") from None
+    if not isinstance(data, dict) or data.get("kind") != PROFILE_KIND:
+        raise UserError(f"{path}: not a calibration profile (expected kind {PROFILE_KIND!r}; "
+                        "write one with `ssmbench calibrate`)")
+    version = data.get("schema_version")
+    if version != PROFILE_SCHEMA_VERSION:
+        raise UserError(f"{path}: calibration profile schema_version {version!r} is not supported; "
+                        f"expected {PROFILE_SCHEMA_VERSION}")
+    for k in ("spec", "provenance", "settings", "groups"):
+        if k not in data:
+            raise UserError(f"{path}: calibration profile has no {k!r} section; the file is damaged")
+    for g in data["groups"]:
+        if g.get("status") == "calibrated":
+            try:
+                model_from_dict(g["model"])
+            except (KeyError, TypeError, ValueError) as exc:
+                raise UserError(f"{path}: group {g.get('label')!r}: unreadable model ({exc})") from None
+    return Profile(data, str(path))

@@ -1,0 +1,140 @@
+"""Markdown rendering of gap reports and calibration summaries. Every number carries its label
+(bound, measured, calibrated, transferred) and its unit; the labels are explained at the top."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..hwspecs.units import format_quantity
+
+
+def t(v: float | None) -> str:
+    return "-" if v is None else format_quantity(float(v), "time")
+
+
+def pct(v: float | None, digits: int = 1) -> str:
+    return "-" if v is None else f"{v:.{digits}f}%"
+
+
+def dims_text(d: dict) -> str:
+    return ",".join(f"{k}={v}" for k, v in d.items())
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(_cell(c) for c in r) + " |" for r in rows]
+    return out
+
+
+def _cell(v: Any) -> str:
+    return " ".join(str(v).split()).replace("|", "\\|")
+
+
+def ceiling_text(key: str, value: float | None) -> str:
+    """A ceiling in its unit: rates of compute engines, bandwidths, times."""
+    if value is None:
+        return "unknown"
+    if key.startswith("compute."):
+        kind = "flop_rate"
+    elif key.endswith(".bandwidth"):
+        kind = "bandwidth"
+    elif key.startswith("launch."):
+        kind = "time"
+    else:
+        return f"{value:.4g} (SI units)"
+    return format_quantity(value, kind)
+
+
+def model_text(group: dict) -> str:
+    m = group.get("model")
+    if not m:
+        return "-"
+    parts = []
+    for k, v in m["params"].items():
+        if k.startswith("t0"):
+            parts.append(f"t0={format_quantity(v, 'time')}/launch")
+        elif k == "W_half_s":
+            parts.append(f"W_half={format_quantity(v, 'time')}")
+        else:
+            parts.append(f"{k}={v:.3g}")
+    return f"{m['name']} ({', '.join(parts)})"
+
+
+def gap_markdown(rep: dict[str, Any]) -> str:
+    cal = rep["calibration"]
+    est_label = "transferred" if cal["transferred"] else "calibrated"
+    level = int(round(100 * cal["level"]))
+    lines = [f"# Gap report: {rep['spec']['name']} ({rep['spec']['id']})", ""]
+    lines.append("Results: " + "; ".join(f"`{f['path']}` (sha256 {f['sha256'][:12]}, device {f['device']!r}, "
+                                           f"{f['n_cases']} cases)" for f in rep["results"]))
+    src = "fitted on these results" if cal["fitted_here"] else f"profile `{cal['path']}` (spec {cal['spec_id']})"
+    lines.append(f"Calibration: {src}; groups by {cal['group_by']}; intervals at {level}%.")
+    if cal["transferred"]:
+        lines.append(f"**Transferred**: the profile was fitted on spec {cal['spec_id']} and is applied to "
+                     f"{rep['spec']['id']}; estimates are labelled *transferred* and their intervals widened.")
+    if rep["device_mismatch"]:
+        lines.append(f"**Device mismatch**: results from {', '.join(rep['devices'])} were joined with spec "
+                     f"{rep['spec']['id']} on request; bounds are those of the spec, not of the measuring device.")
+    changed = sum(1 for r in rep["cases"] if r["analytic_changed"])
+    if changed:
+        lines.append(f"**Note**: for {changed} case(s) the analytic counts differ from those recorded when they were "
+                     "measured (the cost rules changed since); bounds here use the current rules.")
+    lines += ["", "Labels: **bound** = analytic roofline bound (max over resources of work / ceiling); "
+              "**measured** = median time per call; **% of roofline** = bound / measured; "
+              f"**{est_label}** = the group's fitted model ({level}% interval); **residual** = measured / "
+              f"{est_label} - 1; **CV |err|** = leave-shape-out held-out absolute error; **coverage** = share "
+              "of held-out cases inside an interval built without their shape.", ""]
+    lines += ["## Ceilings used", ""]
+    lines += _table(["key", "value", "origin", "provenance"],
+                    [[k, ceiling_text(k, c["value"]), c["origin"], c["provenance"]]
+                     for k, c in sorted(rep["spec"]["ceilings"].items())])
+    tgt = rep["target"]
+    lines += ["", "## Per family", "",
+              f"Target: CV median |err| <= {tgt['median_ape_pct']:g}%, p90 <= {tgt['p90_ape_pct']:g}%, "
+              f"{level}% intervals covering >= {100 * tgt['coverage']:.0f}% of held-out cases.", ""]
+    fam_rows = []
+    for f in rep["families"]:
+        s = f["cv"] if f["cv"]["n"] else f["validation"]
+        kind = "CV" if f["cv"]["n"] else ("validation" if f["validation"]["n"] else "-")
+        fam_rows.append([
+            f["family"], f["n_cases"], f"{f['n_calibrated']}/{f['n_groups']}",
+            pct(f["roofline_pct_median"]), kind, pct(s["median_ape_pct"]), pct(s["p90_ape_pct"]),
+            pct(None if s["coverage"] is None else 100 * s["coverage"], 0), f["gap_mostly"] or "-",
+            "yes" if f["meets_target"] else "no: " + "; ".join(f["shortfall"]),
+        ])
+    lines += _table(["family", "cases", "groups calibrated", "% of roofline (median, measured vs bound)",
+                     "error kind", "|err| median", "|err| p90", "coverage", "gap mostly", "meets target"], fam_rows)
+    lines += ["", "## Per group", ""]
+    grows = []
+    for g in rep["groups"]:
+        cv = g.get("cv") or {}
+        iv = g.get("interval") or {}
+        grows.append([
+            g["label"], g["status"], g.get("n_shapes", "-"), model_text(g),
+            pct(cv.get("median_ape_pct")), pct(cv.get("p90_ape_pct")),
+            pct(None if cv.get("coverage") is None else 100 * cv["coverage"], 0),
+            "-" if not iv else f"x{iv['factor_lo']:.3f} .. x{iv['factor_hi']:.3f}",
+            g.get("reason") or "",
+        ])
+    lines += _table(["group", "status", "shapes", "model (calibrated parameters)", "CV |err| median",
+                     "CV |err| p90", "coverage", f"{level}% interval (factor on estimate)", "note"], grows)
+    lines += ["", "## Per case", ""]
+    crows = []
+    for r in rep["cases"]:
+        iv = "" if r["lo_s"] is None else f" [{t(r['lo_s'])}, {t(r['hi_s'])}]"
+        att = r["attribution"]
+        att_text = "-" if not att else (f"{att['to']} (" + ", ".join(
+            f"{c} {v:.0f}%" for c, v in att["share_pct"].items() if v >= 0.5) + ")")
+        crows.append([
+            f"{r['op']}/{r['impl']} {r['dtype']} {r['mode']}", dims_text(r["dims"]),
+            f"{t(r['bound_s'])} ({r['bottleneck']})", t(r["measured_s"]), pct(r["roofline_pct"]),
+            ("-" if r["calibrated_s"] is None else f"{t(r['calibrated_s'])}{iv} ({r['label']})"),
+            pct(r["residual_pct"]), pct(r["heldout_ape_pct"]), att_text,
+        ])
+    lines += _table(["case", "dims", "bound (analytic, bottleneck)", "measured (median)", "% of roofline",
+                     f"{est_label} [{level}% interval]", "residual", "held-out |err|", "gap attributed to"], crows)
+    if rep["excluded"]:
+        lines += ["", "## Excluded cases", ""]
+        lines += _table(["case", "status", "reason", "file"],
+                        [[e["key"], e["status"], e["reason"], e["file"]] for e in rep["excluded"]])
+    return "\n".join(lines) + "\n"

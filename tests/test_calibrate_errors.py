@@ -1,0 +1,187 @@
+"""Bad inputs give one clear message (exit code 2 from the CLI), never a silent partial fit."""
+
+import itertools
+import json
+
+import pytest
+
+import ssmbench.cli as cli
+from ssmbench.calibrate.join import device_matches, join
+from ssmbench.calibrate.models import RooflineConst
+from ssmbench.calibrate.profile import read_profile
+from ssmbench.calibrate.sources import load_results
+from ssmbench.calibrate.synthetic import SyntheticGroup, write_synthetic
+from ssmbench.errors import UserError
+from ssmbench.hwspecs import get_spec
+from ssmbench.measure.results import ResultWriter
+
+TRUTH = RooflineConst({"t0_s_per_launch": 4e-6, "eff": 0.7})
+SHAPES = [dict(B=1, L=L, D=D) for L, D in itertools.product([128, 1024, 8192], [1024, 4096])]
+
+
+def run_cli(monkeypatch, *argv):
+    monkeypatch.setattr(cli, "COMMAND_MODULES", ("ssmbench.calibrate.commands",))
+    return cli.main(list(argv))
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return get_spec("h200-sxm")
+
+
+def _write(tmp_path, spec, shapes=SHAPES, device="NVIDIA H200", op="rmsnorm", failures=()):
+    g = SyntheticGroup(op, "torch_eager", "torch_ref", "bf16", "fwd", list(shapes), TRUTH, list(failures))
+    write_synthetic(tmp_path, spec, [g], device, noise=0.02)
+    return tmp_path
+
+
+def _raw(tmp_path, cases, device="NVIDIA H200"):
+    w = ResultWriter(tmp_path, {"device": {"type": "cuda", "name": device}}, {})
+    for c in cases:
+        w.add(c)
+    return w.finish()
+
+
+@pytest.mark.parametrize("device, expected", [
+    ("NVIDIA H200", True),
+    ("NVIDIA H200 SXM", True),
+    ("NVIDIA H200 NVL", False),
+    ("NVIDIA H100 80GB HBM3", False),
+    ("NVIDIA H20", False),
+    ("Intel(R) Xeon(R) Processor", False),
+    ("", False),
+])
+def test_device_match_rule(spec, device, expected):
+    assert device_matches(spec, device) is expected
+
+
+def test_empty_results_directory(tmp_path, monkeypatch, capsys):
+    assert run_cli(monkeypatch, "calibrate", "--results", str(tmp_path), "--hw", "h200-sxm",
+                   "--out", str(tmp_path / "p.json")) == 2
+    err = capsys.readouterr().err
+    assert "no measure result files" in err and str(tmp_path) in err
+
+
+def test_missing_results_path(tmp_path):
+    with pytest.raises(UserError, match="no such file or directory"):
+        load_results([tmp_path / "nope"])
+
+
+def test_result_file_without_cases(tmp_path):
+    _raw(tmp_path, [])
+    with pytest.raises(UserError, match="no measured cases"):
+        load_results([tmp_path])
+
+
+def test_only_failed_cases(tmp_path, spec):
+    rec = {"key": "rmsnorm/torch_eager/torch_ref/bf16/fwd/B=1,D=64,L=8", "op": "rmsnorm", "impl": "torch_eager",
+           "backend": "torch_ref", "dims": {"B": 1, "L": 8, "D": 64}, "dtype": "bf16", "mode": "fwd",
+           "status": "failed_check", "reason": "error 3x the reference"}
+    _raw(tmp_path, [rec])
+    with pytest.raises(UserError, match=r"no measured case with status 'ok'.*1 failed_check"):
+        join(load_results([tmp_path]), spec)
+
+
+def test_mismatched_device_is_an_error_unless_allowed(tmp_path, spec, monkeypatch, capsys):
+    _write(tmp_path, spec, device="NVIDIA H100 80GB HBM3")
+    out = tmp_path / "p.json"
+    assert run_cli(monkeypatch, "calibrate", "--results", str(tmp_path), "--hw", "h200-sxm", "--out", str(out)) == 2
+    err = capsys.readouterr().err
+    assert "NVIDIA H100 80GB HBM3" in err and "h200-sxm" in err and "--allow-device-mismatch" in err
+    assert not out.exists()
+    assert run_cli(monkeypatch, "calibrate", "--results", str(tmp_path), "--hw", "h200-sxm", "--out", str(out),
+                   "--allow-device-mismatch") == 0
+    assert "device mismatch allowed" in capsys.readouterr().err
+    p = read_profile(out)
+    assert p.data["provenance"]["device_mismatch"] is True
+    assert all(g["device_mismatch"] for g in p.groups)
+
+
+def test_too_few_shapes_names_the_group_and_count(tmp_path, spec, monkeypatch, capsys):
+    _write(tmp_path, spec, shapes=SHAPES[:2])
+    assert run_cli(monkeypatch, "calibrate", "--results", str(tmp_path), "--hw", "h200-sxm",
+                   "--out", str(tmp_path / "p.json")) == 2
+    err = capsys.readouterr().err
+    assert "no group could be calibrated" in err
+    assert "rmsnorm/torch_eager [torch_ref] bf16 fwd has 2 distinct shape(s)" in err and "at least 4" in err
+
+
+def test_some_groups_too_small_are_reported_not_dropped(tmp_path, spec, monkeypatch, capsys):
+    groups = [SyntheticGroup("rmsnorm", "torch_eager", "torch_ref", "bf16", "fwd", SHAPES, TRUTH),
+              SyntheticGroup("layernorm", "torch_eager", "torch_ref", "bf16", "fwd", SHAPES[:3], TRUTH)]
+    write_synthetic(tmp_path, spec, groups, "NVIDIA H200", noise=0.02)
+    out = tmp_path / "p.json"
+    assert run_cli(monkeypatch, "calibrate", "--results", str(tmp_path), "--hw", "h200-sxm", "--out", str(out)) == 0
+    captured = capsys.readouterr()
+    assert "not calibrated: group NVIDIA H200: layernorm/torch_eager [torch_ref] bf16 fwd has 3 distinct shape(s)" \
+        in captured.err
+    assert "calibrated" in captured.out and "wrote calibrated profile" in captured.out
+    statuses = {g["key"]["op"]: g["status"] for g in read_profile(out).groups}
+    assert statuses == {"rmsnorm": "calibrated", "layernorm": "not_calibrated"}
+
+
+def test_min_shapes_and_level_are_checked(tmp_path, spec, monkeypatch, capsys):
+    _write(tmp_path, spec)
+    assert run_cli(monkeypatch, "calibrate", "--results", str(tmp_path), "--hw", "h200-sxm",
+                   "--out", str(tmp_path / "p.json"), "--level", "1.5") == 2
+    assert "between 0 and 1" in capsys.readouterr().err
+    assert run_cli(monkeypatch, "calibrate", "--results", str(tmp_path), "--hw", "h200-sxm",
+                   "--out", str(tmp_path / "p.json"), "--min-shapes", "2") == 2
+    assert "at least 3" in capsys.readouterr().err
+
+
+def test_unpredicted_cases_are_named_and_only_skipped_on_request(tmp_path, spec):
+    _write(tmp_path, spec)
+    block = {"key": "block:mamba2/fused/mamba_ssm/bf16/fwd/B=1,L=2048", "op": "block:mamba2", "impl": "fused",
+             "backend": "mamba_ssm", "dims": {"B": 1, "L": 2048}, "dtype": "bf16", "mode": "fwd", "status": "ok",
+             "reason": None, "time_s": {"median": 1e-3}}
+    _raw(tmp_path, [block])
+    with pytest.raises(UserError) as exc:
+        join(load_results([tmp_path]), spec)
+    msg = str(exc.value)
+    assert "block:mamba2" in msg and "--skip-unpredicted" in msg
+    joined = join(load_results([tmp_path]), spec, skip_unpredicted=True)
+    assert len(joined.cases) == len(SHAPES)
+    assert [e["status"] for e in joined.excluded] == ["unpredicted"]
+
+
+def test_unknown_spec(tmp_path, spec, monkeypatch, capsys):
+    _write(tmp_path, spec)
+    assert run_cli(monkeypatch, "gap", "--results", str(tmp_path), "--hw", "no-such-gpu") == 2
+    assert "unknown spec id 'no-such-gpu'" in capsys.readouterr().err
+
+
+def test_profile_reader_checks_kind_and_version(tmp_path, monkeypatch, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"schema_version": 1, "meta": {}, "cases": []}))
+    with pytest.raises(UserError, match="not a calibration profile"):
+        read_profile(bad)
+    bad.write_text(json.dumps({"schema_version": 99, "kind": "ssmbench.calibration_profile"}))
+    with pytest.raises(UserError, match="schema_version 99 is not supported"):
+        read_profile(bad)
+    bad.write_text("{not json")
+    with pytest.raises(UserError, match="not valid JSON"):
+        read_profile(bad)
+    with pytest.raises(UserError, match="not found"):
+        read_profile(tmp_path / "missing.json")
+
+
+def test_estimate_for_an_uncalibrated_identity(tmp_path, spec):
+    from ssmbench.calibrate.estimate import calibrated_estimate
+    from ssmbench.calibrate.fit import fit_all
+    from ssmbench.calibrate.profile import Profile, build_profile
+
+    _write(tmp_path, spec)
+    joined = join(load_results([tmp_path]), spec)
+    prof = Profile(build_profile(joined, fit_all(joined), {"level": 0.8, "min_shapes": 4, "group_by": "op"}))
+    with pytest.raises(UserError, match=r"no calibrated group for layernorm/torch_eager bf16 fwd.*holds: rmsnorm"):
+        calibrated_estimate(prof, "layernorm", "torch_eager", {"B": 1, "L": 64, "D": 512}, "bf16", "fwd")
+
+
+def test_help_texts_render(monkeypatch, capsys):
+    # argparse formats help strings with %: a bare % in a help text breaks `ssmbench --help`
+    for argv in (["--help"], ["calibrate", "--help"], ["gap", "--help"]):
+        with pytest.raises(SystemExit) as exc:
+            run_cli(monkeypatch, *argv)
+        assert exc.value.code == 0
+        assert "calibrate" in capsys.readouterr().out

@@ -1,0 +1,145 @@
+"""Model forms recover the parameters that generated synthetic times; cross-validation and the
+conformal intervals behave as documented."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ssmbench.calibrate.crossval import choose, conformal, evaluate, leave_shape_out, loso_coverage
+from ssmbench.calibrate.join import RESOURCES
+from ssmbench.calibrate.models import (MODELS, Features, MaxEff, Overlap, RooflineConst, SizeEff, SumNNLS,
+                                       active_resources, model_from_dict)
+
+
+def _features(n=40, seed=0, resources=("tensor", "dram"), launches=1.0):
+    """Bound times spread over four decades, each case binding on a random resource."""
+    rng = np.random.default_rng(seed)
+    T = np.zeros((n, len(RESOURCES)))
+    for r in resources:
+        T[:, RESOURCES.index(r)] = 10 ** rng.uniform(-6, -2.5, n)
+    return Features(T, np.full(n, launches))
+
+
+def _noisy(y, sigma, seed=1):
+    return y * np.exp(np.random.default_rng(seed).normal(0, sigma, len(y)))
+
+
+def test_max_eff_recovers_per_resource_efficiencies():
+    X = _features()
+    truth = MaxEff({"t0_s_per_launch": 5e-6, "eff.tensor": 0.7, "eff.dram": 0.85}, ("tensor", "dram"))
+    y = _noisy(truth.predict(X), 0.02)
+    fit = MaxEff().fit(X, y)
+    assert fit.active == ("tensor", "dram")
+    assert fit.params["eff.tensor"] == pytest.approx(0.7, rel=0.05)
+    assert fit.params["eff.dram"] == pytest.approx(0.85, rel=0.05)
+    assert fit.params["t0_s_per_launch"] == pytest.approx(5e-6, rel=0.15)
+
+
+def test_sum_nnls_recovers_coefficients():
+    X = _features(resources=("vector", "dram"))
+    truth = SumNNLS({"t0_s_per_launch": 3e-6, "c.vector": 2.0, "c.dram": 1.25}, ("vector", "dram"))
+    y = _noisy(truth.predict(X), 0.01)
+    fit = SumNNLS().fit(X, y)
+    assert fit.params["c.vector"] == pytest.approx(2.0, rel=0.05)
+    assert fit.params["c.dram"] == pytest.approx(1.25, rel=0.05)
+    assert fit.params["t0_s_per_launch"] == pytest.approx(3e-6, rel=0.2)
+
+
+def test_size_eff_recovers_saturation_curve():
+    # a = 1 would make W_half / e_max a constant, indistinguishable from t0: take a = 2
+    X = _features(n=60, resources=("dram",))
+    truth = SizeEff({"t0_s_per_launch": 2e-6, "eff_max": 0.9, "W_half_s": 3e-5, "a": 2.0}, ("dram",))
+    y = _noisy(truth.predict(X), 0.01)
+    fit = SizeEff().fit(X, y)
+    assert fit.params["eff_max"] == pytest.approx(0.9, rel=0.1)
+    assert fit.params["W_half_s"] == pytest.approx(3e-5, rel=0.3)
+    assert fit.params["a"] == pytest.approx(2.0, rel=0.3)
+    assert np.median(np.abs(fit.predict(X) / truth.predict(X) - 1)) < 0.02
+
+
+def test_overlap_recovers_floor_and_efficiency():
+    X = _features(n=50, resources=("dram",), launches=10.0)
+    truth = Overlap({"t0_s_per_launch": 1.5e-5, "eff": 0.8, "p": 6.0}, ("dram",))
+    y = _noisy(truth.predict(X), 0.01)
+    fit = Overlap().fit(X, y)
+    assert fit.params["eff"] == pytest.approx(0.8, rel=0.05)
+    assert fit.params["t0_s_per_launch"] == pytest.approx(1.5e-5, rel=0.1)
+    assert np.max(np.abs(fit.predict(X) / truth.predict(X) - 1)) < 0.05
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_terms_add_up_to_prediction_and_round_trip(name):
+    X = _features(n=20)
+    y = _noisy(RooflineConst({"t0_s_per_launch": 4e-6, "eff": 0.6}).predict(X), 0.05)
+    fit = MODELS[name]().fit(X, y)
+    terms = fit.terms(X)
+    assert set(terms) == set(RESOURCES) | {"fixed"}
+    np.testing.assert_allclose(sum(terms.values()), fit.predict(X), rtol=1e-9)
+    assert all(np.all(v >= 0) for v in terms.values())
+    again = model_from_dict(fit.to_dict())
+    np.testing.assert_allclose(again.predict(X), fit.predict(X), rtol=1e-12)
+
+
+def test_active_resources_ignore_negligible_work():
+    X = _features(resources=("dram",))
+    T = X.T.copy()
+    T[:, RESOURCES.index("vector")] = T[:, RESOURCES.index("dram")] * 1e-3  # 0.1% of the bound
+    assert active_resources(Features(T, X.launches)) == ("dram",)
+
+
+def test_unknown_model_name_is_an_error():
+    with pytest.raises(ValueError, match="unknown model form"):
+        model_from_dict({"name": "magic", "params": {}})
+
+
+def test_cv_prefers_the_generating_form_over_a_too_simple_one():
+    # two resources with very different efficiencies: one shared efficiency cannot fit both regimes
+    X = _features(n=30, seed=3)
+    truth = MaxEff({"t0_s_per_launch": 1e-6, "eff.tensor": 0.3, "eff.dram": 0.9}, ("tensor", "dram"))
+    y = _noisy(truth.predict(X), 0.02)
+    shapes = np.arange(len(y))
+    cands = evaluate([RooflineConst(), MaxEff()], X, y, shapes, active_resources(X))
+    best = choose(cands, y)
+    assert best.name == "max_eff"
+    assert best.score(y)[0] < 3.0  # median held-out error in %, noise is 2%
+
+
+def test_leave_shape_out_holds_out_every_repeat_of_a_shape():
+    X = _features(n=10)
+    # each shape measured twice, the second time 20% slower: a fold that kept one copy of its own
+    # shape would predict it better than the held-out error shows
+    X2 = Features(np.vstack([X.T, X.T]), np.concatenate([X.launches, X.launches]))
+    truth = RooflineConst({"t0_s_per_launch": 1e-6, "eff": 0.5})
+    y = truth.predict(X2) * np.r_[np.ones(10), np.full(10, 1.2)]
+    shapes = np.r_[np.arange(10), np.arange(10)]
+    pred = leave_shape_out(RooflineConst(), X2, y, shapes)
+    np.testing.assert_allclose(pred[:10], pred[10:], rtol=1e-12)  # both copies from the same fold
+
+
+def test_conformal_interval_levels_and_flags():
+    r = np.random.default_rng(0).normal(0, 0.1, 200)
+    iv = conformal(r, 0.8)
+    assert iv.exact_level
+    assert iv.log_lo == pytest.approx(np.quantile(r, 0.1), abs=0.02)
+    assert iv.log_hi == pytest.approx(np.quantile(r, 0.9), abs=0.02)
+    small = conformal(r[:5], 0.8)  # (n + 1) * 0.1 < 1: ranks run out
+    assert not small.exact_level
+    assert small.log_lo == pytest.approx(min(r[:5].min(), 0.0))
+
+
+def test_loso_coverage_is_near_the_level_for_exchangeable_residuals():
+    rng = np.random.default_rng(1)
+    r = rng.normal(0, 0.1, 400)
+    covered = loso_coverage(r, np.arange(400), 0.8)
+    assert 0.74 <= covered.mean() <= 0.86
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.floats(-2, 2), min_size=1, max_size=60), st.floats(0.5, 0.95))
+def test_interval_contains_the_estimate_and_grows_with_level(res, level):
+    r = np.array(res)
+    lo = conformal(r, level)
+    hi = conformal(r, min(level + 0.04, 0.99))
+    assert lo.log_lo <= 0.0 <= lo.log_hi
+    assert hi.log_lo <= lo.log_lo and hi.log_hi >= lo.log_hi
