@@ -1,0 +1,214 @@
+"""Audit the analytic byte counts against device-memory bytes measured by Nsight Compute.
+
+For a few cases of each GPU kernel backend of a suite, one call of the backend's ``run()`` is
+profiled with ``ncu --clock-control none --metrics dram__bytes_read.sum,dram__bytes_write.sum``
+(ncu flushes the caches before each profiled kernel by default, so the counts are cold-cache DRAM
+traffic, the same basis as the analytic compulsory and as-executed bytes). The measured bytes of
+all kernels of that call are summed and stored beside ``analytic.registry.cost``'s compulsory bytes
+(``bytes``) and as-executed bytes (``executed_bytes``), with the ratios measured / analytic.
+
+How the kernels are attributed: one ncu process runs every selected case in turn (``_child``);
+for each case the child prepares it, calls ``run()`` twice unprofiled (compilation, autotuning),
+then opens a profiling window (``cudaProfilerStart``; ncu runs with ``--profile-from-start off``),
+calls ``run()`` once, launches a marker kernel (``torch.cuda._sleep``: ncu names it
+``spin_kernel``) and closes the window. In ncu's CSV the kernels between two markers are one case.
+
+Only fwd and decode cases are audited by default (one call = one forward or one decode step);
+block cases have no analytic cost and are skipped. Measured bytes are labelled "measurement
+(ncu)"; analytic ones "analytic count". Usage (GPU machine, ncu on PATH):
+  python -m ssmbench.measure.byte_audit --suite measure/suites/default_h200_a.yaml --out audit.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError
+
+METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum")
+MARKER = "spin_kernel"  # the kernel torch.cuda._sleep launches
+
+
+def select_cases(suite_path: str, per_backend: int, modes: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The first ``per_backend`` cases of each kernel backend in the suite, in modes ``modes``."""
+    from .case import is_composite
+    from .suite import load_suite
+
+    picked: dict[str, list] = {}
+    for sc in load_suite(suite_path).cases:
+        c = sc.case
+        if is_composite(c.op) or c.mode not in modes:
+            continue
+        lst = picked.setdefault(f"{c.backend}/{c.op}", [])
+        if len(lst) < per_backend:
+            lst.append(c.to_dict())
+    return [c for lst in picked.values() for c in lst]
+
+
+def parse_ncu_csv(text: str) -> list[dict[str, Any]]:
+    """Kernel rows of ``ncu --csv --print-units base`` output: [{id, name, metrics: {name: value}}]
+    in launch order. Lines before the CSV header (ncu's ==PROF== lines, the program's output) are
+    skipped; values may carry thousands separators."""
+    lines = text.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.startswith('"ID"')), None)
+    if start is None:
+        return []
+    kernels: dict[str, dict[str, Any]] = {}
+    order: list[str] = []
+    for row in csv.DictReader(io.StringIO("\n".join(lines[start:]))):
+        if not row.get("ID") or row.get("Metric Name") is None:
+            continue
+        k = row["ID"]
+        if k not in kernels:
+            kernels[k] = {"id": int(k), "name": row.get("Kernel Name", ""), "metrics": {}}
+            order.append(k)
+        raw = (row.get("Metric Value") or "").replace(",", "")
+        try:
+            kernels[k]["metrics"][row["Metric Name"]] = float(raw)
+        except ValueError:
+            kernels[k]["metrics"][row["Metric Name"]] = None
+    return [kernels[k] for k in order]
+
+
+def split_by_marker(kernels: list[dict[str, Any]], n_cases: int) -> list[list[dict[str, Any]]]:
+    """Kernels of each case: the segments before each marker kernel (markers dropped)."""
+    segments: list[list[dict[str, Any]]] = [[]]
+    for k in kernels:
+        if MARKER in k["name"]:
+            segments.append([])
+        else:
+            segments[-1].append(k)
+    segments = segments[:-1]  # what follows the last marker belongs to no case
+    if len(segments) != n_cases:
+        raise UserError(f"ncu output has {len(segments)} marker-delimited segments for {n_cases} cases")
+    return segments
+
+
+def _child(cases_file: str, sidecar: str) -> int:
+    """Run under ncu: each case's one profiled call, delimited by a marker kernel."""
+    import torch
+
+    from .case import Case
+    from .runners.base import Unavailable, get_backend
+    from .sweep import case_seed
+
+    dev = torch.device("cuda")
+    cases = json.loads(Path(cases_file).read_text())
+    notes = []
+    for d in cases:
+        case = Case.from_dict(d)
+        status, reason = "ok", None
+        try:
+            prepared = get_backend(case.backend, case.op).prepare(case, dev, case_seed(0, case.key()))
+            for _ in range(2):
+                prepared.run()
+            torch.cuda.synchronize()
+        except Unavailable as exc:
+            prepared, status, reason = None, "unavailable", str(exc)
+        except Exception as exc:  # recorded, the audit goes on
+            prepared, status, reason = None, "error", f"{type(exc).__name__}: {exc}"
+        torch.cuda.profiler.start()
+        if prepared is not None:
+            prepared.run()
+            torch.cuda.synchronize()
+        torch.cuda._sleep(1000)
+        torch.cuda.synchronize()
+        torch.cuda.profiler.stop()
+        notes.append({"key": case.key(), "status": status, "reason": reason})
+        del prepared
+        torch.cuda.empty_cache()
+    Path(sidecar).write_text(json.dumps(notes))
+    return 0
+
+
+def _analytic(case: dict[str, Any]) -> dict[str, Any] | None:
+    from ..analytic import registry
+
+    c = registry.cost(case["op"], case["dims"], impl=case["impl"], mode=case["mode"], dtype=case["dtype"])
+    return {"label": "analytic count", "bytes": float(c.bytes), "executed_bytes": float(c.executed_bytes),
+            "bytes_read": float(c.bytes_read), "bytes_written": float(c.bytes_written), "launches": float(c.launches)}
+
+
+def audit(cases: list[dict[str, Any]], ncu: str, timeout_s: float, workdir: Path) -> dict[str, Any]:
+    cases_file, sidecar, log = workdir / "audit_cases.json", workdir / "audit_status.json", workdir / "ncu.csv"
+    cases_file.write_text(json.dumps(cases))
+    cmd = [ncu, "--clock-control", "none", "--profile-from-start", "off", "--metrics", ",".join(METRICS),
+           "--csv", "--print-units", "base", "--log-file", str(log),
+           sys.executable, "-m", "ssmbench.measure.byte_audit", "_child", str(cases_file), str(sidecar)]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    secs = time.perf_counter() - t0
+    if proc.returncode != 0 or not sidecar.exists():
+        raise UserError(f"ncu run failed (exit {proc.returncode}): {(proc.stderr or proc.stdout)[-1500:]}")
+    status = json.loads(sidecar.read_text())
+    segments = split_by_marker(parse_ncu_csv(log.read_text(errors="replace")), len(cases))
+    out = []
+    for case, st, kernels in zip(cases, status, segments):
+        rec: dict[str, Any] = {**case, "key": st["key"], "status": st["status"], "reason": st["reason"]}
+        if st["status"] == "ok":
+            rd = sum((k["metrics"].get(METRICS[0]) or 0.0) for k in kernels)
+            wr = sum((k["metrics"].get(METRICS[1]) or 0.0) for k in kernels)
+            a = _analytic(case)
+            rec["measured"] = {"label": "measurement (ncu, cold caches)", "dram_read_bytes": rd,
+                               "dram_write_bytes": wr, "dram_bytes": rd + wr, "kernels": len(kernels),
+                               "per_kernel": [{"name": k["name"][:120], **k["metrics"]} for k in kernels]}
+            rec["analytic"] = a
+            rec["ratio_measured_to_compulsory"] = (rd + wr) / a["bytes"] if a["bytes"] else None
+            rec["ratio_measured_to_executed"] = (rd + wr) / a["executed_bytes"] if a["executed_bytes"] else None
+        out.append(rec)
+    return {"schema_version": 1, "tool": "ncu", "metrics": list(METRICS), "ncu_seconds": secs,
+            "command": " ".join(cmd[:12]) + " ...", "cases": out}
+
+
+def print_summary(result: dict[str, Any]) -> None:
+    print(f"{'case':<88} {'measured GB':>11} {'compulsory GB':>13} {'executed GB':>11} {'meas/exec':>9}")
+    for c in result["cases"]:
+        if c["status"] != "ok":
+            print(f"{c['key'][:88]:<88} {c['status']}: {str(c['reason'])[:60]}")
+            continue
+        m, a = c["measured"]["dram_bytes"], c["analytic"]
+        r = c["ratio_measured_to_executed"]
+        print(f"{c['key'][:88]:<88} {m / 1e9:>11.4f} {a['bytes'] / 1e9:>13.4f} {a['executed_bytes'] / 1e9:>11.4f} "
+              f"{(f'{r:.3f}' if r else '-'):>9}")
+    print("(measured: ncu DRAM bytes of one call, cold caches; compulsory / executed: analytic counts)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["_child"]:
+        return _child(argv[1], argv[2])
+    p = argparse.ArgumentParser(prog="python -m ssmbench.measure.byte_audit", description=__doc__.split("\n")[0])
+    p.add_argument("--suite", required=True, help="suite YAML whose kernel cases to audit")
+    p.add_argument("--out", required=True, help="JSON file to write")
+    p.add_argument("--per-backend", type=int, default=2, help="cases per backend (default 2)")
+    p.add_argument("--modes", nargs="+", default=["fwd", "decode"], help="modes to audit (default fwd decode)")
+    p.add_argument("--ncu", default=os.environ.get("NCU", "ncu"), help="the ncu executable")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds for the whole ncu run")
+    args = p.parse_args(argv)
+    try:
+        cases = select_cases(args.suite, args.per_backend, tuple(args.modes))
+        if not cases:
+            raise UserError(f"{args.suite}: no kernel case in modes {args.modes}")
+        with tempfile.TemporaryDirectory() as tmp:
+            result = audit(cases, args.ncu, args.timeout, Path(tmp))
+        result["suite"] = args.suite
+        Path(args.out).write_text(json.dumps(result, indent=1))
+        print_summary(result)
+        return 0
+    except (UserError, subprocess.TimeoutExpired) as exc:
+        print(f"byte audit: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""The GPU tooling around the backends: the extension build helper (measure/build_extensions.py),
+the ncu byte audit (measure/byte_audit.py) and the device scripts (scripts/device_*.sh)."""
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _require_ops(ops):
+    from ssmbench.analytic import registry
+
+    missing = [o for o in ops if o not in registry.all_ops()]
+    if missing:
+        pytest.skip(f"analytic op(s) {missing} not registered yet (written by the analytic helpers)")
+
+
+SETUP_PY = '''
+from torch.utils.cpp_extension import CUDAExtension
+def append_nvcc_threads(a): return a + ["--threads", "4"]
+if HIP:
+    extra_compile_args = {"cxx": ["-O3"], "nvcc": ["-O3", "--offload-arch=native"] + cc_flag}
+else:
+    extra_compile_args = {"cxx": ["-O3", "-std=c++17"],
+                          "nvcc": append_nvcc_threads(["-O3", "--expt-relaxed-constexpr", "--use_fast_math"] + cc_flag)}
+ext_modules.append(CUDAExtension(name="demo_cuda", sources=["csrc/a.cpp", "csrc/b.cu"],
+                                 extra_compile_args=extra_compile_args, include_dirs=[Path(this_dir) / "csrc" / "inc"]))
+'''
+
+
+def test_parse_setup_reads_sources_and_cuda_flags():
+    from ssmbench.measure.build_extensions import arch_flags, parse_setup
+
+    spec = parse_setup(SETUP_PY, "demo_cuda")
+    assert spec.sources == ["csrc/a.cpp", "csrc/b.cu"] and spec.include_dirs == ["csrc/inc"]
+    assert spec.cxx_flags == ["-O3", "-std=c++17"]
+    assert spec.nvcc_flags == ["-O3", "--expt-relaxed-constexpr", "--use_fast_math", "--threads", "4"]
+    assert arch_flags("sm_90") == ["-gencode", "arch=compute_90,code=sm_90"]
+
+
+@pytest.mark.parametrize("sdist,module,n_sources", [("mamba_ssm", "selective_scan_cuda", 10),
+                                                     ("causal_conv1d", "causal_conv1d_cuda", 4)])
+def test_parse_the_real_setup_py(tmp_path, sdist, module, n_sources):
+    from ssmbench.measure.build_extensions import find_sdist, parse_setup, unpack
+
+    if not list((REPO / ".sdist").glob(f"{sdist}-*.tar.gz")):
+        pytest.skip(f"no {sdist} sdist in .sdist/ (downloaded by hand, never committed: docs/gpu_setup.md)")
+    root = unpack(find_sdist(REPO / ".sdist", sdist), tmp_path)
+    spec = parse_setup((root / "setup.py").read_text(), module)
+    assert len(spec.sources) == n_sources and all((root / s).exists() for s in spec.sources)
+    assert "--use_fast_math" in spec.nvcc_flags and not any("arch" in f for f in spec.nvcc_flags)
+
+
+NCU_CSV = '''==PROF== Connected to process 123
+"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
+"0","123","python3","h","kernel_a(float*)","1","7","(128, 1, 1)","(64, 1, 1)","0","9.0","Command line profiler metrics","dram__bytes_read.sum","byte","1,048,576"
+"0","123","python3","h","kernel_a(float*)","1","7","(128, 1, 1)","(64, 1, 1)","0","9.0","Command line profiler metrics","dram__bytes_write.sum","byte","524,288"
+"1","123","python3","h","spin_kernel(long)","1","7","(1, 1, 1)","(1, 1, 1)","0","9.0","Command line profiler metrics","dram__bytes_read.sum","byte","0"
+"2","123","python3","h","kernel_b","1","7","(1, 1, 1)","(1, 1, 1)","0","9.0","Command line profiler metrics","dram__bytes_read.sum","byte","100"
+"3","123","python3","h","kernel_c","1","7","(1, 1, 1)","(1, 1, 1)","0","9.0","Command line profiler metrics","dram__bytes_read.sum","byte","20"
+"4","123","python3","h","spin_kernel(long)","1","7","(1, 1, 1)","(1, 1, 1)","0","9.0","Command line profiler metrics","dram__bytes_read.sum","byte","0"
+'''
+
+
+def test_byte_audit_parses_ncu_csv_and_splits_cases():
+    from ssmbench.errors import UserError
+    from ssmbench.measure.byte_audit import parse_ncu_csv, split_by_marker
+
+    kernels = parse_ncu_csv(NCU_CSV)
+    assert [k["name"][:8] for k in kernels] == ["kernel_a", "spin_ker", "kernel_b", "kernel_c", "spin_ker"]
+    assert kernels[0]["metrics"] == {"dram__bytes_read.sum": 1048576.0, "dram__bytes_write.sum": 524288.0}
+    segs = split_by_marker(kernels, 2)
+    assert [[k["name"] for k in s] for s in segs] == [["kernel_a(float*)"], ["kernel_b", "kernel_c"]]
+    with pytest.raises(UserError):
+        split_by_marker(kernels, 3)
+
+
+def test_byte_audit_selects_kernel_cases_per_backend():
+    from ssmbench.measure.byte_audit import select_cases
+
+    _require_ops(["mamba1_scan", "ssd", "attention_causal", "gated_delta_rule"])
+    cases = select_cases(str(REPO / "measure" / "suites" / "default_h200_a.yaml"), 2, ("fwd", "decode"))
+    per = {}
+    for c in cases:
+        per[(c["backend"], c["op"])] = per.get((c["backend"], c["op"]), 0) + 1
+        assert c["mode"] in ("fwd", "decode")
+    assert max(per.values()) == 2 and ("mamba_ssm.selective_scan_cuda", "mamba1_scan") in per
+
+
+def test_device_scripts_are_valid_bash():
+    for s in ("device_common.sh", "device_run_a.sh", "device_run_b.sh"):
+        assert subprocess.run(["bash", "-n", str(REPO / "scripts" / s)]).returncode == 0
+
+
