@@ -63,6 +63,17 @@ def versions() -> dict[str, str | None]:
     return {label: library_version(dists, mod) for label, dists, mod in LIBRARIES}
 
 
+def _declared_source(why: str) -> dict[str, Any]:
+    """A copy of the tree without .git (the GPU machine gets one) cannot read its commit; the script
+    that sent it declares it in SSMBENCH_SOURCE_COMMIT / SSMBENCH_SOURCE_DIRTY, recorded as declared."""
+    commit = os.environ.get("SSMBENCH_SOURCE_COMMIT")
+    if not commit:
+        return {"commit": None, "dirty": None, "note": why}
+    dirty = os.environ.get("SSMBENCH_SOURCE_DIRTY")
+    return {"commit": commit, "dirty": None if dirty is None else dirty.lower() in ("1", "true", "yes"),
+            "note": f"{why}; commit declared by the launching script (SSMBENCH_SOURCE_COMMIT)"}
+
+
 def git_info(root: Path = REPO_ROOT) -> dict[str, Any]:
     def git(*args):
         return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=20)
@@ -70,7 +81,7 @@ def git_info(root: Path = REPO_ROOT) -> dict[str, Any]:
     try:
         head = git("rev-parse", "HEAD")
         if head.returncode != 0:
-            return {"commit": None, "dirty": None, "note": f"not a git checkout: {head.stderr.strip()[:200]}"}
+            return _declared_source(f"not a git checkout: {head.stderr.strip()[:200]}")
         status = git("status", "--porcelain")
     except (OSError, subprocess.TimeoutExpired) as exc:
         return {"commit": None, "dirty": None, "note": f"git not usable: {exc}"}
