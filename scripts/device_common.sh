@@ -3,6 +3,9 @@
 # Needs the sdists in .sdist/ (and any wheels in .whl/): pass both in the device tool's `carry`.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
+# The repo root is the cwd and holds a folder `ssmbench/` (the front door only); without this Python would
+# put the cwd first on sys.path and import that folder instead of the staged package.
+export PYTHONSAFEPATH=1
 : "${OUT:?OUT must be set (the folder whose files come back)}"
 PY=${PY:-python3}
 T_START=$(date +%s)
