@@ -49,7 +49,9 @@ from pathlib import Path
 
 from ..errors import UserError
 
+# *_FORCE_BUILD stops each setup.py from trying to download a prebuilt wheel (no network there).
 SKIP_ENV = {"MAMBA_SKIP_CUDA_BUILD": "TRUE", "MAMBA_FORCE_BUILD": "TRUE", "CAUSAL_CONV1D_SKIP_CUDA_BUILD": "TRUE",
+            "CAUSAL_CONV1D_FORCE_BUILD": "TRUE",
             "FLASH_ATTENTION_SKIP_CUDA_BUILD": "TRUE"}
 # extension module -> the sdist (distribution name prefix of the tarball) that holds its sources
 EXTENSIONS = {"selective_scan_cuda": "mamba_ssm", "causal_conv1d_cuda": "causal_conv1d"}

@@ -26,8 +26,9 @@ from ..errors import UserError
 SCHEMA_VERSION = 1
 STATUSES = ("ok", "failed_check", "oom", "unavailable", "error")
 # Statuses that --resume treats as done. "error" is retried: it is usually a bug or a transient
-# failure that the next run may not have.
-FINISHED = ("ok", "failed_check", "oom", "unavailable")
+# failure that the next run may not have; "unavailable" is retried: it says a library was missing
+# in that environment, and the case was never attempted.
+FINISHED = ("ok", "failed_check", "oom")
 
 
 class ResultsError(UserError):

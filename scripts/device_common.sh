@@ -49,7 +49,7 @@ run_sweep() {  # $1: suite file; keeps 25 s (+ $2 s reserved for later steps) fo
   export SSMBENCH_EXT_WAIT_S=$budget
   say "sweep $1 with a ${budget} s limit"
   timeout -s INT -k 20 "$budget" $PY - measure --suite "$1" --device cuda --out "$OUT/results" --hw h200-sxm \
-      --target-time 0.3 --energy-window 1.0 <<'PYEOF'
+      --target-time 0.3 --energy-window 1.0 ${RESUME:+--resume} <<'PYEOF'
 import argparse, sys
 from ssmbench.measure import commands  # called directly: works whether or not the CLI lists it yet
 p = argparse.ArgumentParser(prog="ssmbench")

@@ -11,9 +11,14 @@ say "parts A+B on $(hostname); $(nvidia-smi --query-gpu=name,driver_version --fo
 stage_package
 install_python_parts
 check_imports
-say "probe (before the builds start, so that launch latency is read on an idle CPU)"
-timeout 90 $PY -c "import sys; from ssmbench.cli import main; sys.exit(main(sys.argv[1:]))" \
-    probe --device cuda --out "$OUT/probe-h200.yaml" || say "probe ended with exit $?"
+if [ -n "${PREV_RESULTS:-}" ]; then  # a continued run: earlier result files, carried in, are resumed
+  cp "$PREV_RESULTS"/*.json "$OUT/results/" && export RESUME=1 && say "resuming from $(ls "$PREV_RESULTS")"
+fi
+if [ -z "${SKIP_PROBE:-}" ]; then
+  say "probe (before the builds start, so that launch latency is read on an idle CPU)"
+  timeout 90 $PY -c "import sys; from ssmbench.cli import main; sys.exit(main(sys.argv[1:]))" \
+      probe --device cuda --out "$OUT/probe-h200.yaml" || say "probe ended with exit $?"
+fi
 say "starting background builds (10 jobs)"
 $PY -m ssmbench.measure.build_extensions build --ext selective_scan_cuda causal_conv1d_cuda --sdist-dir .sdist \
     --build-dir "$EXT" --arch 90 --jobs 10 --background
