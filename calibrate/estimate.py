@@ -17,7 +17,7 @@ from typing import Any, Mapping, NamedTuple
 
 import numpy as np
 
-from ..analytic.registry import get_op
+from ..analytic.cases import case_family
 from ..errors import UserError
 from ..hwspecs import Spec, get_spec
 from .join import RESOURCES, Bounds, resource_bounds
@@ -76,7 +76,7 @@ def estimate_detail(profile: Profile | str, op: str, impl: str, dims: Mapping[st
                             f"pass the spec file ({exc})") from None
     elif isinstance(spec, str):
         spec = get_spec(spec)
-    group = profile.find(op, impl, dtype, mode, backend=backend, family=get_op(op).family)
+    group = profile.find(op, impl, dtype, mode, backend=backend, family=case_family(op))
     bounds = resource_bounds(spec, op, impl, dims, dtype, mode, profile.data["spec"].get("prefer", "measured"))
     return estimate_from_bounds(profile, group, bounds, spec.id)
 

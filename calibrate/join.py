@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..analytic import roofline
-from ..analytic.registry import cost as analytic_cost
-from ..analytic.registry import get_op
+from ..analytic.cases import case_cost as analytic_cost
+from ..analytic.cases import case_family
 from ..errors import UserError
 from ..hwspecs import Spec
 from .sources import ResultFile
@@ -219,7 +219,7 @@ def join(results: list[ResultFile], spec: Spec, prefer: str = "measured", allow_
             op, impl, dtype, mode = (str(_case_field(case, f, where)) for f in ("op", "impl", "dtype", "mode"))
             dims = {str(k): int(v) for k, v in dict(_case_field(case, "dims", where)).items()}
             try:
-                family = get_op(op).family
+                family = case_family(op)
                 b = resource_bounds(spec, op, impl, dims, dtype, mode, prefer)
             except UserError as exc:  # unknown op, implementation, mode, dtype or dims: the analytic model says which
                 reason = str(exc)

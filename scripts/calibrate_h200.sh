@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Regenerates results/h200/2026-12-02/calibration/ from the stored H200 results (no GPU needed):
+# the calibrated profile, the gap report (Markdown and JSON) and its figure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+IN=results/h200/2026-12-02
+OUT=$IN/calibration
+mkdir -p "$OUT"
+ssmbench calibrate --results "$IN/default" "$IN/calibration-torchref" --hw h200-sxm --out "$OUT/profile.json" --force
+ssmbench gap --results "$IN/default" "$IN/calibration-torchref" --hw h200-sxm --calibration "$OUT/profile.json" \
+    --format md --out "$OUT/gap.md" --plot "$OUT/gap.png"
+ssmbench gap --results "$IN/default" "$IN/calibration-torchref" --hw h200-sxm --calibration "$OUT/profile.json" \
+    --format json --out "$OUT/gap.json"
