@@ -12,7 +12,7 @@ stage_package
 install_python_parts
 check_imports
 if [ -n "${PREV_RESULTS:-}" ]; then  # a continued run: earlier result files, carried in, are resumed
-  cp "$PREV_RESULTS"/*.json "$OUT/results/" && export RESUME=1 && say "resuming from $(ls "$PREV_RESULTS")"
+  cp "$PREV_RESULTS"/run-*.json* "$OUT/results/" && export RESUME=1 && say "resuming from $(ls "$PREV_RESULTS")"
 fi
 if [ -z "${SKIP_PROBE:-}" ]; then
   say "probe (before the builds start, so that launch latency is read on an idle CPU)"
