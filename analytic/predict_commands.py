@@ -1,8 +1,12 @@
 """Commands ``models``, ``predict``, ``sweep`` and ``plot`` (``register(subparsers)``, see ssmbench/cli.py).
 
 Every number printed is an analytic bound or an analytic estimate (memory, energy), with its unit; the
-spec's ceilings are printed with their origin (measured / datasheet) and provenance. Bad input raises
-``UserError`` (exit code 2 in the CLI).
+spec's ceilings are printed with their origin (measured / datasheet) and provenance. ``predict
+--calibration FILE`` adds, per op and in total, the calibrated estimate of a profile written by
+``ssmbench calibrate`` with its interval, labelled "calibrated" (or "transferred" on a spec other than
+the profile's); ops the profile does not cover keep their analytic bound, labelled so, with the reason.
+The calibration package is imported only on that path. Bad input raises ``UserError`` (exit code 2 in
+the CLI).
 """
 
 from __future__ import annotations
@@ -38,12 +42,14 @@ def _si(x: float | None, unit: str, digits: int = 4) -> str:
 def print_table(title, columns, rows, caption=None) -> None:
     """A rich table whose first column (names, ids) never wraps or truncates."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
-    table = Table(title=title, caption=caption, caption_justify="left")
+    # plain text, never markup: group keys and reasons hold square brackets ("[torch.sdpa.flash]")
+    table = Table(title=escape(title), caption=None if caption is None else escape(caption), caption_justify="left")
     for i, c in enumerate(columns):
-        table.add_column(str(c), no_wrap=(i == 0), overflow="fold")
+        table.add_column(escape(str(c)), no_wrap=(i == 0), overflow="fold")
     for r in rows:
-        table.add_row(*("" if v is None else str(v) for v in r))
+        table.add_row(*("" if v is None else escape(str(v)) for v in r))
     Console(soft_wrap=False, width=max(TABLE_WIDTH, Console().width)).print(table)
 
 
@@ -77,14 +83,18 @@ def _specs(text: str):
     return [get_spec(t.strip()) for t in text.split(",") if t.strip()]
 
 
-def _impls(pairs: list[str] | None) -> dict[str, str]:
+def _pairs(pairs: list[str] | None, option: str, what: str, example: str) -> dict[str, str]:
     out = {}
     for p in pairs or []:
-        if "=" not in p:
-            raise UserError(f"--impl {p!r}: write op=implementation, e.g. --impl attention_causal=fa3")
-        op, impl = p.split("=", 1)
-        out[op.strip()] = impl.strip()
+        op, sep, value = p.partition("=")
+        if not sep or not op.strip() or not value.strip():
+            raise UserError(f"{option} {p!r}: write op={what}, e.g. {option} {example}")
+        out[op.strip()] = value.strip()
     return out
+
+
+def _impls(pairs: list[str] | None) -> dict[str, str]:
+    return _pairs(pairs, "--impl", "implementation", "attention_causal=fa3")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -140,6 +150,64 @@ OP_CSV = ("label", "block", "op", "impl", "mode", "count", "flops_tensor", "flop
           "working_set_bytes", "fits_on_chip") + tuple(f"bound_{r}_s" for r in RESOURCES)
 
 
+CALIBRATED_CSV = ("calibrated_estimate_s", "calibrated_lo_s", "calibrated_hi_s", "calibrated_label",
+                  "calibrated_level", "calibration_note")
+
+
+def _csv_calibrated(o: dict) -> list:
+    c = o["calibrated"]
+    if c is None:
+        return [None, None, None, "analytic bound (not calibrated)", None, o["calibration_note"]]
+    return [c["estimate_s"], c["lo_s"], c["hi_s"], c["label"], c["level"], o["calibration_note"]]
+
+
+def _interval(lo: float | None, hi: float | None) -> str:
+    if lo is None:
+        return "-"
+    return f"{_si(lo, 's', 3)} .. " + ("no upper end" if hi is None else _si(hi, "s", 3))
+
+
+def _print_calibrated_ops(r: dict) -> None:
+    cal = r["calibration"]
+    pct = f"{100 * cal['level']:.0f}%"
+    rows = []
+    for o in r["ops"]:
+        c = o["calibrated"]
+        if c is None:
+            rows.append([o["label"], f"{o['impl']}/{o['mode']}", o["count"], _si(o["time_s"], "s"), "-", "-",
+                         "analytic bound (not calibrated)", o["calibration_note"]])
+        else:
+            rows.append([o["label"], f"{o['impl']}/{o['mode']}", o["count"], _si(o["time_s"], "s"),
+                         _si(c["estimate_s"], "s"), _interval(c["lo_s"], c["hi_s"]),
+                         c["label"] + (", extrapolated" if c["extrapolated"] else ""), o["calibration_note"] or ""])
+    print_table(f"Per op: analytic bound and {cal['label']} estimate ({pct} interval), profile {cal['profile']}",
+                ["op call", "impl/mode", "x", "analytic bound", f"{cal['label']} estimate", f"{pct} interval",
+                 "label", "note"], rows,
+                caption=cal["note"] + ". Times are per model step (x calls). Ops the profile does not cover "
+                        "keep their analytic bound; where it calibrates an op with several backends, pick one "
+                        "with --calibration-backend OP=BACKEND. The profile holds: " + ", ".join(cal["holds"]) + ".")
+
+
+def _calibrated_total_rows(t: dict) -> list[list[str]]:
+    c = t["calibrated"]
+    pct = f"{100 * c['level']:.0f}%"
+    p = c["calibrated_part"]
+    if p is None:
+        return [["calibrated estimate", "none: the profile calibrates no op of this prediction (see the per-op "
+                                        "table); the analytic bound stands"]]
+    rows = [[f"{c['label']} estimate (sum over ops)",
+             "-" if c["estimate_s"] is None else f"{_si(c['estimate_s'], 's')} ({pct} interval "
+             f"{_interval(c['lo_s'], c['hi_s'])})"]]
+    if p is not None and c["not_covered"]:
+        rows.append([f"  of which {p['label']} ({p['op_calls']} op calls)",
+                     f"{_si(p['estimate_s'], 's')} ({pct} interval {_interval(p['lo_s'], p['hi_s'])})"])
+        rows.append([f"  of which analytic bound ({c['bound_part_op_calls']} op calls not calibrated)",
+                     _si(c["bound_part_s"], "s") + ": " + ", ".join(c["not_covered"])])
+    rows.append([f"tokens / s ({c['label']} estimate)", _rate(c["tokens_per_s"])])
+    rows += [[f"{c['label']} estimate: note", n] for n in c["notes"]]
+    return rows
+
+
 def _print_predict(r: dict) -> None:
     t = r["total"]
     print_table(
@@ -154,12 +222,14 @@ def _print_predict(r: dict) -> None:
                 [[b["block"], b["kind"], b["count"], _si(b["time_s"], "s"), _si(b["time_per_instance_s"], "s"),
                   "-" if b["share_of_total"] is None else f"{100 * b['share_of_total']:.1f} %", b["bottleneck"] or "-"]
                  for b in r["layers"]])
-    rows = [["time bound (max per op, summed)", _si(t["time_s_ignoring_capacity"], "s")
+    if "calibrated" in t:
+        _print_calibrated_ops(r)
+    rows = [["analytic bound: time (max per op, summed)", _si(t["time_s_ignoring_capacity"], "s")
              + ("" if t["fits"] else " (ignoring capacity: it does not fit, see below)")],
-            ["sum bound (no overlap)", _si(t["sum_s"], "s")],
+            ["analytic bound: sum (no overlap)", _si(t["sum_s"], "s")],
             ["bottleneck", t["bottleneck"] or "none (no known ceiling)"],
-            ["tokens / s", _rate(t["tokens_per_s"])],
-            ["time per token", _si(t["time_per_token_s"], "s")]]
+            ["tokens / s (from the analytic bound)", _rate(t["tokens_per_s"])],
+            ["time per token (analytic bound)", _si(t["time_per_token_s"], "s")]]
     rows += [[f"memory: {k}", _si(v, "B")] for k, v in t["memory_bytes"].items()]
     rows += [["memory: total / capacity", f"{_si(t['memory_total_bytes'], 'B')} / {_si(t['memory_capacity_bytes'], 'B')}"],
              ["capacity", t["status"]],
@@ -172,21 +242,38 @@ def _print_predict(r: dict) -> None:
     if "crossover" in t:
         c = t["crossover"]
         rows.append([f"crossover vs {c['baseline']} ({c['phase']})", c["result"]])
+    if "calibrated" in t:
+        rows += _calibrated_total_rows(t)
     if t["ops_not_fitting_on_chip"]:
         rows.append(["does not fit on chip (working set)", ", ".join(t["ops_not_fitting_on_chip"])])
     for nb in t["not_bounded"]:
         rows.append(["not bounded", nb])
     print_table(f"Total: {r['model']['id']}, {r['phase']}, batch {r['batch']}, length {r['seqlen']}"
                 + (f", context {r['context']}" if r["context"] else "") + f" on {r['spec']['id']}",
-                ["quantity", "value (analytic bound / estimate)"], rows,
+                ["quantity", "value (analytic bound / analytic estimate / calibrated estimate)"], rows,
                 caption="Ceilings: " + "; ".join(
                     f"{c['key']} = {_si(c['value'], _unit(c['key']))} ({c['origin']})"
                     for c in r["spec"]["ceilings"] if c["value"])
                 + ". " + " ".join(r["notes"]))
 
 
+def _calibrate(r: dict, args) -> None:
+    """Add the profile's calibrated estimates to ``r`` (imports the calibration package only here)."""
+    backends = _pairs(args.calibration_backend, "--calibration-backend", "backend", "attention_causal=torch.sdpa.flash")
+    if args.calibration is None:
+        if backends:
+            raise UserError("--calibration-backend needs --calibration FILE "
+                            "(a profile written by `ssmbench calibrate`)")
+        return
+    from ..calibrate.profile import read_profile
+    from ..hwspecs import get_spec
+    from .workloads.report import add_calibration
+    add_calibration(r, read_profile(args.calibration), get_spec(args.hw), backends)
+
+
 def cmd_predict(args) -> int:
     r = _predict_from_args(args)
+    _calibrate(r, args)
     if args.plot:
         from ..figures._common import save
         from ..figures.roofline import roofline_figure
@@ -199,10 +286,12 @@ def cmd_predict(args) -> int:
         print_json(r)
     elif args.csv:
         w = csv.writer(sys.stdout, lineterminator="\n")
-        w.writerow(OP_CSV)
+        calibrated = "calibration" in r
+        w.writerow(OP_CSV + (CALIBRATED_CSV if calibrated else ()))
         for o in r["ops"]:
             w.writerow([";".join(f"{k}={v:g}" for k, v in o["flops_tensor"].items()) if c == "flops_tensor"
-                        else (o["bound_s"][c[6:-2]] if c.startswith("bound_") else o[c]) for c in OP_CSV])
+                        else (o["bound_s"][c[6:-2]] if c.startswith("bound_") else o[c]) for c in OP_CSV]
+                       + (_csv_calibrated(o) if calibrated else []))
     else:
         _print_predict(r)
         if args.plot:
@@ -329,6 +418,12 @@ def register(subparsers) -> None:
     p.add_argument("--recompute", action="store_true", help="train: activation recomputation")
     p.add_argument("--logits", default="last", choices=("last", "all"), help="prefill: LM head on last or all tokens")
     p.add_argument("--plot", metavar="FILE", help="also write a roofline plot of the ops (.png or .svg)")
+    p.add_argument("--calibration", metavar="FILE",
+                   help="calibrated profile (from `ssmbench calibrate`): add calibrated estimates with intervals "
+                        "per op and in total, beside the analytic bounds")
+    p.add_argument("--calibration-backend", action="append", metavar="OP=BACKEND",
+                   help="with --calibration: the backend whose calibration to use for an op the profile "
+                        "calibrates with several (e.g. attention_causal=torch.sdpa.flash), repeatable")
     _common(p)
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print JSON")

@@ -88,6 +88,15 @@ class CompiledPlan:
         return len(self.calls)
 
 
+def _dim_arg(v) -> tuple:
+    """A plan dimension as (grid variable or None, constant or multiplier, round up to a multiple of)."""
+    if isinstance(v, str):
+        return (v, 1, 1)
+    if isinstance(v, tuple):
+        return v
+    return (None, v, 1)
+
+
 @functools.lru_cache(maxsize=1024)
 def compile_plan(calls: tuple[OpCall, ...], dtype: str) -> CompiledPlan:
     out = []
@@ -98,13 +107,7 @@ def compile_plan(calls: tuple[OpCall, ...], dtype: str) -> CompiledPlan:
         for d in cc.dims:
             if d not in dims:
                 raise KeyError(f"plan call {c.label}: op {c.op} needs dimension {d}")
-            v = dims[d]
-            if isinstance(v, str):
-                args.append((v, 1, 1))
-            elif isinstance(v, tuple):
-                args.append(v)
-            else:
-                args.append((None, v, 1))
+            args.append(_dim_arg(dims[d]))
         cols = tuple((i, col) for i, k in enumerate(cc.keys) for col in _term_columns(k))
         live = tuple(i for i, k in enumerate(cc.keys) if k in LIVE_TERMS)
         saved = tuple(i for i, k in enumerate(cc.keys) if k in SAVED_TERMS)
@@ -118,6 +121,20 @@ def _value(grid: dict, var: str | None, mult, step: int):
         return mult
     v = grid[var]
     return (np.ceil(v / step) * step if step != 1 else v) * mult
+
+
+def phase_grid(phase: str, batch, length) -> dict:
+    """The grid variables of a plan: ``batch``, ``tokens`` (new tokens per sequence: one in decode) and
+    ``keys`` (tokens attended to: the context in decode). Arrays or scalars."""
+    if phase == "decode":
+        return {"batch": batch, "tokens": length * 0 + 1, "keys": length}
+    return {"batch": batch, "tokens": length, "keys": length}
+
+
+def call_shape(call: OpCall, phase: str, batch: float, length: float) -> dict[str, float]:
+    """The dimensions of one plan call at one (batch, length) point, as ``evaluate_plan`` costs them."""
+    grid = phase_grid(phase, float(batch), float(length))
+    return {d: float(_value(grid, *_dim_arg(v))) for d, v in call.dims}
 
 
 def evaluate_plan(cp: CompiledPlan, grid: dict[str, np.ndarray], shape: tuple[int, ...]):
@@ -273,7 +290,7 @@ def analyze(model: Model, phase: str, table: SpecTable, batch: Sequence[int], le
     b = np.asarray(batch, dtype=float).reshape(-1, 1)
     ln = np.asarray(length, dtype=float).reshape(1, -1)
     shape = (b.shape[0], ln.shape[1])
-    grid = {"batch": b, "tokens": ln, "keys": ln} if phase != "decode" else {"batch": b, "tokens": ln * 0 + 1, "keys": ln}
+    grid = phase_grid(phase, b, ln)
     W, live, _ = evaluate_plan(cp, grid, shape)
     proj = project_work(np.moveaxis(W, 1, 0), table, launch, bytes_basis)  # [S, n_calls, nb, nl]
     time_s = proj.bound.sum(axis=1)
