@@ -53,7 +53,7 @@ def _op_record(op: Op) -> dict[str, Any]:
         "dims": {d: DESCRIPTIONS[d] for d in op.dims},
         "implementations": [
             {"name": i.name, "summary": i.summary, "default": i.name == op.default_impl,
-             "modes": [m for m in MODES if i.supports(m)]}
+             "modes": [m for m in MODES if i.supports(m)], "constraints": [c.message for c in i.constraints]}
             for i in op.impls
         ],
         "modes": list(op.modes),
@@ -128,7 +128,7 @@ def evaluate_case(op_name: str, impl: str | None, dims: dict[str, int], dtype: s
     implementation = op.impl(impl)
     symbolic = symbolic_cost(op.name, implementation.name, mode, dtype)
     used = tuple(d for d in op.dims if SYMBOLS[d] in symbolic.free_symbols())
-    values = validate_dims(op, dims, used)
+    values = validate_dims(op, dims, used, implementation)
     c = symbolic.subs({SYMBOLS[k]: v for k, v in values.items()})
 
     def by_class(m) -> dict[str, int | float]:

@@ -17,6 +17,20 @@
 - Compulsory bytes move each input once from device memory and write each output once.
   As-executed bytes of a named implementation add what that implementation really moves on top
   (re-reads, materialized intermediates, spills), as ``extra_read`` / ``extra_write``.
+- Complex arithmetic (S4's complex64 modes), in real vector FLOPs: a complex multiply is 6 (4 mul,
+  2 add), a complex multiply-add 8, complex x real 2, complex add 2, complex divide 11 (6 mul, 3 add,
+  2 div); a complex exp is 3 transcendentals (exp, cos, sin) and 2 multiplies (``COMPLEX_*``).
+  complex64 has no tensor-core path here: complex products run on the vector units.
+- FFT: a real transform (rfft or irfft) of length n counts 5 n log2(n) / 2 real FLOPs on the vector
+  units (``real_fft_flops``: half the 5 n log2 n of a complex FFT of length n, the usual radix-2
+  estimate). A transform length that is not a power of two costs more in cuFFT; that is left to
+  calibration. ``torch.utils.flop_counter`` counts no FLOPs for FFTs: the tests cross-check these by
+  formula.
+- SSD's exact triangle (``ops/ssd_stages.py``): the masked intra-chunk C x C product counts the
+  C (C + 1) / 2 entries of the lower triangle with its diagonal, exactly, unlike attention's
+  ``CAUSAL_FRACTION`` = 1/2 of the score matrix (which drops the diagonal's extra L/2). The diagonal
+  is what makes SSD with chunk 1 reproduce the recurrence's current-token term, so it is kept; the
+  kernels' whole-block skipping (executing more than the triangle) is left to calibration.
 """
 
 from __future__ import annotations
@@ -59,6 +73,19 @@ TENSOR_DTYPE = {"fp64": "fp64", "fp32": "fp32", "tf32": "tf32", "bf16": "bf16", 
 STATE_DTYPE = "fp32"
 TENSOR_CLASSES = ("weights", "activations", "state", "kv_cache", "intermediates")
 MODES = ("fwd", "bwd", "fwdbwd", "decode")
+
+# Complex arithmetic in real vector FLOPs (see the docstring).
+COMPLEX_MUL = 6  # (a + bi)(c + di): 4 multiplies, 2 adds
+COMPLEX_MAC = 8  # a complex multiply and its complex add
+COMPLEX_TIMES_REAL = 2
+COMPLEX_ADD = 2
+COMPLEX_DIV = 11  # 6 multiplies, 3 adds, 2 divides
+COMPLEX_EXP = (2, 3)  # (vector, transcendental): exp of the real part, cos and sin, 2 multiplies
+
+
+def real_fft_flops(n):
+    """Real FLOPs of one real-input (or real-output) FFT of length n: 5 n log2(n) / 2."""
+    return sp.Rational(5, 2) * n * sp.log(n, 2)
 
 
 def nbytes(dtype: str) -> int:

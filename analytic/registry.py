@@ -1,6 +1,10 @@
 """The strict op registry: registering twice raises, an unknown op or implementation raises with the
 known names, and an op without a cost rule for a mode is an error, never a silent zero.
 
+Constraints on dimension values belong to an op (every implementation: L divisible by C for SSD's
+chunks) or to one implementation (a kernel's limits: causal-conv1d's widths 2..4, the Mamba-3 MIMO
+kernel's chunking); ``validate_dims`` checks both, each over the dimensions the compiled cost uses.
+
 Each op family module in ``ops/`` registers its ops at import; ``ops/__init__`` imports them all.
 Symbolic costs are built once per (op, impl, mode, dtype) and compiled with ``sympy.lambdify`` into
 numpy functions, so evaluating a cost over arrays of shapes costs a few numpy operations.
@@ -42,14 +46,22 @@ def at_most(a: str, b: str) -> Constraint:
     return Constraint((a, b), lambda x, y: np.asarray(x) <= np.asarray(y), f"{a} must be at most {b}")
 
 
+def in_range(a: str, lo: int, hi: int, why: str) -> Constraint:
+    """``lo <= a <= hi``; ``why`` says whose limit it is (a kernel's, with its source)."""
+    return Constraint((a,), lambda x: (np.asarray(x) >= lo) & (np.asarray(x) <= hi),
+                      f"{a} must be between {lo} and {hi} ({why})")
+
+
 @dataclass(frozen=True)
 class Impl:
-    """A named implementation: ``rule(mode, dtype) -> Cost`` of sympy expressions over ``symbols``."""
+    """A named implementation: ``rule(mode, dtype) -> Cost`` of sympy expressions over ``symbols``;
+    ``constraints`` hold for this implementation only, in addition to the op's."""
 
     name: str
     summary: str
     rule: Callable[[str, str], Cost]
     modes: tuple[str, ...]
+    constraints: tuple[Constraint, ...] = ()
 
     def supports(self, mode: str) -> bool:
         return mode in self.modes or (mode == "fwdbwd" and "fwd" in self.modes and "bwd" in self.modes)
@@ -82,6 +94,10 @@ class Op:
             bad = [m for m in impl.modes if m not in MODES]
             if bad:
                 raise ValueError(f"op {self.name}/{impl.name}: unknown mode(s) {bad}; known {MODES}")
+        for owner, constraints in _owned_constraints(self, self.impls):
+            stray = [d for c in constraints for d in c.dims if d not in self.dims]
+            if stray:
+                raise ValueError(f"{owner}: constraint on dimension(s) {stray} not in op.dims")
         object.__setattr__(self, "impl_map", {i.name: i for i in self.impls})
 
     @property
@@ -154,6 +170,19 @@ def symbolic_cost(op_name: str, impl_name: str | None = None, mode: str = "fwd",
     return cost
 
 
+def _owned_constraints(op: Op, impls: tuple[Impl, ...]) -> list[tuple[str, tuple[Constraint, ...]]]:
+    """(who, constraints) pairs: the op's own, then each implementation's, named for messages."""
+    return [(f"op {op.name!r}", op.constraints)] + [
+        (f"op {op.name!r}, implementation {i.name!r}", i.constraints) for i in impls]
+
+
+def active_constraints(op: Op, impl: Impl | None, dims: tuple[str, ...]) -> tuple[tuple[str, Constraint], ...]:
+    """The (who, constraint) pairs that bind a cost over ``dims``: the op's and ``impl``'s constraints
+    whose dimensions the cost uses (decode ignores L, so L % C is moot there)."""
+    return tuple((who, c) for who, cs in _owned_constraints(op, (impl,) if impl else ())
+                 for c in cs if all(d in dims for d in c.dims))
+
+
 @dataclass(frozen=True)
 class CompiledCost:
     op: Op
@@ -163,6 +192,11 @@ class CompiledCost:
     dims: tuple[str, ...]  # the dimensions this cost depends on, in call order
     keys: tuple[str, ...]  # Cost.terms() names, in output order
     fn: Callable[..., tuple]
+
+    @property
+    def constraints(self) -> tuple[tuple[str, Constraint], ...]:
+        """(who, constraint) pairs to check before evaluating: see ``active_constraints``."""
+        return active_constraints(self.op, self.impl, self.dims)
 
     def evaluate(self, values: Mapping[str, Any]) -> Cost:
         args = [values[d] for d in self.dims]
@@ -197,7 +231,10 @@ def compiled_cost(op_name: str, impl_name: str | None = None, mode: str = "fwd",
     return CompiledCost(op, impl, mode, dtype, dims, keys, fn)
 
 
-def validate_dims(op: Op, values: Mapping[str, Any], required: tuple[str, ...]) -> dict[str, Any]:
+def validate_dims(op: Op, values: Mapping[str, Any], required: tuple[str, ...],
+                  impl: Impl | None = None) -> dict[str, Any]:
+    """Dimension values checked (known to the op, present where ``required``, positive integers,
+    meeting the op's and ``impl``'s constraints over ``required``) and converted for evaluation."""
     unknown = [k for k in values if k not in op.dims]
     if unknown:
         raise AnalyticError(
@@ -224,13 +261,11 @@ def validate_dims(op: Op, values: Mapping[str, Any], required: tuple[str, ...]) 
         # Arrays are evaluated in float64: int64 products of large dimensions (B*H*L*L*P) would wrap
         # around silently; float64 is exact per dimension up to 2**53 and never wraps.
         out[k] = a.astype(np.float64) if a.ndim else int(a)
-    for c in op.constraints:
-        # A constraint binds only dimensions the cost uses (decode ignores L, so L % C is moot).
-        if all(d in out and d in required for d in c.dims):
-            ok = c.check(*(out[d] for d in c.dims))
-            if not np.all(ok):
-                got = ", ".join(f"{d}={values[d]}" for d in c.dims) if all(np.ndim(out[d]) == 0 for d in c.dims) else "some shapes"
-                raise AnalyticError(f"op {op.name!r}: {c.message} (got {got})")
+    for who, c in active_constraints(op, impl, tuple(d for d in required if d in out)):
+        if not np.all(c.check(*(out[d] for d in c.dims))):
+            scalar = all(np.ndim(out[d]) == 0 for d in c.dims)
+            got = ", ".join(f"{d}={values[d]}" for d in c.dims) if scalar else "some shapes"
+            raise AnalyticError(f"{who}: {c.message} (got {got})")
     return out
 
 
@@ -238,7 +273,7 @@ def cost(op_name: str, dims: Mapping[str, Any], impl: str | None = None, mode: s
          dtype: str = "bf16") -> Cost:
     """Numeric Cost of an op; ``dims`` values may be ints or numpy arrays (broadcast together)."""
     cc = compiled_cost(op_name, impl, mode, dtype)
-    values = validate_dims(cc.op, dims, cc.dims)
+    values = validate_dims(cc.op, dims, cc.dims, cc.impl)
     return cc.evaluate(values)
 
 

@@ -1,6 +1,6 @@
 """Shared pieces of the attention family (``attention.py``, ``attention_flash.py``,
-``attention_decode.py``): score counts, the op's input/output tensors, tile tables, the online
-softmax count, dtype checks and the GQA branch.
+``attention_decode.py``): score counts and their matmul FLOPs, the op's input/output tensors, tile
+tables, the online softmax count, dtype checks and the GQA branch.
 
 Layout: q [B, H, L, P], k and v [B, G, S, P], o [B, H, L, P] (PyTorch SDPA's order; the bytes do not
 depend on it). Query head h uses KV head h // (H / G) (``repeat_interleave`` semantics).
@@ -8,7 +8,6 @@ depend on it). Query head h uses KV head h // (H / G) (``repeat_interleave`` sem
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import sympy as sp
@@ -44,9 +43,11 @@ def score_entries(causal: bool) -> Any:
     return L * S - (1 - CAUSAL_FRACTION) * L**2 if causal else L * S
 
 
-def matmul_flops(entries: Any) -> Any:
-    """QK^T and PV over ``entries`` score entries per (batch, head): 2 FMAs of length P each."""
-    return 2 * FLOPS_PER_FMA * B * H * entries * P
+def matmuls(dtype: str, entries: Any, n: int = 2) -> dict[str, Any]:
+    """``Kernel.tensor`` of ``n`` score-shaped matmuls over ``entries`` score entries per (batch, head),
+    one FMA of length P per entry each, at the tensor dtype of ``dtype``. n = 2: QK^T and PV (a
+    forward); the backward's are dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q (+ S recomputed)."""
+    return {TENSOR_DTYPE[dtype]: sp.expand(n * FLOPS_PER_FMA * B * H * entries * P)}
 
 
 def out_itemsize(dtype: str) -> int:
@@ -57,11 +58,6 @@ def out_itemsize(dtype: str) -> int:
 def check_dtype(impl: str, dtype: str, allowed: tuple[str, ...], why: str) -> None:
     if dtype not in allowed:
         raise AnalyticError(f"implementation {impl!r} has no {dtype} path ({why}); valid dtypes: {', '.join(allowed)}")
-
-
-def with_tensor(cost: Cost, dtype: str, flops: Any) -> Cost:
-    """``cost`` plus ``flops`` tensor-core FLOPs at the tensor dtype of ``dtype``."""
-    return dataclasses.replace(cost, tensor={TENSOR_DTYPE[dtype]: sp.expand(flops)})
 
 
 def select(cond: Any, if_true: Cost, if_false: Cost) -> Cost:

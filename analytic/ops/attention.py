@@ -59,8 +59,8 @@ from ..conventions import nbytes
 from ..cost import Cost
 from ..registry import Impl, Op, at_most, divisible, register
 from ..symbols import B, H, L, P, S
-from ._attention_common import (check_dtype, kv_cache_bytes_per_token, kv_tensor, matmul_flops, o_tensor, q_tensor,
-                                softmax_row_working_set, with_tensor)
+from ._attention_common import (check_dtype, kv_cache_bytes_per_token, kv_tensor, matmuls, o_tensor, q_tensor,
+                                softmax_row_working_set)
 from ._kernels import Kernel, Tensor, kernel_chain
 from .attention_decode import GEMM_SMEM_ELEMENTS, fa2_decode, naive_decode, splitkv_rule
 from .attention_flash import flash_rule
@@ -80,6 +80,7 @@ def _naive_tensors(dtype: str):
         probs=Tensor("probs", "intermediates", n, e),
         mask=Tensor("mask", "intermediates", L * S, 1),  # [L, S] bool
         gemm_ws=GEMM_SMEM_ELEMENTS * e,
+        gemm=matmuls(dtype, L * S, 1),  # one [L, P] x [P, S]-shaped GEMM over every entry (no masked skip)
     )
 
 
@@ -88,7 +89,7 @@ def _naive_fwd(causal: bool, dtype: str) -> Cost:
     q, k, v, o = q_tensor(dtype), kv_tensor("k", dtype), kv_tensor("v", dtype), o_tensor(dtype)
     kernels = [
         Kernel("aten.mul (q * scale)", (q,), (t["q_scaled"],), B * H * L * P),
-        Kernel("aten.bmm (q k^T)", (t["q_scaled"], k), (t["scores"],), working_set=t["gemm_ws"]),
+        Kernel("aten.bmm (q k^T)", (t["q_scaled"], k), (t["scores"],), working_set=t["gemm_ws"], tensor=t["gemm"]),
     ]
     scores = t["scores"]
     if causal:
@@ -97,9 +98,9 @@ def _naive_fwd(causal: bool, dtype: str) -> Cost:
     kernels += [
         Kernel("aten._softmax", (scores,), (t["probs"],), 4 * B * H * L * S, B * H * L * S,
                working_set=softmax_row_working_set()),
-        Kernel("aten.bmm (p v)", (t["probs"], v), (o,), working_set=t["gemm_ws"]),
+        Kernel("aten.bmm (p v)", (t["probs"], v), (o,), working_set=t["gemm_ws"], tensor=t["gemm"]),
     ]
-    return with_tensor(kernel_chain(kernels, [q, k, v], [o]), dtype, matmul_flops(L * S))
+    return kernel_chain(kernels, [q, k, v], [o])
 
 
 def _naive_bwd(causal: bool, dtype: str) -> Cost:
@@ -113,10 +114,10 @@ def _naive_bwd(causal: bool, dtype: str) -> Cost:
     dscores = Tensor("dscores", "intermediates", n, e)
     dscores_m = Tensor("dscores_masked", "intermediates", n, e)
     dqs = Tensor("dq_scaled", "intermediates", B * H * L * P, e)
-    ws = t["gemm_ws"]
+    ws, mm = t["gemm_ws"], t["gemm"]
     kernels = [
-        Kernel("aten.bmm (dP = dO v^T)", (do, v), (dprobs,), working_set=ws),
-        Kernel("aten.bmm (dV = P^T dO)", (t["probs"], do), (dv,), working_set=ws),
+        Kernel("aten.bmm (dP = dO v^T)", (do, v), (dprobs,), working_set=ws, tensor=mm),
+        Kernel("aten.bmm (dV = P^T dO)", (t["probs"], do), (dv,), working_set=ws, tensor=mm),
         Kernel("aten._softmax_backward_data", (dprobs, t["probs"]), (dscores,), 4 * n,
                working_set=softmax_row_working_set(2)),
     ]
@@ -125,11 +126,11 @@ def _naive_bwd(causal: bool, dtype: str) -> Cost:
         kernels.append(Kernel("aten.masked_fill (grad)", (dscores, t["mask"]), (dscores_m,)))
         ds = dscores_m
     kernels += [
-        Kernel("aten.bmm (dQs = dS k)", (ds, k), (dqs,), working_set=ws),
-        Kernel("aten.bmm (dK = dS^T q_scaled)", (ds, q), (dk,), working_set=ws),
+        Kernel("aten.bmm (dQs = dS k)", (ds, k), (dqs,), working_set=ws, tensor=mm),
+        Kernel("aten.bmm (dK = dS^T q_scaled)", (ds, q), (dk,), working_set=ws, tensor=mm),
         Kernel("aten.mul (dQ = dQs * scale)", (dqs,), (dq,), B * H * L * P),
     ]
-    return with_tensor(kernel_chain(kernels, [q, k, v, do], [dq, dk, dv]), dtype, 2 * matmul_flops(L * S))
+    return kernel_chain(kernels, [q, k, v, do], [dq, dk, dv])
 
 
 def _naive_rule(causal: bool, mode: str, dtype: str) -> Cost:

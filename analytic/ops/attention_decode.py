@@ -49,8 +49,8 @@ import sympy as sp
 from ..conventions import nbytes
 from ..cost import Cost
 from ..symbols import B, H, P, S
-from ._attention_common import (F32, FA2_SPLITKV_TILES, check_dtype, kv_tensor, lse_tensor, matmul_flops, o_tensor,
-                                online_softmax, q_tensor, softmax_row_working_set, tile, with_tensor)
+from ._attention_common import (F32, FA2_SPLITKV_TILES, check_dtype, kv_tensor, lse_tensor, matmuls, o_tensor,
+                                online_softmax, q_tensor, softmax_row_working_set, tile)
 from ._kernels import Kernel, Tensor, kernel_chain
 
 SPLITKV_CHUNK = 512  # keys per split (vLLM PagedAttention v2 PARTITION_SIZE)
@@ -74,14 +74,14 @@ def naive_decode(dtype: str) -> Cost:
     qs = Tensor("q_scaled", "intermediates", B * H * P, e)  # [B, H, 1, P]
     scores = Tensor("scores", "intermediates", B * H * S, e)  # [B, H, 1, S]
     probs = Tensor("probs", "intermediates", B * H * S, e)
-    gemm_ws = GEMM_SMEM_ELEMENTS * e
+    gemm_ws, gemm = GEMM_SMEM_ELEMENTS * e, matmuls(dtype, S, 1)
     kernels = [
         Kernel("aten.mul (q * scale)", (q,), (qs,), B * H * P),
-        Kernel("aten.bmm (q k^T)", (qs, k), (scores,), working_set=gemm_ws),
+        Kernel("aten.bmm (q k^T)", (qs, k), (scores,), working_set=gemm_ws, tensor=gemm),
         Kernel("aten._softmax", (scores,), (probs,), 4 * B * H * S, B * H * S, working_set=softmax_row_working_set()),
-        Kernel("aten.bmm (p v)", (probs, v), (o,), working_set=gemm_ws),
+        Kernel("aten.bmm (p v)", (probs, v), (o,), working_set=gemm_ws, tensor=gemm),
     ]
-    return with_tensor(kernel_chain(kernels, [q, k, v], [o]), dtype, matmul_flops(S))
+    return kernel_chain(kernels, [q, k, v], [o])
 
 
 def _split_kernel_smem(dtype: str):
@@ -93,8 +93,9 @@ def fa2_decode(dtype: str) -> Cost:
     q, k, v, o = _io(dtype)
     lse = lse_tensor(tokens=1)
     vec, exps = online_softmax(B * H, B * H * S, tile(FA2_SPLITKV_TILES, 1))
-    kern = Kernel("flash_fwd_splitkv (1 split)", (q, k, v), (o, lse), vec, exps, working_set=_split_kernel_smem(dtype))
-    return with_tensor(kernel_chain([kern], [q, k, v], [o]), dtype, matmul_flops(S))
+    kern = Kernel("flash_fwd_splitkv (1 split)", (q, k, v), (o, lse), vec, exps, working_set=_split_kernel_smem(dtype),
+                  tensor=matmuls(dtype, S))
+    return kernel_chain([kern], [q, k, v], [o])
 
 
 def combine_flops(n) -> tuple:
@@ -112,10 +113,11 @@ def splitkv_decode(dtype: str) -> Cost:
     vec, exps = online_softmax(n * B * H, B * H * S, tile(FA2_SPLITKV_TILES, 1))
     cvec, cexp = combine_flops(n)
     kernels = [
-        Kernel("flash_fwd_splitkv", (q, k, v), (out_acc, lse_acc), vec, exps, working_set=_split_kernel_smem(dtype)),
+        Kernel("flash_fwd_splitkv", (q, k, v), (out_acc, lse_acc), vec, exps, working_set=_split_kernel_smem(dtype),
+               tensor=matmuls(dtype, S)),
         Kernel("flash_fwd_splitkv_combine", (out_acc, lse_acc), (o, lse), cvec, cexp),
     ]
-    return with_tensor(kernel_chain(kernels, [q, k, v], [o]), dtype, matmul_flops(S))
+    return kernel_chain(kernels, [q, k, v], [o])
 
 
 def splitkv_rule(mode: str, dtype: str) -> Cost:

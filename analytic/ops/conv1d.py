@@ -26,7 +26,9 @@ Implementations:
   not device bytes), and ``.to(weight.dtype)`` of dweight, dbias (2 launches unless fp32). Decode:
   ``causal_conv1d_update`` (one launch, grid (B, E/64)): with state length K it reads K - 1 state
   elements and rewrites all K (shift + new token): the shift is extra state bytes.
-  Kernel limits not enforced here: K in {2, 3, 4} for the prefill kernels (2..8 for update).
+  Kernel limit, enforced as an implementation constraint: K in {2, 3, 4} (causal-conv1d's
+  csrc/causal_conv1d.cpp checks ``width >= 2 && width <= 4`` in its fwd, bwd and update entry
+  points); ``torch_conv`` takes any K.
 - ``torch_conv``: ``F.silu(F.conv1d(x, w[:, None], bias, padding=K - 1, groups=E)[..., :L])``: the
   conv (one cuDNN depthwise kernel) writes the full [B, E, L + K - 1] output, of which the slice
   keeps L; silu reads the slice and writes out (2 launches). The conv computes all L + K - 1 outputs:
@@ -47,9 +49,9 @@ from __future__ import annotations
 
 from ..conventions import SILU, SILU_BWD, nbytes
 from ..cost import Cost
-from ..registry import Impl, Op, register
+from ..registry import Impl, Op, in_range, register
 from ..symbols import B, E, K, L
-from ._ssm_kernels import Launch, T, chain
+from ._kernels import Kernel, Tensor, kernel_chain
 
 THREADS = 128
 FP32 = 4
@@ -66,18 +68,18 @@ def _ws(e: int) -> int:
 
 
 def _tensors(e: int):
-    x = T("x", "activations", B * E * L, e)  # [B, E, L]
-    w = T("weight", "weights", E * K, e)  # [E, K]
-    b = T("bias", "weights", E, e)  # [E]
-    out = T("out", "activations", B * E * L, e)  # [B, E, L]
+    x = Tensor("x", "activations", B * E * L, e)  # [B, E, L]
+    w = Tensor("weight", "weights", E * K, e)  # [E, K]
+    b = Tensor("bias", "weights", E, e)  # [E]
+    out = Tensor("out", "activations", B * E * L, e)  # [B, E, L]
     return x, w, b, out
 
 
 def _grads(e: int):
-    dout = T("dout", "activations", B * E * L, e)
-    dx = T("dx", "activations", B * E * L, e)
-    dw = T("dweight", "weights", E * K, e)
-    db = T("dbias", "weights", E, e)
+    dout = Tensor("dout", "activations", B * E * L, e)
+    dx = Tensor("dx", "activations", B * E * L, e)
+    dw = Tensor("dweight", "weights", E * K, e)
+    db = Tensor("dbias", "weights", E, e)
     return dout, dx, dw, db
 
 
@@ -86,12 +88,12 @@ def _fwd_flops(n):
 
 
 def _decode_tensors(e: int):
-    xt = T("x_t", "activations", B * E, e)  # [B, E]
-    w = T("weight", "weights", E * K, e)
-    b = T("bias", "weights", E, e)
-    out = T("out", "activations", B * E, e)  # [B, E]
-    needed = T("conv_state_needed", "state", B * E * (K - 1), e)  # the K - 1 newest of [B, E, K]
-    new = T("conv_state_new", "state", B * E, e)  # the token appended
+    xt = Tensor("x_t", "activations", B * E, e)  # [B, E]
+    w = Tensor("weight", "weights", E * K, e)
+    b = Tensor("bias", "weights", E, e)
+    out = Tensor("out", "activations", B * E, e)  # [B, E]
+    needed = Tensor("conv_state_needed", "state", B * E * (K - 1), e)  # the K - 1 newest of [B, E, K]
+    new = Tensor("conv_state_new", "state", B * E, e)  # the token appended
     return xt, w, b, out, needed, new
 
 
@@ -100,31 +102,31 @@ def _causal_conv1d(mode: str, dtype: str) -> Cost:
     if mode == "fwd":
         x, w, b, out = _tensors(e)
         v, t = _fwd_flops(B * E * L)
-        return chain([Launch("causal_conv1d_fwd", (x, w, b), (out,), v, t, working_set=_ws(e))],
-                     [x, w, b], [out])
+        return kernel_chain([Kernel("causal_conv1d_fwd", (x, w, b), (out,), v, t, working_set=_ws(e))],
+                            [x, w, b], [out], stream_working_sets=False)
     if mode == "bwd":
         x, w, b, _ = _tensors(e)
         dout, dx, dw, db = _grads(e)
-        dw32, db32 = T("dweight_fp32", "weights", E * K, FP32), T("dbias_fp32", "weights", E, FP32)
+        dw32, db32 = Tensor("dweight_fp32", "weights", E * K, FP32), Tensor("dbias_fp32", "weights", E, FP32)
         n = B * E * L
         launches = [
-            Launch("zeros(dweight)", (), (dw32,)),
-            Launch("zeros(dbias)", (), (db32,)),
-            Launch("causal_conv1d_bwd", (x, w, b, dout), (dx, dw32, db32),
+            Kernel("zeros(dweight)", (), (dw32,)),
+            Kernel("zeros(dbias)", (), (db32,)),
+            Kernel("causal_conv1d_bwd", (x, w, b, dout), (dx, dw32, db32),
                    (6 * K + SILU_BWD[0] + 1) * n, SILU_BWD[1] * n, working_set=_ws(e)),
         ]
         if e != FP32:
-            launches += [Launch("dweight.to", (dw32,), (dw,), E * K), Launch("dbias.to", (db32,), (db,), E)]
+            launches += [Kernel("dweight.to", (dw32,), (dw,), E * K), Kernel("dbias.to", (db32,), (db,), E)]
             outputs = [dx, dw, db]
         else:
             outputs = [dx, dw32, db32]
-        return chain(launches, [dout, x, w], outputs)
+        return kernel_chain(launches, [dout, x, w], outputs, stream_working_sets=False)
     if mode == "decode":
         xt, w, b, out, needed, new = _decode_tensors(e)
-        shifted = T("conv_state_shifted", "state", B * E * (K - 1), e)
+        shifted = Tensor("conv_state_shifted", "state", B * E * (K - 1), e)
         v, t = _fwd_flops(B * E)
-        return chain([Launch("causal_conv1d_update", (xt, needed, w, b), (out, shifted, new), v, t)],
-                     [xt, needed, w, b], [out, new])
+        return kernel_chain([Kernel("causal_conv1d_update", (xt, needed, w, b), (out, shifted, new), v, t)],
+                            [xt, needed, w, b], [out, new], stream_working_sets=False)
     raise ValueError(mode)
 
 
@@ -133,44 +135,44 @@ def _torch_conv(mode: str, dtype: str) -> Cost:
     n, n_full = B * E * L, B * E * (L + K - 1)
     if mode == "fwd":
         x, w, b, out = _tensors(e)
-        full = T("conv_full", "intermediates", n_full, e)  # [B, E, L + K - 1]
-        sliced = T("conv_slice", "intermediates", n, e)  # [B, E, L] view of full
-        return chain([
-            Launch("cudnn depthwise conv1d", (x, w, b), (full,), (2 * K + 1) * n_full),
-            Launch("aten.silu", (sliced,), (out,), SILU[0] * n, SILU[1] * n),
-        ], [x, w, b], [out])
+        full = Tensor("conv_full", "intermediates", n_full, e)  # [B, E, L + K - 1]
+        sliced = Tensor("conv_slice", "intermediates", n, e)  # [B, E, L] view of full
+        return kernel_chain([
+            Kernel("cudnn depthwise conv1d", (x, w, b), (full,), (2 * K + 1) * n_full),
+            Kernel("aten.silu", (sliced,), (out,), SILU[0] * n, SILU[1] * n),
+        ], [x, w, b], [out], stream_working_sets=False)
     if mode == "bwd":
         x, w, b, _ = _tensors(e)
         dout, dx, dw, db = _grads(e)
-        pre = T("conv_slice", "intermediates", n, e)  # saved silu input
-        g = T("grad_slice", "intermediates", n, e)
-        g_full = T("grad_full", "intermediates", n_full, e)
-        g_slice_write = T("grad_full_slice", "intermediates", n, e)
-        return chain([
-            Launch("aten.silu_backward", (dout, pre), (g,), SILU_BWD[0] * n, SILU_BWD[1] * n),
-            Launch("slice_backward zeros", (), (g_full,)),
-            Launch("slice_backward copy", (g,), (g_slice_write,)),
-            Launch("cudnn conv backward data", (g_full, w), (dx,), 2 * K * n),
-            Launch("cudnn conv backward filter", (g_full, x), (dw,), 2 * K * n_full),
-            Launch("bias grad reduction", (g_full,), (db,), n_full),
-        ], [dout, x, w], [dx, dw, db])
+        pre = Tensor("conv_slice", "intermediates", n, e)  # saved silu input
+        g = Tensor("grad_slice", "intermediates", n, e)
+        g_full = Tensor("grad_full", "intermediates", n_full, e)
+        g_slice_write = Tensor("grad_full_slice", "intermediates", n, e)
+        return kernel_chain([
+            Kernel("aten.silu_backward", (dout, pre), (g,), SILU_BWD[0] * n, SILU_BWD[1] * n),
+            Kernel("slice_backward zeros", (), (g_full,)),
+            Kernel("slice_backward copy", (g,), (g_slice_write,)),
+            Kernel("cudnn conv backward data", (g_full, w), (dx,), 2 * K * n),
+            Kernel("cudnn conv backward filter", (g_full, x), (dw,), 2 * K * n_full),
+            Kernel("bias grad reduction", (g_full,), (db,), n_full),
+        ], [dout, x, w], [dx, dw, db], stream_working_sets=False)
     if mode == "decode":
         xt, w, b, out, needed, new = _decode_tensors(e)
-        full = T("conv_state", "state", B * E * K, e)  # [B, E, K]
-        oldest = T("conv_state_oldest", "state", B * E, e)  # the element the roll drops
-        rolled = T("rolled", "intermediates", B * E * K, e)
-        prod = T("state_times_weight", "intermediates", B * E * K, e)
-        s = T("conv_sum", "intermediates", B * E, e)
-        sb = T("conv_sum_bias", "intermediates", B * E, e)
-        return chain([
-            Launch("torch.roll", (needed, oldest), (rolled,)),
-            Launch("conv_state.copy_", (rolled,), (full,)),
-            Launch("conv_state[:, :, -1] = x", (xt,), (new,)),
-            Launch("aten.mul", (full, w), (prod,), B * E * K),
-            Launch("aten.sum", (prod,), (s,), B * E * K),
-            Launch("aten.add bias", (s, b), (sb,), B * E),
-            Launch("aten.silu", (sb,), (out,), SILU[0] * B * E, SILU[1] * B * E),
-        ], [xt, needed, w, b], [out, new])
+        full = Tensor("conv_state", "state", B * E * K, e)  # [B, E, K]
+        oldest = Tensor("conv_state_oldest", "state", B * E, e)  # the element the roll drops
+        rolled = Tensor("rolled", "intermediates", B * E * K, e)
+        prod = Tensor("state_times_weight", "intermediates", B * E * K, e)
+        s = Tensor("conv_sum", "intermediates", B * E, e)
+        sb = Tensor("conv_sum_bias", "intermediates", B * E, e)
+        return kernel_chain([
+            Kernel("torch.roll", (needed, oldest), (rolled,)),
+            Kernel("conv_state.copy_", (rolled,), (full,)),
+            Kernel("conv_state[:, :, -1] = x", (xt,), (new,)),
+            Kernel("aten.mul", (full, w), (prod,), B * E * K),
+            Kernel("aten.sum", (prod,), (s,), B * E * K),
+            Kernel("aten.add bias", (s, b), (sb,), B * E),
+            Kernel("aten.silu", (sb,), (out,), SILU[0] * B * E, SILU[1] * B * E),
+        ], [xt, needed, w, b], [out, new], stream_working_sets=False)
     raise ValueError(mode)
 
 
@@ -183,13 +185,14 @@ CONV1D = register(Op(
     dims=("B", "L", "E", "K"),
     impls=(
         Impl("causal_conv1d", "Dao-AILab causal-conv1d CUDA kernels: each input read once; "
-             "decode = causal_conv1d_update", _causal_conv1d, MODES),
+             "decode = causal_conv1d_update", _causal_conv1d, MODES,
+             constraints=(in_range("K", 2, 4, "the causal-conv1d kernels support widths 2, 3 and 4"),)),
         Impl("torch_conv", "F.conv1d(padding=K-1) then slice and F.silu: a [B, E, L+K-1] output "
              "materialized; decode = Mamba.step's roll/copy/sum fallback", _torch_conv, MODES),
     ),
     default_impl="causal_conv1d",
     reference="ssmbench.analytic.ops.conv1d:conv1d_ref",
-    notes="The CUDA kernels support K in {2, 3, 4} (update: 2..8); the formulas hold for any K.",
+    notes="causal_conv1d needs K in {2, 3, 4} (the CUDA kernels' widths); torch_conv takes any K.",
 ))
 
 

@@ -60,10 +60,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..conventions import nbytes
+import sympy as sp
+
+from ..conventions import TENSOR_DTYPE, nbytes
 from ..cost import Cost
 from ..symbols import B, C, H, L, P, Pv
-from ._attention_common import F32, with_tensor
+from ._attention_common import F32
 from ._kernels import Kernel, Tensor, kernel_chain
 
 SOLVE_BLOCK = 16  # fla solve_tril inverts 16 x 16 diagonal blocks, then merges them
@@ -80,12 +82,9 @@ def solve_tril_flops() -> Any:
     return NC * per_chunk
 
 
-def fwd_tensor_flops() -> Any:
-    return T * (6 * C * P + 4 * C * Pv + 6 * P * Pv)
-
-
-def bwd_tensor_flops() -> Any:
-    return T * (20 * C * P + 10 * C * Pv + 16 * P * Pv + 4 * C**2)
+def _mm(dtype: str, per_token_head: Any) -> dict[str, Any]:
+    """``Kernel.tensor``: matmul FLOPs given per token-head (the docstring's per-chunk-head counts / C)."""
+    return {TENSOR_DTYPE[dtype]: sp.expand(T * per_token_head)}
 
 
 def _tensors(dtype: str) -> dict[str, Tensor]:
@@ -114,13 +113,15 @@ def _ws(dtype: str, tiles: int, cxc: bool = False, state_slice: bool = False) ->
 
 def _w_u(t, dtype: str, name: str) -> Kernel:
     return Kernel(name, (t["k"], t["v"], t["beta"], t["Ai"], t["gcum"]), (t["w"], t["u"]),
-                  T * (Pv + 2 * P), T, working_set=_ws(dtype, 4) + C * C * nbytes(dtype))
+                  T * (Pv + 2 * P), T, working_set=_ws(dtype, 4) + C * C * nbytes(dtype),
+                  tensor=_mm(dtype, 2 * C * P + 2 * C * Pv))
 
 
 def _fwd_h(t, dtype: str, name: str, final: bool) -> Kernel:
     writes = (t["h"], t["v_new"]) + ((t["final_state"],) if final else ())
     return Kernel(name, (t["k"], t["w"], t["u"], t["gcum"]), writes,
-                  T * (2 * Pv + 1) + NC * P * Pv, T + NC, working_set=_ws(dtype, 3, state_slice=True))
+                  T * (2 * Pv + 1) + NC * P * Pv, T + NC, working_set=_ws(dtype, 3, state_slice=True),
+                  tensor=_mm(dtype, 4 * P * Pv))
 
 
 def chunked_fwd(dtype: str) -> Cost:
@@ -128,15 +129,16 @@ def chunked_fwd(dtype: str) -> Cost:
     kernels = [
         Kernel("chunk_local_cumsum", (t["g"],), (t["gcum"],), T),
         Kernel("chunk_scaled_dot_kkt_fwd", (t["k"], t["beta"], t["gcum"]), (t["A"],), 3 * T * C, T * C,
-               working_set=_ws(dtype, 1, cxc=True)),
+               working_set=_ws(dtype, 1, cxc=True), tensor=_mm(dtype, 2 * C * P)),
         Kernel("solve_tril", (t["A"],), (t["Ai"],), solve_tril_flops(), working_set=C * C * F32),
         _w_u(t, dtype, "recompute_w_u_fwd"),
         _fwd_h(t, dtype, "chunk_gated_delta_rule_fwd_h", final=True),
         Kernel("chunk_fwd_o", (t["q"], t["k"], t["v_new"], t["h"], t["gcum"]), (t["o"],),
-               T * (4 * Pv + 2 * C), T * (1 + C), working_set=_ws(dtype, 4, cxc=True)),
+               T * (4 * Pv + 2 * C), T * (1 + C), working_set=_ws(dtype, 4, cxc=True),
+               tensor=_mm(dtype, 2 * P * Pv + 2 * C * P + 2 * C * Pv)),
     ]
     inputs = [t[n] for n in ("q", "k", "v", "g", "beta")]
-    return with_tensor(kernel_chain(kernels, inputs, [t["o"], t["final_state"]]), dtype, fwd_tensor_flops())
+    return kernel_chain(kernels, inputs, [t["o"], t["final_state"]])
 
 
 def chunked_bwd(dtype: str) -> Cost:
@@ -147,22 +149,25 @@ def chunked_bwd(dtype: str) -> Cost:
         _w_u(t, dtype, "recompute_w_u_fwd"),
         _fwd_h(t, dtype, "chunk_gated_delta_rule_fwd_h (recompute)", final=False),
         Kernel("chunk_bwd_dv_local", (t["q"], t["k"], t["gcum"], t["do"]), (t["dv_local"],), 3 * T * C, T * C,
-               working_set=_ws(dtype, 3, cxc=True)),
+               working_set=_ws(dtype, 3, cxc=True), tensor=_mm(dtype, 2 * C * P + 2 * C * Pv)),
         Kernel("chunk_gated_delta_rule_bwd_dhu",
                (t["q"], t["k"], t["w"], t["gcum"], t["do"], t["dv_local"]), (t["dh"], t["dv2"]),
-               T * (2 * Pv + 1 + P) + 3 * NC * P * Pv, 2 * T + NC, working_set=_ws(dtype, 5, state_slice=True)),
+               T * (2 * Pv + 1 + P) + 3 * NC * P * Pv, 2 * T + NC, working_set=_ws(dtype, 5, state_slice=True),
+               tensor=_mm(dtype, 6 * P * Pv)),
         Kernel("chunk_bwd_dqkwg",
                (t["v_new"], t["do"], t["h"], t["dh"], t["dv2"], t["q"], t["k"], t["gcum"]),
                (t["dq"], t["dk_part1"], t["dw"], t["dg_part1"]),
-               2 * NC * P * Pv + T * (9 * P + 1 + 6 * C), T * (2 + C) + NC, working_set=_ws(dtype, 6, cxc=True)),
+               2 * NC * P * Pv + T * (9 * P + 1 + 6 * C), T * (2 + C) + NC, working_set=_ws(dtype, 6, cxc=True),
+               tensor=_mm(dtype, 2 * C * Pv + 6 * P * Pv + 6 * C * P)),
         Kernel("prepare_wy_repr_bwd",
                (t["k"], t["v"], t["beta"], t["gcum"], t["Ai"], t["dw"], t["dv2"]),
                (t["dk_part2"], t["dv"], t["dbeta"], t["dg_part2"]),
-               T * (14 * P + 4 * Pv + 6 * C), T * (1 + C), working_set=_ws(dtype, 5, cxc=True) + C * C * nbytes(dtype)),
+               T * (14 * P + 4 * Pv + 6 * C), T * (1 + C), working_set=_ws(dtype, 5, cxc=True) + C * C * nbytes(dtype),
+               tensor=_mm(dtype, 4 * C * P + 4 * C * Pv + 4 * C**2 + 6 * C * P)),
         Kernel("aten.add_ (dk)", (t["dk_part1"], t["dk_part2"]), (t["dk"],), T * P),
         Kernel("aten.add_ (dg)", (t["dg_part1"], t["dg_part2"]), (t["dg_sum"],), T),
         Kernel("chunk_local_cumsum (reverse, dg)", (t["dg_sum"],), (t["dg"],), T),
     ]
     inputs = [t[n] for n in ("q", "k", "v", "g", "beta", "do")]
     outputs = [t[n] for n in ("dq", "dk", "dv", "dg", "dbeta")]
-    return with_tensor(kernel_chain(kernels, inputs, outputs), dtype, bwd_tensor_flops())
+    return kernel_chain(kernels, inputs, outputs)

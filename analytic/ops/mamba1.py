@@ -83,7 +83,7 @@ from ..conventions import SILU, SOFTPLUS, TENSOR_DTYPE, nbytes
 from ..cost import Cost
 from ..registry import Impl, Op, register
 from ..symbols import B, E, L, N
-from ._ssm_kernels import Launch, T, chain
+from ._kernels import Kernel, Tensor, kernel_chain
 
 FP32 = 4
 CHUNK = 2048  # selective_scan_fwd_kernel: 128 threads x 16 items for L > 1024
@@ -99,14 +99,14 @@ PER_L_BWD = (20, 4)
 
 
 def _inputs(e: int):
-    u = T("u", "activations", B * E * L, e)  # [B, E, L]
-    delta = T("delta", "activations", B * E * L, e)
-    z = T("z", "activations", B * E * L, e)
-    b = T("B", "activations", B * N * L, e)  # [B, N, L]
-    c = T("C", "activations", B * N * L, e)
-    a = T("A", "weights", E * N, FP32)  # [E, N]
-    d = T("D", "weights", E, FP32)
-    db = T("delta_bias", "weights", E, FP32)
+    u = Tensor("u", "activations", B * E * L, e)  # [B, E, L]
+    delta = Tensor("delta", "activations", B * E * L, e)
+    z = Tensor("z", "activations", B * E * L, e)
+    b = Tensor("B", "activations", B * N * L, e)  # [B, N, L]
+    c = Tensor("C", "activations", B * N * L, e)
+    a = Tensor("A", "weights", E * N, FP32)  # [E, N]
+    d = Tensor("D", "weights", E, FP32)
+    db = Tensor("delta_bias", "weights", E, FP32)
     return u, delta, z, b, c, a, d, db
 
 
@@ -117,90 +117,92 @@ def _ws_fused_fwd(e: int):
 def _fused(mode: str, dtype: str) -> Cost:
     e = nbytes(dtype)
     u, delta, z, b, c, a, d, db = _inputs(e)
-    out = T("out", "activations", B * E * L, e)
-    pre = T("out_pregate", "intermediates", B * E * L, e)
-    states = T("chunk_states", "state", 2 * B * E * NCHUNKS * N, FP32)  # float2 (prod a, h) pairs
+    out = Tensor("out", "activations", B * E * L, e)
+    pre = Tensor("out_pregate", "intermediates", B * E * L, e)
+    states = Tensor("chunk_states", "state", 2 * B * E * NCHUNKS * N, FP32)  # float2 (prod a, h) pairs
     bel, beln = B * E * L, B * E * L * N
     if mode == "fwd":
-        k = Launch("selective_scan_fwd", (u, delta, z, b, c, a, d, db), (out, pre, states),
+        k = Kernel("selective_scan_fwd", (u, delta, z, b, c, a, d, db), (out, pre, states),
                    PER_L_FUSED[0] * bel + PER_N_FUSED[0] * beln,
                    PER_L_FUSED[1] * bel + PER_N_FUSED[1] * beln, working_set=_ws_fused_fwd(e))
-        return chain([k], [u, delta, z, b, c, a, d, db], [out])
+        return kernel_chain([k], [u, delta, z, b, c, a, d, db], [out], stream_working_sets=False)
     if mode == "bwd":
-        dout = T("dout", "activations", bel, e)
-        du, ddelta, dz = (T(n, "activations", bel, e) for n in ("du", "ddelta", "dz"))
-        da, dd, ddb = T("dA", "weights", E * N, FP32), T("dD", "weights", E, FP32), T("ddelta_bias", "weights", E, FP32)
-        db32, dc32 = T("dB_fp32", "activations", B * N * L, FP32), T("dC_fp32", "activations", B * N * L, FP32)
-        launches = [Launch(f"zeros({t.name})", (), (t,)) for t in (da, db32, dc32, dd, ddb)]
-        launches.append(Launch("selective_scan_bwd", (u, delta, dout, z, pre, b, c, states, a, d, db),
+        dout = Tensor("dout", "activations", bel, e)
+        du, ddelta, dz = (Tensor(n, "activations", bel, e) for n in ("du", "ddelta", "dz"))
+        da, dd = Tensor("dA", "weights", E * N, FP32), Tensor("dD", "weights", E, FP32)
+        ddb = Tensor("ddelta_bias", "weights", E, FP32)
+        db32, dc32 = (Tensor(n, "activations", B * N * L, FP32) for n in ("dB_fp32", "dC_fp32"))
+        launches = [Kernel(f"zeros({t.name})", (), (t,)) for t in (da, db32, dc32, dd, ddb)]
+        launches.append(Kernel("selective_scan_bwd", (u, delta, dout, z, pre, b, c, states, a, d, db),
                                (du, ddelta, dz, db32, dc32, da, dd, ddb),
                                PER_L_BWD[0] * bel + PER_N_BWD[0] * beln, PER_L_BWD[1] * bel + PER_N_BWD[1] * beln,
                                working_set=sp.Min(L, CHUNK) * (3 * e + 48) + 6144))
         if e != FP32:
-            dbe, dce = T("dB", "activations", B * N * L, e), T("dC", "activations", B * N * L, e)
-            launches += [Launch("dB.to", (db32,), (dbe,)), Launch("dC.to", (dc32,), (dce,))]
+            dbe, dce = Tensor("dB", "activations", B * N * L, e), Tensor("dC", "activations", B * N * L, e)
+            launches += [Kernel("dB.to", (db32,), (dbe,)), Kernel("dC.to", (dc32,), (dce,))]
         else:
             dbe, dce = db32, dc32
-        return chain(launches, [dout, u, delta, z, b, c, a, d, db], [du, ddelta, dz, dbe, dce, da, dd, ddb])
+        return kernel_chain(launches, [dout, u, delta, z, b, c, a, d, db], [du, ddelta, dz, dbe, dce, da, dd, ddb],
+                            stream_working_sets=False)
     if mode == "decode":
         x_, dt_, z_, b_, c_, s_in, s_out, out_t, a_, d_, dtb = _decode_tensors(e)
-        k = Launch("selective_state_update", (s_in, x_, dt_, z_, b_, c_, a_, d_, dtb), (s_out, out_t),
+        k = Kernel("selective_state_update", (s_in, x_, dt_, z_, b_, c_, a_, d_, dtb), (s_out, out_t),
                    (2 + SOFTPLUS[0] + 2 + SILU[0] + 1) * B * E + 7 * B * E * N,
                    (SOFTPLUS[1] + SILU[1]) * B * E + B * E * N, working_set=512 * 4 * FP32)
-        return chain([k], [x_, dt_, z_, b_, c_, s_in, a_, d_, dtb], [out_t, s_out])
+        return kernel_chain([k], [x_, dt_, z_, b_, c_, s_in, a_, d_, dtb], [out_t, s_out], stream_working_sets=False)
     raise ValueError(mode)
 
 
 def _decode_tensors(e: int):
-    x_ = T("x", "activations", B * E, e)  # [B, E]
-    dt_ = T("dt", "activations", B * E, e)
-    z_ = T("z", "activations", B * E, e)
-    b_ = T("B", "activations", B * N, e)  # [B, N]
-    c_ = T("C", "activations", B * N, e)
-    s_in = T("state", "state", B * E * N, FP32)  # [B, E, N]
-    s_out = T("state_new", "state", B * E * N, FP32)
-    out_t = T("out", "activations", B * E, e)
-    a_ = T("A", "weights", E * N, FP32)
-    d_ = T("D", "weights", E, FP32)
-    dtb = T("dt_bias", "weights", E, FP32)
+    x_ = Tensor("x", "activations", B * E, e)  # [B, E]
+    dt_ = Tensor("dt", "activations", B * E, e)
+    z_ = Tensor("z", "activations", B * E, e)
+    b_ = Tensor("B", "activations", B * N, e)  # [B, N]
+    c_ = Tensor("C", "activations", B * N, e)
+    s_in = Tensor("state", "state", B * E * N, FP32)  # [B, E, N]
+    s_out = Tensor("state_new", "state", B * E * N, FP32)
+    out_t = Tensor("out", "activations", B * E, e)
+    a_ = Tensor("A", "weights", E * N, FP32)
+    d_ = Tensor("D", "weights", E, FP32)
+    dtb = Tensor("dt_bias", "weights", E, FP32)
     return x_, dt_, z_, b_, c_, s_in, s_out, out_t, a_, d_, dtb
 
 
 def _prep(e: int, u, delta, b, c, d_bias):
     """Casts (unless fp32) and dt = softplus(delta + delta_bias), shared by naive and loop."""
     bel = B * E * L
-    f = lambda name, n: T(name, "intermediates", n, FP32)  # noqa: E731
+    f = lambda name, n: Tensor(name, "intermediates", n, FP32)  # noqa: E731
     launches = []
     if e != FP32:
         u32, d32 = f("u_fp32", bel), f("delta_fp32", bel)
-        launches += [Launch("u.float()", (u,), (u32,)), Launch("delta.float()", (delta,), (d32,))]
+        launches += [Kernel("u.float()", (u,), (u32,)), Kernel("delta.float()", (delta,), (d32,))]
     else:
         u32, d32 = u, delta
     if e != FP32:
         b32, ct = f("B_fp32", B * N * L), f("C_fp32", B * N * L)
-        launches += [Launch("B.float()", (b,), (b32,)), Launch("C.float()", (c,), (ct,))]
+        launches += [Kernel("B.float()", (b,), (b32,)), Kernel("C.float()", (c,), (ct,))]
     else:
         b32, ct = b, c
     pre, dt = f("delta_plus_bias", bel), f("dt", bel)
-    launches += [Launch("delta + delta_bias", (d32, d_bias), (pre,), bel),
-                 Launch("softplus", (pre,), (dt,), SOFTPLUS[0] * bel, SOFTPLUS[1] * bel)]
+    launches += [Kernel("delta + delta_bias", (d32, d_bias), (pre,), bel),
+                 Kernel("softplus", (pre,), (dt,), SOFTPLUS[0] * bel, SOFTPLUS[1] * bel)]
     return launches, u32, b32, ct, dt
 
 
 def _epilogue(e: int, ys, u32, d, z, out):
     """stack -> y + u D -> * silu(z) -> cast, shared by naive and loop."""
     bel = B * E * L
-    f = lambda name: T(name, "intermediates", bel, FP32)  # noqa: E731
+    f = lambda name: Tensor(name, "intermediates", bel, FP32)  # noqa: E731
     y, ud, yd = f("y"), f("u_D"), f("y_plus_uD")
-    sz = T("silu_z", "intermediates", bel, e)  # F.silu(z) at the storage dtype
+    sz = Tensor("silu_z", "intermediates", bel, e)  # F.silu(z) at the storage dtype
     o32 = f("out_fp32") if e != FP32 else out
-    launches = [Launch("torch.stack(ys)", (ys,), (y,)),
-                Launch("u * D", (u32, d), (ud,), bel),
-                Launch("y + u D", (y, ud), (yd,), bel),
-                Launch("silu(z)", (z,), (sz,), SILU[0] * bel, SILU[1] * bel),
-                Launch("* silu(z)", (yd, sz), (o32,), bel)]
+    launches = [Kernel("torch.stack(ys)", (ys,), (y,)),
+                Kernel("u * D", (u32, d), (ud,), bel),
+                Kernel("y + u D", (y, ud), (yd,), bel),
+                Kernel("silu(z)", (z,), (sz,), SILU[0] * bel, SILU[1] * bel),
+                Kernel("* silu(z)", (yd, sz), (o32,), bel)]
     if e != FP32:
-        launches.append(Launch("out.to(dtype)", (o32,), (out,)))
+        launches.append(Kernel("out.to(dtype)", (o32,), (out,)))
     return launches
 
 
@@ -212,80 +214,79 @@ def _eager(impl: str):
         if mode != "fwd":
             raise ValueError(mode)
         u, delta, z, b, c, a, d, dbias = _inputs(e)
-        out = T("out", "activations", B * E * L, e)
+        out = Tensor("out", "activations", B * E * L, e)
         launches, u32, b32, ct, dt = _prep(e, u, delta, b, c, dbias)
         bel, beln, ben = B * E * L, B * E * L * N, B * E * N
-        f = lambda name, n: T(name, "intermediates", n, FP32)  # noqa: E731
-        h0, ys = T("h0", "state", ben, FP32), f("ys", bel)
-        h = T("h", "state", beln, FP32)  # h over all steps (each step reads and writes one [B, E, N])
-        step = lambda t: T(t.name, t.cls, sp.cancel(t.elements / L), t.itemsize)  # noqa: E731
+        f = lambda name, n: Tensor(name, "intermediates", n, FP32)  # noqa: E731
+        h0, ys = Tensor("h0", "state", ben, FP32), f("ys", bel)
+        h = Tensor("h", "state", beln, FP32)  # h over all steps (each step reads and writes one [B, E, N])
         dtu = f("dt_u", bel)
-        launches.append(Launch("dt * u", (dt, u32), (dtu,), bel))
+        launches.append(Kernel("dt * u", (dt, u32), (dtu,), bel))
         if impl == "naive":
             t1, da, dbu = f("dt_A", beln), f("deltaA", beln), f("deltaB_u", beln)
             ah = f("deltaA_h", beln)
             launches += [
-                Launch("dt[..., None] * A", (dt, a), (t1,), beln),
-                Launch("exp -> deltaA [B, E, L, N]", (t1,), (da,), 0, beln),
-                Launch("(dt u)[..., None] * B -> deltaB_u [B, E, L, N]", (dtu, b32), (dbu,), beln),
-                Launch("h = zeros", (), (h0,)),
-                Launch("deltaA[:, :, t] * h", (step(da), step(h)), (step(ah),), ben, count=L),
-                Launch("+ deltaB_u[:, :, t]", (step(ah), step(dbu)), (step(h),), ben, count=L),
-                Launch("einsum('bdn,bn->bd', h, C_t) (bmm)", (step(h), step(ct)), (step(ys),),
+                Kernel("dt[..., None] * A", (dt, a), (t1,), beln),
+                Kernel("exp -> deltaA [B, E, L, N]", (t1,), (da,), 0, beln),
+                Kernel("(dt u)[..., None] * B -> deltaB_u [B, E, L, N]", (dtu, b32), (dbu,), beln),
+                Kernel("h = zeros", (), (h0,)),
+                Kernel("deltaA[:, :, t] * h", (da.per(L), h.per(L)), (ah.per(L),), ben, count=L),
+                Kernel("+ deltaB_u[:, :, t]", (ah.per(L), dbu.per(L)), (h.per(L),), ben, count=L),
+                Kernel("einsum('bdn,bn->bd', h, C_t) (bmm)", (h.per(L), ct.per(L)), (ys.per(L),),
                        tensor={TENSOR_DTYPE["fp32"]: 2 * ben}, count=L),
             ]
         else:
             t1, da, dbu, ah, hc = (f(n, ben) for n in ("dt_A", "dA", "dB_u", "dA_h", "h_C"))
             launches += [
-                Launch("h = zeros", (), (h0,)),
-                Launch("dt[:, :, t, None] * A", (step(dt), a), (t1,), ben, count=L),
-                Launch("exp", (t1,), (da,), 0, ben, count=L),
-                Launch("(dt u)[:, :, t, None] * B_t", (step(dtu), step(b32)), (dbu,), ben, count=L),
-                Launch("dA * h", (da, step(h)), (ah,), ben, count=L),
-                Launch("+ dB_u", (ah, dbu), (step(h),), ben, count=L),
-                Launch("h * C_t", (step(h), step(ct)), (hc,), ben, count=L),
-                Launch("sum over N", (hc,), (step(ys),), ben, count=L),
+                Kernel("h = zeros", (), (h0,)),
+                Kernel("dt[:, :, t, None] * A", (dt.per(L), a), (t1,), ben, count=L),
+                Kernel("exp", (t1,), (da,), 0, ben, count=L),
+                Kernel("(dt u)[:, :, t, None] * B_t", (dtu.per(L), b32.per(L)), (dbu,), ben, count=L),
+                Kernel("dA * h", (da, h.per(L)), (ah,), ben, count=L),
+                Kernel("+ dB_u", (ah, dbu), (h.per(L),), ben, count=L),
+                Kernel("h * C_t", (h.per(L), ct.per(L)), (hc,), ben, count=L),
+                Kernel("sum over N", (hc,), (ys.per(L),), ben, count=L),
             ]
         launches += _epilogue(e, ys, u32, d, z, out)
-        return chain(launches, [u, delta, z, b, c, a, d, dbias], [out])
+        return kernel_chain(launches, [u, delta, z, b, c, a, d, dbias], [out], stream_working_sets=False)
     return rule
 
 
 def _naive_decode(e: int, dtype: str) -> Cost:
     x_, dt_, z_, b_, c_, s_in, s_out, out_t, a_, d_, dtb = _decode_tensors(e)
     be, ben = B * E, B * E * N
-    f = lambda name, n, s=FP32: T(name, "intermediates", n, s)  # noqa: E731
+    f = lambda name, n, s=FP32: Tensor(name, "intermediates", n, s)  # noqa: E731
     p, dt, t1, da, dbt, sa, dbx, new = (f(n, k) for n, k in (("dt_plus_bias", be), ("dt_sp", be), ("dt_A", ben),
                                                                ("dA", ben), ("dB", ben), ("state_dA", ben),
                                                                ("dB_x", ben), ("state_next", ben)))
     launches = [
-        Launch("dt + dt_bias", (dt_, dtb), (p,), be),
-        Launch("softplus", (p,), (dt,), SOFTPLUS[0] * be, SOFTPLUS[1] * be),
-        Launch("dt[..., None] * A", (dt, a_), (t1,), ben),
-        Launch("exp", (t1,), (da,), 0, ben),
-        Launch("dt[..., None] * B", (dt, b_), (dbt,), ben),
-        Launch("state * dA", (s_in, da), (sa,), ben),
-        Launch("dB * x", (dbt, x_), (dbx,), ben),
-        Launch("add", (sa, dbx), (new,), ben),
-        Launch("state.copy_", (new,), (s_out,)),
+        Kernel("dt + dt_bias", (dt_, dtb), (p,), be),
+        Kernel("softplus", (p,), (dt,), SOFTPLUS[0] * be, SOFTPLUS[1] * be),
+        Kernel("dt[..., None] * A", (dt, a_), (t1,), ben),
+        Kernel("exp", (t1,), (da,), 0, ben),
+        Kernel("dt[..., None] * B", (dt, b_), (dbt,), ben),
+        Kernel("state * dA", (s_in, da), (sa,), ben),
+        Kernel("dB * x", (dbt, x_), (dbx,), ben),
+        Kernel("add", (sa, dbx), (new,), ben),
+        Kernel("state.copy_", (new,), (s_out,)),
     ]
     if e != FP32:
         se = f("state_e", ben, e)
-        launches.append(Launch("state.to(C.dtype)", (s_out,), (se,)))
+        launches.append(Kernel("state.to(C.dtype)", (s_out,), (se,)))
     else:
         se = s_out
     y, xd, yd, sz = f("y", be, e), f("x_D", be), f("y_plus_xD", be, e), f("silu_z", be, e)
-    launches.append(Launch("einsum('bdn,bn->bd') (bmm)", (se, c_), (y,), tensor={TENSOR_DTYPE[dtype]: 2 * ben}))
-    launches.append(Launch("x * D", (x_, d_), (xd,), be))
+    launches.append(Kernel("einsum('bdn,bn->bd') (bmm)", (se, c_), (y,), tensor={TENSOR_DTYPE[dtype]: 2 * ben}))
+    launches.append(Kernel("x * D", (x_, d_), (xd,), be))
     if e != FP32:
         xde = f("x_D_e", be, e)
-        launches.append(Launch("(x D).to(dtype)", (xd,), (xde,)))
+        launches.append(Kernel("(x D).to(dtype)", (xd,), (xde,)))
     else:
         xde = xd
-    launches += [Launch("y + x D", (y, xde), (yd,), be),
-                 Launch("silu(z)", (z_,), (sz,), SILU[0] * be, SILU[1] * be),
-                 Launch("* silu(z)", (yd, sz), (out_t,), be)]
-    return chain(launches, [x_, dt_, z_, b_, c_, s_in, a_, d_, dtb], [out_t, s_out])
+    launches += [Kernel("y + x D", (y, xde), (yd,), be),
+                 Kernel("silu(z)", (z_,), (sz,), SILU[0] * be, SILU[1] * be),
+                 Kernel("* silu(z)", (yd, sz), (out_t,), be)]
+    return kernel_chain(launches, [x_, dt_, z_, b_, c_, s_in, a_, d_, dtb], [out_t, s_out], stream_working_sets=False)
 
 
 MAMBA1_SCAN = register(Op(

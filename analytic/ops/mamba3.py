@@ -25,8 +25,9 @@ belongs to other ops.
 
 ``siso`` does not depend on M (SISO is rank 1 by definition; leave M out). ``mimo`` needs M; the
 tilelang kernel runs chunks of 64/M tokens (64 fused rows), so L M must be divisible by 64 and M
-must divide 64 (tested ranks 1, 2, 4, 8). SISO's chunk is 64 tokens (the kernels' default,
-``chunk_size=64``). Both chunk sizes are constants of the kernels here, not dimensions.
+must divide 64 (tested ranks 1, 2, 4, 8): constraints of the ``mimo`` implementation only. SISO's
+chunk is 64 tokens (the kernels' default, ``chunk_size=64``). Both chunk sizes are constants of the
+kernels here, not dimensions.
 
 FLOPs (conventions.py; a rotation of one pair = 4 mul + 2 add; sigmoid = 2 + 1 transc., silu = 3 + 1,
 tanh 1 transc.; sin and cos 1 transc. each; exp2 1 transc.). Products over a tile are counted in
@@ -88,7 +89,7 @@ from ..conventions import SIGMOID, SILU, TENSOR_DTYPE, nbytes
 from ..cost import Cost
 from ..registry import Constraint, Impl, Op, register
 from ..symbols import B, H, L, M, N, P
-from ._ssm_kernels import Launch, T, chain
+from ._kernels import Kernel, Tensor, kernel_chain
 
 FP32 = 4
 SISO_CHUNK = 64
@@ -123,22 +124,22 @@ def decode_head_flops(m):
 
 def _prefill_tensors(e: int, m):
     return {
-        "Q": T("Q", "activations", B * L * m * N, e), "K": T("K", "activations", B * L * m * N, e),
-        "V": T("V", "activations", B * L * H * P, e), "Z": T("Z", "activations", B * L * H * P, e),
-        "ADT": T("ADT", "activations", B * H * L, FP32), "DT": T("DT", "activations", B * H * L, FP32),
-        "Trap": T("Trap", "activations", B * H * L, e),
-        "Q_bias": T("Q_bias", "weights", H * m * N, FP32), "K_bias": T("K_bias", "weights", H * m * N, FP32),
-        "Angles": T("Angles", "activations", B * L * H * S, FP32), "D": T("D", "weights", H, FP32),
-        "y": T("y", "activations", B * L * H * P, e),
-        "ssm_state": T("ssm_state", "state", B * H * P * N, FP32),
-        "angle_state": T("angle_state", "state", B * H * S, FP32),
-        "ang_cs": T("angles_cumsum", "intermediates", B * L * H * S, FP32),
+        "Q": Tensor("Q", "activations", B * L * m * N, e), "K": Tensor("K", "activations", B * L * m * N, e),
+        "V": Tensor("V", "activations", B * L * H * P, e), "Z": Tensor("Z", "activations", B * L * H * P, e),
+        "ADT": Tensor("ADT", "activations", B * H * L, FP32), "DT": Tensor("DT", "activations", B * H * L, FP32),
+        "Trap": Tensor("Trap", "activations", B * H * L, e),
+        "Q_bias": Tensor("Q_bias", "weights", H * m * N, FP32), "K_bias": Tensor("K_bias", "weights", H * m * N, FP32),
+        "Angles": Tensor("Angles", "activations", B * L * H * S, FP32), "D": Tensor("D", "weights", H, FP32),
+        "y": Tensor("y", "activations", B * L * H * P, e),
+        "ssm_state": Tensor("ssm_state", "state", B * H * P * N, FP32),
+        "angle_state": Tensor("angle_state", "state", B * H * S, FP32),
+        "ang_cs": Tensor("angles_cumsum", "intermediates", B * L * H * S, FP32),
     }
 
 
 def _angle_dt(t, out_state):
     blhs = B * L * H * S
-    return Launch("angle_dt_fwd", (t["Angles"], t["DT"]), (t["ang_cs"], out_state),
+    return Kernel("angle_dt_fwd", (t["Angles"], t["DT"]), (t["ang_cs"], out_state),
                   7 * blhs + 4 * B * H * (L / SISO_CHUNK) * S, blhs)
 
 
@@ -151,18 +152,19 @@ def _siso(mode: str, dtype: str) -> Cost:
     t = _prefill_tensors(e, 1)
     c = SISO_CHUNK
     blh = B * L * H
-    q_st, k_st = (T(n, "intermediates", blh * N, e) for n in ("Q_store", "K_store"))
-    qk, sc, ga = (T(n, "intermediates", blh, FP32) for n in ("QK_store", "Scale_store", "Gamma_store"))
-    final_k = T("final_k_chunk", "state", B * H * c * N, FP32)
+    q_st, k_st = (Tensor(n, "intermediates", blh * N, e) for n in ("Q_store", "K_store"))
+    qk, sc, ga = (Tensor(n, "intermediates", blh, FP32) for n in ("QK_store", "Scale_store", "Gamma_store"))
+    final_k = Tensor("final_k_chunk", "state", B * H * c * N, FP32)
     tens, vec, tr = siso_token_flops(c)
-    main = Launch("mamba3_siso_fwd_kernel",
+    main = Kernel("mamba3_siso_fwd_kernel",
                   (t["Q"], t["K"], t["V"], t["Z"], t["ADT"], t["DT"], t["Trap"], t["Q_bias"], t["K_bias"],
                    t["ang_cs"], t["D"], q_st, k_st, qk),
                   (t["y"], q_st, k_st, qk, sc, ga, final_k, t["ssm_state"]),
                   vec * blh, tr * blh, tensor={TENSOR_DTYPE[dtype]: tens * blh},
                   working_set=2 * c * N * e + 2 * c * P * e + FP32 * (c * c + c * P + P * N))
     ins = [t[k] for k in ("Q", "K", "V", "Z", "ADT", "DT", "Trap", "Q_bias", "K_bias", "Angles", "D")]
-    return chain([_angle_dt(t, t["angle_state"]), main], ins, [t["y"], t["ssm_state"], t["angle_state"]])
+    return kernel_chain([_angle_dt(t, t["angle_state"]), main], ins, [t["y"], t["ssm_state"], t["angle_state"]],
+                        stream_working_sets=False)
 
 
 def _mimo(mode: str, dtype: str) -> Cost:
@@ -174,68 +176,76 @@ def _mimo(mode: str, dtype: str) -> Cost:
     t = _prefill_tensors(e, M)
     f, c = MIMO_ROWS, MIMO_ROWS / M
     blh = B * L * H
-    proj = [T(n, "weights", H * M * P, FP32) for n in ("psi", "zeta", "phi")]
-    da_cs, da_rev = T("DA_CS", "intermediates", blh, FP32), T("DA_CS_REV", "intermediates", blh, FP32)
-    segsum = T("SEGSUM", "intermediates", blh * c, FP32)  # [B, H, L/c, c, c]
-    ang_raw = T("angle_state_raw", "state", B * H * S, FP32)
-    final_np = T("final_state_NP", "state", B * H * P * N, FP32)  # [B, H, N, P] as the kernel writes it
-    final_k = T("final_k", "state", B * M * H * N, e)
-    v_last = T("V_last", "activations", B * H * P, e)
-    v_state = T("v_state", "state", B * H * P, e)
+    proj = [Tensor(n, "weights", H * M * P, FP32) for n in ("psi", "zeta", "phi")]
+    da_cs, da_rev = Tensor("DA_CS", "intermediates", blh, FP32), Tensor("DA_CS_REV", "intermediates", blh, FP32)
+    segsum = Tensor("SEGSUM", "intermediates", blh * c, FP32)  # [B, H, L/c, c, c]
+    ang_raw = Tensor("angle_state_raw", "state", B * H * S, FP32)
+    final_np = Tensor("final_state_NP", "state", B * H * P * N, FP32)  # [B, H, N, P] as the kernel writes it
+    final_k = Tensor("final_k", "state", B * M * H * N, e)
+    v_last = Tensor("V_last", "activations", B * H * P, e)
+    v_state = Tensor("v_state", "state", B * H * P, e)
     tens, vec, tr = mimo_token_flops(M)
     launches = [
         _angle_dt(t, ang_raw),
-        Launch("compute_dacs_segsum_triton", (t["ADT"],), (da_cs, da_rev, segsum), (2 + 2 * c) * blh),
-        Launch("mamba_mimo_fwd_kernel",
+        Kernel("compute_dacs_segsum_triton", (t["ADT"],), (da_cs, da_rev, segsum), (2 + 2 * c) * blh),
+        Kernel("mamba_mimo_fwd_kernel",
                (t["Q"], t["K"], t["V"], t["Z"], t["Q_bias"], t["K_bias"], *proj, t["D"], t["ang_cs"],
                 da_cs, da_rev, t["DT"], t["Trap"], segsum),
                (t["y"], final_np, final_k), vec * blh, tr * blh, tensor={TENSOR_DTYPE[dtype]: tens * blh},
                working_set=(2 * f * N + c * N + 2 * f * P + 2 * c * P + N * P + 2 * f * f) * e
                + FP32 * (N * P + f * P)),
-        Launch("remainder(angle state, 2 pi)", (ang_raw,), (t["angle_state"],), 3 * B * H * S),
-        Launch("final state .permute().contiguous()", (final_np,), (t["ssm_state"],)),
-        Launch("V[:, -1].contiguous()", (v_last,), (v_state,)),
+        Kernel("remainder(angle state, 2 pi)", (ang_raw,), (t["angle_state"],), 3 * B * H * S),
+        Kernel("final state .permute().contiguous()", (final_np,), (t["ssm_state"],)),
+        Kernel("V[:, -1].contiguous()", (v_last,), (v_state,)),
     ]
     ins = [t[k] for k in ("Q", "K", "V", "Z", "ADT", "DT", "Trap", "Q_bias", "K_bias", "Angles", "D")] + proj
-    return chain(launches, ins, [t["y"], t["ssm_state"], t["angle_state"]])
+    return kernel_chain(launches, ins, [t["y"], t["ssm_state"], t["angle_state"]], stream_working_sets=False)
 
 
 def _decode(e: int, dtype: str, m, mimo: bool) -> Cost:
     bh = B * H
-    q, k = T("Q_t", "activations", B * m * N, e), T("K_t", "activations", B * m * N, e)
-    x, z = T("x_t", "activations", bh * P, e), T("z_t", "activations", bh * P, e)
-    a, dt, trap = (T(n, "activations", bh, FP32) for n in ("A_t", "DT_t", "Trap_t"))
-    qb, kb = T("Q_bias", "weights", H * m * N, FP32), T("K_bias", "weights", H * m * N, FP32)
-    angp = T("angle_proj_t", "activations", B * S, e)
-    d = T("D", "weights", H, FP32)
-    s_in, s_out = T("ssm_state", "state", bh * P * N, FP32), T("ssm_state_new", "state", bh * P * N, FP32)
-    k_old, k_new = T("k_state", "state", B * m * H * N, e), T("k_state_new", "state", B * m * H * N, e)
-    v_old = T("v_state", "state", bh * P, e)
-    ang_in, ang_out = T("angle_state", "state", bh * S, FP32), T("angle_state_new", "state", bh * S, FP32)
-    q_rot = T("Q_rotated", "intermediates", B * m * H * N, e)
-    y = T("y_t", "activations", bh * P, e)
+    q, k = Tensor("Q_t", "activations", B * m * N, e), Tensor("K_t", "activations", B * m * N, e)
+    x, z = Tensor("x_t", "activations", bh * P, e), Tensor("z_t", "activations", bh * P, e)
+    a, dt, trap = (Tensor(n, "activations", bh, FP32) for n in ("A_t", "DT_t", "Trap_t"))
+    qb, kb = Tensor("Q_bias", "weights", H * m * N, FP32), Tensor("K_bias", "weights", H * m * N, FP32)
+    angp = Tensor("angle_proj_t", "activations", B * S, e)
+    d = Tensor("D", "weights", H, FP32)
+    s_in, s_out = Tensor("ssm_state", "state", bh * P * N, FP32), Tensor("ssm_state_new", "state", bh * P * N, FP32)
+    k_old, k_new = Tensor("k_state", "state", B * m * H * N, e), Tensor("k_state_new", "state", B * m * H * N, e)
+    v_old = Tensor("v_state", "state", bh * P, e)
+    ang_in, ang_out = Tensor("angle_state", "state", bh * S, FP32), Tensor("angle_state_new", "state", bh * S, FP32)
+    q_rot = Tensor("Q_rotated", "intermediates", B * m * H * N, e)
+    y = Tensor("y_t", "activations", bh * P, e)
     if mimo:
-        proj = [T(n, "weights", H * m * P, FP32) for n in ("psi", "zeta", "phi")]
+        proj = [Tensor(n, "weights", H * m * P, FP32) for n in ("psi", "zeta", "phi")]
         fills = []
     else:
-        proj = [T(n, "intermediates", H * P, e) for n in ("ones_psi", "ones_zeta", "ones_phi")]
-        fills = [Launch(f"torch.ones ({p.name})", (), (p,)) for p in proj]
+        proj = [Tensor(n, "intermediates", H * P, e) for n in ("ones_psi", "ones_zeta", "ones_phi")]
+        fills = [Kernel(f"torch.ones ({p.name})", (), (p,)) for p in proj]
     rot_v = sp.Rational(3, 2) * N + 5 * m * N
     rot_t = sp.Rational(3, 4) * N
     step_v, step_t = decode_head_flops(m)
     launches = fills + [
-        Launch("apply_rotary_qk_inference_fwd", (q, k, qb, kb, angp, ang_in, dt), (q_rot, k_new, ang_out),
+        Kernel("apply_rotary_qk_inference_fwd", (q, k, qb, kb, angp, ang_in, dt), (q_rot, k_new, ang_out),
                rot_v * bh, rot_t * bh),
-        Launch("mamba3_step_fn (CuTe)", (s_in, k_old, v_old, a, dt, trap, k_new, q_rot, d, x, z, *proj),
+        Kernel("mamba3_step_fn (CuTe)", (s_in, k_old, v_old, a, dt, trap, k_new, q_rot, d, x, z, *proj),
                (s_out, y), (step_v - rot_v) * bh, (step_t - rot_t) * bh),
     ]
     ins = [q, k, x, z, a, dt, trap, qb, kb, angp, d, s_in, k_old, v_old, ang_in] + (proj if mimo else [])
-    return chain(launches, ins, [y, s_out, k_new, ang_out])
+    return kernel_chain(launches, ins, [y, s_out, k_new, ang_out], stream_working_sets=False)
 
 
 def _divides_64(m):
     m = np.asarray(m)
     return (m <= MIMO_ROWS) & (MIMO_ROWS % np.maximum(m, 1) == 0)
+
+
+# The MIMO kernel's chunking (module docstring); SISO takes no M and has no such limit.
+MIMO_CONSTRAINTS = (
+    Constraint(("M",), _divides_64, "M (MIMO rank) must divide 64 (the kernel's fused chunk of 64 rows)"),
+    Constraint(("L", "M"), lambda length, m: (np.asarray(length) * np.asarray(m)) % MIMO_ROWS == 0,
+               "L * M must be divisible by 64 (the MIMO kernel runs whole chunks of 64/M tokens)"),
+)
 
 
 MAMBA3 = register(Op(
@@ -248,14 +258,10 @@ MAMBA3 = register(Op(
         Impl("siso", "Triton angle_dt + mamba3_siso_fwd (chunk 64); decode = rotary + CuTe step "
              "(rank 1); independent of M", _siso, ("fwd", "decode")),
         Impl("mimo", "Triton angle_dt + dacs_segsum + tilelang mamba_mimo_fwd (chunk 64/M, 64 fused "
-             "rows); decode = rotary + CuTe step (rank M)", _mimo, ("fwd", "decode")),
+             "rows); decode = rotary + CuTe step (rank M)", _mimo, ("fwd", "decode"),
+             constraints=MIMO_CONSTRAINTS),
     ),
     default_impl="siso",
-    constraints=(
-        Constraint(("M",), _divides_64, "M (MIMO rank) must divide 64 (the kernel's fused chunk of 64 rows)"),
-        Constraint(("L", "M"), lambda l, m: (np.asarray(l) * np.asarray(m)) % MIMO_ROWS == 0,
-                   "L * M must be divisible by 64 (the MIMO kernel runs whole chunks of 64/M tokens)"),
-    ),
     reference="ssmbench.analytic.ops.mamba3_ref:mamba3_chunked_ref",
     dtypes=("bf16", "fp16"),
     notes="Pass M for mimo only. B and C are one group shared by all heads (the kernels' optimized case).",

@@ -8,14 +8,10 @@ conjugate pairs and only one of each pair is stored, hence the factor 2 Re(.) be
   recurrence (equivalent): h_t = Abar h_{t-1} + Bbar u_t, y_t = 2 Re(C h_t) + D u_t,
           Abar = exp(dt A), Bbar = (Abar - 1) / A  (h complex [B, E, N]).
 
-Conventions (conventions.py, plus what this family adds):
-- a complex multiply is 6 real FLOPs (4 mul, 2 add), a complex multiply-add 8, complex x real 2,
-  complex add 2, complex divide 11 (6 mul, 3 add, 2 div); a complex exp is 3 transcendentals
-  (exp, cos, sin) and 2 multiplies.
-- FFT: a real transform (rfft or irfft) of length n counts 5 n log2(n) / 2 real FLOPs on the vector
-  units (half the 5 n log2 n of a complex FFT of length n, the usual radix-2 estimate). A transform
-  length that is not a power of two costs more in cuFFT; that is left to calibration.
-  ``torch.utils.flop_counter`` counts no FLOPs for FFTs: the tests cross-check these by formula.
+Conventions (conventions.py): FMA = 2 FLOPs; complex arithmetic in real FLOPs (``COMPLEX_*``: a
+complex multiply 6, multiply-add 8, complex x real 2, add 2, divide 11; a complex exp 2 vector + 3
+transcendentals); a real FFT of length n 5 n log2(n) / 2 vector FLOPs (``real_fft_flops``; cuFFT's
+extra cost at lengths that are not powers of two is left to calibration). Plus, for this family:
 - Everything runs in fp32 / complex64 (8 bytes) whatever the storage dtype e of u and y; the casts
   to and from fp32 are launches of their own unless e is fp32.
 
@@ -54,53 +50,49 @@ library internals. Not counted: the conjugate-pair bookkeeping (views), address 
 
 from __future__ import annotations
 
+import dataclasses
+
 import sympy as sp
 
-from ..conventions import nbytes
+from ..conventions import (COMPLEX_ADD, COMPLEX_DIV, COMPLEX_EXP, COMPLEX_MAC, COMPLEX_MUL, COMPLEX_TIMES_REAL, nbytes,
+                           real_fft_flops)
 from ..cost import Cost
 from ..registry import Impl, Op, register
 from ..symbols import B, E, L, N
-from ._ssm_kernels import Launch, T, chain
+from ._kernels import Kernel, Tensor, kernel_chain
 
 FP32, C64 = 4, 8
-CMUL, CMAC, CXR, CADD, CDIV = 6, 8, 2, 2, 11  # real FLOPs per complex op
-CEXP = (2, 3)  # complex exp: (vector, transcendental)
-
-
-def fft_flops(n):
-    """Real FLOPs of one real-input (or real-output) FFT of length n: 5 n log2(n) / 2."""
-    return sp.Rational(5, 2) * n * sp.log(n, 2)
 
 
 def _params():
-    return (T("log_dt", "weights", E, FP32), T("A", "weights", E * N, C64),
-            T("C", "weights", E * N, C64), T("D", "weights", E, FP32))
+    return (Tensor("log_dt", "weights", E, FP32), Tensor("A", "weights", E * N, C64),
+            Tensor("C", "weights", E * N, C64), Tensor("D", "weights", E, FP32))
 
 
 def _cast_in(u, e: int, name: str, n):
     """``u.float()``: a launch unless the storage dtype is already fp32."""
     if e == FP32:
         return u, []
-    u32 = T(name, "intermediates", n, FP32)
-    return u32, [Launch(f"{name} = .float()", (u,), (u32,))]
+    u32 = Tensor(name, "intermediates", n, FP32)
+    return u32, [Kernel(f"{name} = .float()", (u,), (u32,))]
 
 
 def _cast_out(y32, y, e: int):
-    return [Launch("y.to(dtype)", (y32,), (y,))] if e != FP32 else []
+    return [Kernel("y.to(dtype)", (y32,), (y,))] if e != FP32 else []
 
 
 def _discretize():
     """dt = exp(log_dt), dtA = A dt, exp(dtA), exp(dtA) - 1: launches on [E] / [E, N]."""
     log_dt, A, _, _ = _params()
-    dt = T("dt", "intermediates", E, FP32)
-    dtA = T("dtA", "intermediates", E * N, C64)
-    abar = T("Abar", "intermediates", E * N, C64)
-    am1 = T("Abar_minus_1", "intermediates", E * N, C64)
+    dt = Tensor("dt", "intermediates", E, FP32)
+    dtA = Tensor("dtA", "intermediates", E * N, C64)
+    abar = Tensor("Abar", "intermediates", E * N, C64)
+    am1 = Tensor("Abar_minus_1", "intermediates", E * N, C64)
     return [
-        Launch("dt = exp(log_dt)", (log_dt,), (dt,), 0, E),
-        Launch("dtA = A * dt", (A, dt), (dtA,), CXR * E * N),
-        Launch("Abar = exp(dtA)", (dtA,), (abar,), CEXP[0] * E * N, CEXP[1] * E * N),
-        Launch("Abar - 1", (abar,), (am1,), E * N),
+        Kernel("dt = exp(log_dt)", (log_dt,), (dt,), 0, E),
+        Kernel("dtA = A * dt", (A, dt), (dtA,), COMPLEX_TIMES_REAL * E * N),
+        Kernel("Abar = exp(dtA)", (dtA,), (abar,), COMPLEX_EXP[0] * E * N, COMPLEX_EXP[1] * E * N),
+        Kernel("Abar - 1", (abar,), (am1,), E * N),
     ], dtA, am1
 
 
@@ -109,72 +101,75 @@ def _fft(mode: str, dtype: str) -> Cost:
         raise ValueError(mode)
     e = nbytes(dtype)
     log_dt, A, C, D = _params()
-    u = T("u", "activations", B * E * L, e)  # [B, E, L]
-    y = T("y", "activations", B * E * L, e)
+    u = Tensor("u", "activations", B * E * L, e)  # [B, E, L]
+    y = Tensor("y", "activations", B * E * L, e)
     disc, dtA, am1 = _discretize()
-    cam1 = T("C_Abar_minus_1", "intermediates", E * N, C64)
-    ar = T("arange", "intermediates", L, FP32)
-    arg = T("vandermonde_arg", "intermediates", E * N * L, C64)  # [E, N, L]
-    vand = T("vandermonde", "intermediates", E * N * L, C64)
-    cprime = T("C_prime", "intermediates", E * N, C64)
-    kc = T("K_complex", "intermediates", E * L, C64)
-    k = T("K", "intermediates", E * L, FP32)  # [E, L]
-    k_pad = T("K_padded", "intermediates", 2 * E * L, FP32)  # [E, 2L], zero-filled whole
-    k_in = T("K_into_padded", "intermediates", E * L, FP32)  # the copy into its first half
-    k_f = T("K_f", "intermediates", E * (L + 1), C64)
+    cam1 = Tensor("C_Abar_minus_1", "intermediates", E * N, C64)
+    ar = Tensor("arange", "intermediates", L, FP32)
+    arg = Tensor("vandermonde_arg", "intermediates", E * N * L, C64)  # [E, N, L]
+    vand = Tensor("vandermonde", "intermediates", E * N * L, C64)
+    cprime = Tensor("C_prime", "intermediates", E * N, C64)
+    kc = Tensor("K_complex", "intermediates", E * L, C64)
+    k = Tensor("K", "intermediates", E * L, FP32)  # [E, L]
+    k_pad = Tensor("K_padded", "intermediates", 2 * E * L, FP32)  # [E, 2L], zero-filled whole
+    k_in = Tensor("K_into_padded", "intermediates", E * L, FP32)  # the copy into its first half
+    k_f = Tensor("K_f", "intermediates", E * (L + 1), C64)
     u32, cast = _cast_in(u, e, "u_fp32", B * E * L)
-    u_pad = T("u_padded", "intermediates", 2 * B * E * L, FP32)  # [B, E, 2L]
-    u_in = T("u_into_padded", "intermediates", B * E * L, FP32)
-    u_f = T("u_f", "intermediates", B * E * (L + 1), C64)
-    prod = T("y_f", "intermediates", B * E * (L + 1), C64)
-    prod_clone = T("y_f_clone", "intermediates", B * E * (L + 1), C64)
-    y_raw = T("y_unscaled", "intermediates", 2 * B * E * L, FP32)
-    y_full = T("y_full", "intermediates", 2 * B * E * L, FP32)  # [B, E, 2L]
-    y_slice = T("y_slice", "intermediates", B * E * L, FP32)
-    du = T("u_D", "intermediates", B * E * L, FP32)
-    y32 = T("y_fp32", "intermediates", B * E * L, FP32) if e != FP32 else y
+    u_pad = Tensor("u_padded", "intermediates", 2 * B * E * L, FP32)  # [B, E, 2L]
+    u_in = Tensor("u_into_padded", "intermediates", B * E * L, FP32)
+    u_f = Tensor("u_f", "intermediates", B * E * (L + 1), C64)
+    prod = Tensor("y_f", "intermediates", B * E * (L + 1), C64)
+    prod_clone = Tensor("y_f_clone", "intermediates", B * E * (L + 1), C64)
+    y_raw = Tensor("y_unscaled", "intermediates", 2 * B * E * L, FP32)
+    y_full = Tensor("y_full", "intermediates", 2 * B * E * L, FP32)  # [B, E, 2L]
+    y_slice = Tensor("y_slice", "intermediates", B * E * L, FP32)
+    du = Tensor("u_D", "intermediates", B * E * L, FP32)
+    y32 = Tensor("y_fp32", "intermediates", B * E * L, FP32) if e != FP32 else y
     launches = disc + [
-        Launch("C * (Abar - 1)", (C, am1), (cam1,), CMUL * E * N),
-        Launch("C' = ... / A", (cam1, A), (cprime,), CDIV * E * N),
-        Launch("arange(L)", (), (ar,)),
-        Launch("arg = dtA[..., None] * arange(L)", (dtA, ar), (arg,), CXR * E * N * L),
-        Launch("exp(arg)", (arg,), (vand,), CEXP[0] * E * N * L, CEXP[1] * E * N * L),
-        Launch("einsum('en,enl->el')", (cprime, vand), (kc,), CMAC * E * N * L),
-        Launch("K = 2 * Re", (kc,), (k,), E * L),
-        Launch("pad K: fill", (), (k_pad,)),
-        Launch("pad K: copy", (k,), (k_in,)),
-        Launch("rfft(K, n=2L)", (k_pad,), (k_f,), E * fft_flops(2 * L)),
+        Kernel("C * (Abar - 1)", (C, am1), (cam1,), COMPLEX_MUL * E * N),
+        Kernel("C' = ... / A", (cam1, A), (cprime,), COMPLEX_DIV * E * N),
+        Kernel("arange(L)", (), (ar,)),
+        Kernel("arg = dtA[..., None] * arange(L)", (dtA, ar), (arg,), COMPLEX_TIMES_REAL * E * N * L),
+        Kernel("exp(arg)", (arg,), (vand,), COMPLEX_EXP[0] * E * N * L, COMPLEX_EXP[1] * E * N * L),
+        Kernel("einsum('en,enl->el')", (cprime, vand), (kc,), COMPLEX_MAC * E * N * L),
+        Kernel("K = 2 * Re", (kc,), (k,), E * L),
+        Kernel("pad K: fill", (), (k_pad,)),
+        Kernel("pad K: copy", (k,), (k_in,)),
+        Kernel("rfft(K, n=2L)", (k_pad,), (k_f,), E * real_fft_flops(2 * L)),
         *cast,
-        Launch("pad u: fill", (), (u_pad,)),
-        Launch("pad u: copy", (u32,), (u_in,)),
-        Launch("rfft(u, n=2L)", (u_pad,), (u_f,), B * E * fft_flops(2 * L)),
-        Launch("u_f * K_f", (u_f, k_f), (prod,), CMUL * B * E * (L + 1)),
-        Launch("irfft: clone of the input (c2r overwrites it)", (prod,), (prod_clone,)),
-        Launch("irfft(n=2L) (c2r)", (prod_clone,), (y_raw,), B * E * fft_flops(2 * L)),
-        Launch("irfft: scale by 1/(2L)", (y_raw,), (y_full,), 2 * B * E * L),
-        Launch("u * D", (u32, D), (du,), B * E * L),
-        Launch("y + u D", (y_slice, du), (y32,), B * E * L),
+        Kernel("pad u: fill", (), (u_pad,)),
+        Kernel("pad u: copy", (u32,), (u_in,)),
+        Kernel("rfft(u, n=2L)", (u_pad,), (u_f,), B * E * real_fft_flops(2 * L)),
+        Kernel("u_f * K_f", (u_f, k_f), (prod,), COMPLEX_MUL * B * E * (L + 1)),
+        Kernel("irfft: clone of the input (c2r overwrites it)", (prod,), (prod_clone,)),
+        Kernel("irfft(n=2L) (c2r)", (prod_clone,), (y_raw,), B * E * real_fft_flops(2 * L)),
+        Kernel("irfft: scale by 1/(2L)", (y_raw,), (y_full,), 2 * B * E * L),
+        Kernel("u * D", (u32, D), (du,), B * E * L),
+        Kernel("y + u D", (y_slice, du), (y32,), B * E * L),
         *_cast_out(y32, y, e),
     ]
-    return chain(launches, [u, log_dt, A, C, D], [y])
+    cost = kernel_chain(launches, [u, log_dt, A, C, D], [y], stream_working_sets=False)
+    # Expanded, sympy splits log(2L) into log(2) + log(L): each transform's 5 L log2(2L) then evaluates
+    # as 5 L log2(L) + 5 L, the log(2) / log(2) cancelled exactly, not through a rounded log(2L) / log(2).
+    return dataclasses.replace(cost, vector=sp.expand(cost.vector))
 
 
 def _step_launches(u_t, y_t32, h_in, h_out, abar, bbar, C, D, steps):
     """One recurrence step (``steps`` times): 7 launches on [B, E, N] and [B, E] tensors."""
-    ah = T("Abar_h", "intermediates", B * E * N, C64)
-    bu = T("Bbar_u", "intermediates", B * E * N, C64)
-    yc = T("y_complex", "intermediates", B * E, C64)
-    y2 = T("y_2re", "intermediates", B * E, FP32)
-    yd = T("u_D_t", "intermediates", B * E, FP32)
-    yc_re = T("y_complex_real", "intermediates", B * E, FP32)
+    ah = Tensor("Abar_h", "intermediates", B * E * N, C64)
+    bu = Tensor("Bbar_u", "intermediates", B * E * N, C64)
+    yc = Tensor("y_complex", "intermediates", B * E, C64)
+    y2 = Tensor("y_2re", "intermediates", B * E, FP32)
+    yd = Tensor("u_D_t", "intermediates", B * E, FP32)
+    yc_re = Tensor("y_complex_real", "intermediates", B * E, FP32)
     return [
-        Launch("h = Abar * h", (abar, h_in), (ah,), CMUL * B * E * N, count=steps),
-        Launch("Bbar * u_t", (bbar, u_t), (bu,), CXR * B * E * N, count=steps),
-        Launch("h = Abar h + Bbar u_t", (ah, bu), (h_out,), CADD * B * E * N, count=steps),
-        Launch("einsum('ben,en->be', h, C)", (h_out, C), (yc,), CMAC * B * E * N, count=steps),
-        Launch("2 * y.real", (yc_re,), (y2,), B * E, count=steps),
-        Launch("D * u_t", (D, u_t), (yd,), B * E, count=steps),
-        Launch("y_t = 2 Re(C h) + D u_t", (y2, yd), (y_t32,), B * E, count=steps),
+        Kernel("h = Abar * h", (abar, h_in), (ah,), COMPLEX_MUL * B * E * N, count=steps),
+        Kernel("Bbar * u_t", (bbar, u_t), (bu,), COMPLEX_TIMES_REAL * B * E * N, count=steps),
+        Kernel("h = Abar h + Bbar u_t", (ah, bu), (h_out,), COMPLEX_ADD * B * E * N, count=steps),
+        Kernel("einsum('ben,en->be', h, C)", (h_out, C), (yc,), COMPLEX_MAC * B * E * N, count=steps),
+        Kernel("2 * y.real", (yc_re,), (y2,), B * E, count=steps),
+        Kernel("D * u_t", (D, u_t), (yd,), B * E, count=steps),
+        Kernel("y_t = 2 Re(C h) + D u_t", (y2, yd), (y_t32,), B * E, count=steps),
     ]
 
 
@@ -183,40 +178,35 @@ def _recurrent(mode: str, dtype: str) -> Cost:
     log_dt, A, C, D = _params()
     if mode == "fwd":
         disc, _, am1 = _discretize()
-        abar = T("Abar", "intermediates", E * N, C64)
-        bbar = T("Bbar", "intermediates", E * N, C64)
-        disc.append(Launch("Bbar = (Abar - 1) / A", (am1, A), (bbar,), CDIV * E * N))
-        u = T("u", "activations", B * E * L, e)
-        y = T("y", "activations", B * E * L, e)
+        abar = Tensor("Abar", "intermediates", E * N, C64)
+        bbar = Tensor("Bbar", "intermediates", E * N, C64)
+        disc.append(Kernel("Bbar = (Abar - 1) / A", (am1, A), (bbar,), COMPLEX_DIV * E * N))
+        u = Tensor("u", "activations", B * E * L, e)
+        y = Tensor("y", "activations", B * E * L, e)
         u32, cast = _cast_in(u, e, "u_fp32", B * E * L)
-        h = T("h", "state", B * E * N * L, C64)  # the state, read and written every step
-        h0 = T("h0 = zeros", "state", B * E * N, C64)
-        ys = T("y_steps", "intermediates", B * E * L, FP32)
-        y32 = T("y_fp32", "intermediates", B * E * L, FP32) if e != FP32 else y
-        # Per-step tensors scaled to all L steps (count=1 with L-fold sizes); launches counted by count.
-        steps = _step_launches(_per_step(u32), _per_step(ys), _per_step(h), _per_step(h), abar, bbar, C, D, L)
-        launches = disc + cast + [Launch("h = zeros", (), (h0,))] + steps + [
-            Launch("torch.stack(ys)", (ys,), (y32,)),
+        h = Tensor("h", "state", B * E * N * L, C64)  # the state, read and written every step
+        h0 = Tensor("h0 = zeros", "state", B * E * N, C64)
+        ys = Tensor("y_steps", "intermediates", B * E * L, FP32)
+        y32 = Tensor("y_fp32", "intermediates", B * E * L, FP32) if e != FP32 else y
+        # Each step kernel touches one step's slice (``per``) and runs L times (count): L-fold bytes.
+        steps = _step_launches(u32.per(L), ys.per(L), h.per(L), h.per(L), abar, bbar, C, D, L)
+        launches = disc + cast + [Kernel("h = zeros", (), (h0,))] + steps + [
+            Kernel("torch.stack(ys)", (ys,), (y32,)),
             *_cast_out(y32, y, e),
         ]
-        return chain(launches, [u, log_dt, A, C, D], [y])
+        return kernel_chain(launches, [u, log_dt, A, C, D], [y], stream_working_sets=False)
     if mode == "decode":
-        u_t = T("u_t", "activations", B * E, e)
-        y_t = T("y_t", "activations", B * E, e)
+        u_t = Tensor("u_t", "activations", B * E, e)
+        y_t = Tensor("y_t", "activations", B * E, e)
         u32, cast = _cast_in(u_t, e, "u_t_fp32", B * E)
-        h_in = T("h", "state", B * E * N, C64)
-        h_out = T("h_new", "state", B * E * N, C64)
-        abar_c = T("Abar", "weights", E * N, C64)  # cached by setup_step
-        bbar_c = T("Bbar", "weights", E * N, C64)
-        y32 = T("y_t_fp32", "intermediates", B * E, FP32) if e != FP32 else y_t
+        h_in = Tensor("h", "state", B * E * N, C64)
+        h_out = Tensor("h_new", "state", B * E * N, C64)
+        abar_c = Tensor("Abar", "weights", E * N, C64)  # cached by setup_step
+        bbar_c = Tensor("Bbar", "weights", E * N, C64)
+        y32 = Tensor("y_t_fp32", "intermediates", B * E, FP32) if e != FP32 else y_t
         launches = cast + _step_launches(u32, y32, h_in, h_out, abar_c, bbar_c, C, D, 1) + _cast_out(y32, y_t, e)
-        return chain(launches, [u_t, h_in, abar_c, bbar_c, C, D], [y_t, h_out])
+        return kernel_chain(launches, [u_t, h_in, abar_c, bbar_c, C, D], [y_t, h_out], stream_working_sets=False)
     raise ValueError(mode)
-
-
-def _per_step(t: T) -> T:
-    """The slice of ``t`` one step touches (t declared over all L steps)."""
-    return T(t.name, t.cls, sp.cancel(t.elements / L), t.itemsize)
 
 
 S4 = register(Op(

@@ -76,7 +76,7 @@ from ..cost import Cost
 from ..registry import Impl, Op, divisible, register
 from ..symbols import B, C, G, H, L, N, P
 from . import ssd_stages as st
-from ._ssm_kernels import Launch, T, chain, with_io
+from ._kernels import Kernel, Tensor, kernel_chain, with_io
 
 FP32 = 4
 
@@ -95,22 +95,22 @@ def _chunked_fwd(dtype: str) -> Cost:
 
 def _decode_tensors(e: int):
     return {
-        "x": T("x_t", "activations", B * H * P, e), "dt": T("dt_t", "activations", B * H, e),
-        "B": T("B_t", "activations", B * G * N, e), "C": T("C_t", "activations", B * G * N, e),
-        "A": T("A", "weights", H, FP32), "D": T("D", "weights", H, FP32),
-        "dt_bias": T("dt_bias", "weights", H, FP32),
-        "s": T("state", "state", B * H * P * N, FP32), "s_new": T("state_new", "state", B * H * P * N, FP32),
-        "y": T("y_t", "activations", B * H * P, e),
+        "x": Tensor("x_t", "activations", B * H * P, e), "dt": Tensor("dt_t", "activations", B * H, e),
+        "B": Tensor("B_t", "activations", B * G * N, e), "C": Tensor("C_t", "activations", B * G * N, e),
+        "A": Tensor("A", "weights", H, FP32), "D": Tensor("D", "weights", H, FP32),
+        "dt_bias": Tensor("dt_bias", "weights", H, FP32),
+        "s": Tensor("state", "state", B * H * P * N, FP32), "s_new": Tensor("state_new", "state", B * H * P * N, FP32),
+        "y": Tensor("y_t", "activations", B * H * P, e),
     }
 
 
 def _chunked_decode(dtype: str) -> Cost:
     t = _decode_tensors(nbytes(dtype))
     ins = [t[k] for k in ("s", "x", "dt", "A", "B", "C", "D", "dt_bias")]
-    k = Launch("selective_state_update (TIE_HDIM)", tuple(ins), (t["s_new"], t["y"]),
+    k = Kernel("selective_state_update (TIE_HDIM)", tuple(ins), (t["s_new"], t["y"]),
                (2 + SOFTPLUS[0]) * B * H + B * H * N + 5 * B * H * P * N + 2 * B * H * P,
                (SOFTPLUS[1] + 1) * B * H, working_set=4 * 512 * FP32)
-    return chain([k], ins, [t["y"], t["s_new"]])
+    return kernel_chain([k], ins, [t["y"], t["s_new"]], stream_working_sets=False)
 
 
 def _chunked(mode: str, dtype: str) -> Cost:
@@ -136,12 +136,12 @@ def _quadratic(mode: str, dtype: str) -> Cost:
         raise ValueError(mode)
     e = nbytes(dtype)
     t, ins, outs = _io(e)
-    f = lambda name, n: T(name, "intermediates", n, FP32)  # noqa: E731
+    f = lambda name, n: Tensor(name, "intermediates", n, FP32)  # noqa: E731
     blh, bhll, blhp = B * L * H, B * H * L * L, B * L * H * P
     d0, dsp, d = f("dt_plus_bias", blh), f("dt_sp", blh), f("dt_BHL", blh)
     da, cs = f("dA", blh), f("dA_cumsum", blh)
     seg, ex, dec = f("segsum", bhll), f("exp_segsum", bhll), f("decay", bhll)
-    ones, mask = T("ones_LL", "intermediates", L * L, 1), T("tril_mask", "intermediates", L * L, 1)
+    ones, mask = Tensor("ones_LL", "intermediates", L * L, 1), Tensor("tril_mask", "intermediates", L * L, 1)
     cg, bg = f("C_g", B * G * L * N), f("B_g", B * G * L * N)
     cb = f("CB", B * G * L * L)
     m1, m2 = f("decay_CB", bhll), f("M", bhll)
@@ -149,33 +149,33 @@ def _quadratic(mode: str, dtype: str) -> Cost:
     sub, ex2, w = f("cs_last_minus_cs", blh), f("decay_to_end", blh), f("w", blh)
     bw = f("B_scaled", B * L * H * N)
     launches = [
-        Launch("dt + dt_bias", (t["dt"], t["dt_bias"]), (d0,)),
-        Launch("softplus", (d0,), (dsp,)),
-        Launch("transpose to [B, H, L] (contiguous)", (dsp,), (d,)),
-        Launch("dt * A", (d, t["A"]), (da,)),
-        Launch("cumsum over L", (da,), (cs,)),
-        Launch("segment sums [B, H, L, L]", (cs,), (seg,)),
-        Launch("ones(L, L)", (), (ones,)),
-        Launch("triu(1)", (ones,), (mask,)),
-        Launch("exp", (seg,), (ex,)),
-        Launch("masked_fill_(upper, 0)", (ex, mask), (dec,)),
-        Launch("C permute + cast", (t["C"],), (cg,)),
-        Launch("B permute + cast", (t["B"],), (bg,)),
-        Launch("CB = C B^T (bmm)", (cg, bg), (cb,)),
-        Launch("decay * CB", (dec, cb), (m1,)),
-        Launch("* dt", (m1, d), (m2,)),
-        Launch("x permute + cast", (t["x"],), (xh,)),
-        Launch("y = M x (bmm)", (m2, xh), (y0,)),
-        Launch("x * D", (xh, t["D"]), (xd,)),
-        Launch("y + x D", (y0, xd), (y1,)),
-        Launch("y permute + cast", (y1,), (t["y"],)),
-        Launch("cs_last - cs", (cs,), (sub,)),
-        Launch("exp", (sub,), (ex2,)),
-        Launch("* dt", (ex2, d), (w,)),
-        Launch("B * w per head", (bg, w), (bw,)),
-        Launch("final = x^T (B w) (bmm)", (xh, bw), (t["final_state"],)),
+        Kernel("dt + dt_bias", (t["dt"], t["dt_bias"]), (d0,)),
+        Kernel("softplus", (d0,), (dsp,)),
+        Kernel("transpose to [B, H, L] (contiguous)", (dsp,), (d,)),
+        Kernel("dt * A", (d, t["A"]), (da,)),
+        Kernel("cumsum over L", (da,), (cs,)),
+        Kernel("segment sums [B, H, L, L]", (cs,), (seg,)),
+        Kernel("ones(L, L)", (), (ones,)),
+        Kernel("triu(1)", (ones,), (mask,)),
+        Kernel("exp", (seg,), (ex,)),
+        Kernel("masked_fill_(upper, 0)", (ex, mask), (dec,)),
+        Kernel("C permute + cast", (t["C"],), (cg,)),
+        Kernel("B permute + cast", (t["B"],), (bg,)),
+        Kernel("CB = C B^T (bmm)", (cg, bg), (cb,)),
+        Kernel("decay * CB", (dec, cb), (m1,)),
+        Kernel("* dt", (m1, d), (m2,)),
+        Kernel("x permute + cast", (t["x"],), (xh,)),
+        Kernel("y = M x (bmm)", (m2, xh), (y0,)),
+        Kernel("x * D", (xh, t["D"]), (xd,)),
+        Kernel("y + x D", (y0, xd), (y1,)),
+        Kernel("y permute + cast", (y1,), (t["y"],)),
+        Kernel("cs_last - cs", (cs,), (sub,)),
+        Kernel("exp", (sub,), (ex2,)),
+        Kernel("* dt", (ex2, d), (w,)),
+        Kernel("B * w per head", (bg, w), (bw,)),
+        Kernel("final = x^T (B w) (bmm)", (xh, bw), (t["final_state"],)),
     ]
-    c = chain(launches, ins, outs)
+    c = kernel_chain(launches, ins, outs, stream_working_sets=False)
     q = quadratic_flops()
     return Cost(tensor={k: sp.expand(v) for k, v in q.tensor.items()}, vector=sp.expand(q.vector),
                 transcendental=sp.expand(q.transcendental), read=c.read, write=c.write,
@@ -184,17 +184,16 @@ def _quadratic(mode: str, dtype: str) -> Cost:
 
 def _recurrent(mode: str, dtype: str) -> Cost:
     e = nbytes(dtype)
-    f = lambda name, n: T(name, "intermediates", n, FP32)  # noqa: E731
+    f = lambda name, n: Tensor(name, "intermediates", n, FP32)  # noqa: E731
     blh, blhp, bhpn = B * L * H, B * L * H * P, B * H * P * N
-    step = lambda x: T(x.name, x.cls, sp.cancel(x.elements / L), x.itemsize)  # noqa: E731
     if mode == "fwd":
         t, ins, outs = _io(e)
-        h = T("final_state", "state", bhpn, FP32)  # written every step; the last write is the output
-        h0 = T("h0", "state", bhpn, FP32)
+        h = Tensor("final_state", "state", bhpn, FP32)  # written every step; the last write is the output
+        h0 = Tensor("h0", "state", bhpn, FP32)
         x32 = f("x_fp32", blhp) if e != FP32 else t["x"]
         b32 = f("B_fp32", B * L * G * N) if e != FP32 else t["B"]
         c32 = f("C_fp32", B * L * G * N) if e != FP32 else t["C"]
-        casts = [Launch(f"{s.name}.float()", (t[k],), (s,)) for k, s in (("x", x32), ("B", b32), ("C", c32))
+        casts = [Kernel(f"{s.name}.float()", (t[k],), (s,)) for k, s in (("x", x32), ("B", b32), ("C", c32))
                  if e != FP32]
         d0, d, da0, da, dtx = f("dt_plus_bias", blh), f("dt_sp", blh), f("dt_A", blh), f("dA", blh), f("dt_x", blhp)
         outer, hd, hc = f("outer", bhpn), f("h_decayed", bhpn), f("h_C", bhpn)
@@ -202,24 +201,24 @@ def _recurrent(mode: str, dtype: str) -> Cost:
         y1 = f("y_fp32", blhp) if e != FP32 else t["y"]
         bhpnl = B * L * H * P * N
         launches = casts + [
-            Launch("dt + dt_bias", (t["dt"], t["dt_bias"]), (d0,), blh),
-            Launch("softplus", (d0,), (d,), SOFTPLUS[0] * blh, SOFTPLUS[1] * blh),
-            Launch("dt * A", (d, t["A"]), (da0,), blh),
-            Launch("exp", (da0,), (da,), 0, blh),
-            Launch("dt * x", (d, x32), (dtx,), blhp),
-            Launch("h = zeros", (), (h0,)),
-            Launch("(dt x)_t B_t^T", (step(dtx), step(b32)), (outer,), bhpnl / L, count=L),
-            Launch("h * dA_t", (h, step(da)), (hd,), bhpnl / L, count=L),
-            Launch("+ outer", (hd, outer), (h,), bhpnl / L, count=L),
-            Launch("h * C_t", (h, step(c32)), (hc,), bhpnl / L, count=L),
-            Launch("sum over N", (hc,), (step(ys),), bhpnl / L, count=L),
-            Launch("torch.stack(ys)", (ys,), (yst,)),
-            Launch("x * D", (x32, t["D"]), (yd,), blhp),
-            Launch("y + x D", (yst, yd), (y1,), blhp),
+            Kernel("dt + dt_bias", (t["dt"], t["dt_bias"]), (d0,), blh),
+            Kernel("softplus", (d0,), (d,), SOFTPLUS[0] * blh, SOFTPLUS[1] * blh),
+            Kernel("dt * A", (d, t["A"]), (da0,), blh),
+            Kernel("exp", (da0,), (da,), 0, blh),
+            Kernel("dt * x", (d, x32), (dtx,), blhp),
+            Kernel("h = zeros", (), (h0,)),
+            Kernel("(dt x)_t B_t^T", (dtx.per(L), b32.per(L)), (outer,), bhpnl / L, count=L),
+            Kernel("h * dA_t", (h, da.per(L)), (hd,), bhpnl / L, count=L),
+            Kernel("+ outer", (hd, outer), (h,), bhpnl / L, count=L),
+            Kernel("h * C_t", (h, c32.per(L)), (hc,), bhpnl / L, count=L),
+            Kernel("sum over N", (hc,), (ys.per(L),), bhpnl / L, count=L),
+            Kernel("torch.stack(ys)", (ys,), (yst,)),
+            Kernel("x * D", (x32, t["D"]), (yd,), blhp),
+            Kernel("y + x D", (yst, yd), (y1,), blhp),
         ]
         if e != FP32:
-            launches.append(Launch("y.to(dtype)", (y1,), (t["y"],)))
-        return chain(launches, ins, outs)
+            launches.append(Kernel("y.to(dtype)", (y1,), (t["y"],)))
+        return kernel_chain(launches, ins, outs, stream_working_sets=False)
     if mode == "decode":
         t = _decode_tensors(e)
         bh, bhp = B * H, B * H * P
@@ -228,24 +227,24 @@ def _recurrent(mode: str, dtype: str) -> Cost:
         y0, xd = f("y", bhp), f("x_D", bhp)
         y1 = f("y_fp32", bhp) if e != FP32 else t["y"]
         launches = [
-            Launch("dt + dt_bias", (t["dt"], t["dt_bias"]), (d0,), bh),
-            Launch("softplus", (d0,), (d,), SOFTPLUS[0] * bh, SOFTPLUS[1] * bh),
-            Launch("dt * A", (d, t["A"]), (da0,), bh),
-            Launch("exp", (da0,), (da,), 0, bh),
-            Launch("dt * x", (d, t["x"]), (dtx,), bhp),
-            Launch("(dt x) B^T", (dtx, t["B"]), (outer,), bhpn),
-            Launch("state * dA", (t["s"], da), (hd,), bhpn),
-            Launch("+ outer", (hd, outer), (hn,), bhpn),
-            Launch("state.copy_", (hn,), (t["s_new"],)),
-            Launch("state * C", (t["s_new"], t["C"]), (hc,), bhpn),
-            Launch("sum over N", (hc,), (y0,), bhpn),
-            Launch("x * D", (t["x"], t["D"]), (xd,), bhp),
-            Launch("y + x D", (y0, xd), (y1,), bhp),
+            Kernel("dt + dt_bias", (t["dt"], t["dt_bias"]), (d0,), bh),
+            Kernel("softplus", (d0,), (d,), SOFTPLUS[0] * bh, SOFTPLUS[1] * bh),
+            Kernel("dt * A", (d, t["A"]), (da0,), bh),
+            Kernel("exp", (da0,), (da,), 0, bh),
+            Kernel("dt * x", (d, t["x"]), (dtx,), bhp),
+            Kernel("(dt x) B^T", (dtx, t["B"]), (outer,), bhpn),
+            Kernel("state * dA", (t["s"], da), (hd,), bhpn),
+            Kernel("+ outer", (hd, outer), (hn,), bhpn),
+            Kernel("state.copy_", (hn,), (t["s_new"],)),
+            Kernel("state * C", (t["s_new"], t["C"]), (hc,), bhpn),
+            Kernel("sum over N", (hc,), (y0,), bhpn),
+            Kernel("x * D", (t["x"], t["D"]), (xd,), bhp),
+            Kernel("y + x D", (y0, xd), (y1,), bhp),
         ]
         if e != FP32:
-            launches.append(Launch("y.to(dtype)", (y1,), (t["y"],)))
+            launches.append(Kernel("y.to(dtype)", (y1,), (t["y"],)))
         ins = [t[k] for k in ("s", "x", "dt", "A", "B", "C", "D", "dt_bias")]
-        return chain(launches, ins, [t["y"], t["s_new"]])
+        return kernel_chain(launches, ins, [t["y"], t["s_new"]], stream_working_sets=False)
     raise ValueError(mode)
 
 

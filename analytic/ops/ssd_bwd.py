@@ -12,7 +12,7 @@ from ..conventions import SOFTPLUS, TENSOR_DTYPE, nbytes
 from ..cost import Cost
 from ..symbols import B, C, G, H, L, N, P
 from . import ssd_stages as st
-from ._ssm_kernels import Launch, T, chain
+from ._kernels import Kernel, Tensor, kernel_chain
 
 FP32 = 4
 
@@ -22,22 +22,22 @@ def chunked_bwd(dtype: str) -> Cost:
     tc = TENSOR_DTYPE[dtype]
     t = st.tensors(e)
     nc = st.NC
-    f = lambda name, n: T(name, "intermediates", n, FP32)  # noqa: E731
+    f = lambda name, n: Tensor(name, "intermediates", n, FP32)  # noqa: E731
     blh, blhp, blhn = B * L * H, B * L * H * P, B * L * H * N
     states_n = B * nc * H * P * N
     entries = B * H * nc * st.triangle(C)  # causal entries over all chunks and heads
 
-    dout = T("dout", "activations", blhp, e)
-    dx, ddt, dbo, dco = (T(n, "activations", k, e) for n, k in
+    dout = Tensor("dout", "activations", blhp, e)
+    dx, ddt, dbo, dco = (Tensor(n, "activations", k, e) for n, k in
                          (("dx", blhp), ("ddt", blh), ("dB", B * L * G * N), ("dC", B * L * G * N)))
-    da_w, dd_w, ddtb_w = (T(n, "weights", H, FP32) for n in ("dA", "dD", "ddt_bias"))
+    da_w, dd_w, ddtb_w = (Tensor(n, "weights", H, FP32) for n in ("dA", "dD", "ddt_bias"))
 
-    dt_in = T("dt_clone", "intermediates", blh, e)
-    states32 = T("states_in_fp32", "state", states_n, FP32)
-    final32 = T("final_state", "state", B * H * P * N, FP32)
-    dstates_raw = T("dstates_fp32", "state", states_n, FP32)
-    dstates = T("dstates", "state", states_n, e)
-    states_e = T("states_in_e", "state", states_n, e)
+    dt_in = Tensor("dt_clone", "intermediates", blh, e)
+    states32 = Tensor("states_in_fp32", "state", states_n, FP32)
+    final32 = Tensor("final_state", "state", B * H * P * N, FP32)
+    dstates_raw = Tensor("dstates_fp32", "state", states_n, FP32)
+    dstates = Tensor("dstates", "state", states_n, e)
+    states_e = Tensor("states_in_e", "state", states_n, e)
     ddA_blocks = f("ddA_chunk_blocks", B * H * nc * P * N / 64)
     ddA_chunk = f("ddA_chunk", B * H * nc)
     ddt_acc = f("ddt_acc", blh)
@@ -54,45 +54,46 @@ def chunked_bwd(dtype: str) -> Cost:
 
     ws = st._ws("chunk_scan", e)
     launches = [
-        Launch("dt.clone()", (dt,), (dt_in,)),
+        Kernel("dt.clone()", (dt,), (dt_in,)),
         # recompute stages 1-4 (state passing keeps fp32 states in backward)
-        Launch("_chunk_cumsum_fwd_kernel", (dt_in, A, dtb), (dt_out, cs),
+        Kernel("_chunk_cumsum_fwd_kernel", (dt_in, A, dtb), (dt_out, cs),
                (1 + SOFTPLUS[0] + 1) * blh + B * H * nc * (C - 1), SOFTPLUS[1] * blh),
-        Launch("_bmm_chunk_fwd_kernel", (Cm, Bm), (cb,), tensor={tc: 2 * B * L * G * C * N}),
-        Launch("_chunk_state_fwd_kernel", (x, Bm, dt_out, cs), (chunk_states,),
+        Kernel("_bmm_chunk_fwd_kernel", (Cm, Bm), (cb,), tensor={tc: 2 * B * L * G * C * N}),
+        Kernel("_chunk_state_fwd_kernel", (x, Bm, dt_out, cs), (chunk_states,),
                2 * blh + blhn, blh, tensor={tc: 2 * blhp * N}),
-        Launch("_state_passing_fwd_kernel", (chunk_states, dA_last), (states32, final32),
+        Kernel("_state_passing_fwd_kernel", (chunk_states, dA_last), (states32, final32),
                2 * states_n, B * H * nc),
-        Launch("_chunk_scan_bwd_dstates", (Cm, cs, dout), (dstates_raw,), blhn, blh, tensor={tc: 2 * blhp * N}),
-        Launch("_state_passing_bwd_kernel", (dstates_raw, states32, dA_last), (dstates, states_e, ddA_blocks),
+        Kernel("_chunk_scan_bwd_dstates", (Cm, cs, dout), (dstates_raw,), blhn, blh, tensor={tc: 2 * blhp * N}),
+        Kernel("_state_passing_bwd_kernel", (dstates_raw, states32, dA_last), (dstates, states_e, ddA_blocks),
                4 * states_n, B * H * nc),
-        Launch("ddA_chunk blocks .sum(-1)", (ddA_blocks,), (ddA_chunk,), B * H * nc * P * N / 64),
-        Launch("zeros(ddt) (autotune pre_hook)", (), (ddt_acc,)),
-        Launch("_chunk_scan_chunk_state_bwd_dx", (x, cb, dout, dt_out, cs, Bm, dstates, D),
+        Kernel("ddA_chunk blocks .sum(-1)", (ddA_blocks,), (ddA_chunk,), B * H * nc * P * N / 64),
+        Kernel("zeros(ddt) (autotune pre_hook)", (), (ddt_acc,)),
+        Kernel("_chunk_scan_chunk_state_bwd_dx", (x, cb, dout, dt_out, cs, Bm, dstates, D),
                (dx, ddt_acc, dD_part), 2 * entries + 8 * blhp + blh, entries + blh,
                tensor={tc: 2 * blhp * N + 2 * P * entries}, working_set=ws),
-        Launch("dD partial .sum().to()", (dD_part,), (dd_w,), blh / 32),
-        Launch("_chunk_state_bwd_db", (x, dt_out, cs, dstates, Bm), (db_heads, ddA_next),
+        Kernel("dD partial .sum().to()", (dD_part,), (dd_w,), blh / 32),
+        Kernel("_chunk_state_bwd_db", (x, dt_out, cs, dstates, Bm), (db_heads, ddA_next),
                2 * blh + 3 * blhn, blh, tensor={tc: 2 * blhp * N}),
-        Launch("dB heads -> groups", (db_heads,), (db_sum,), blhn),
-        Launch("_chunk_scan_bwd_dC", (states_e, cs, dout, Cm), (dc_heads, ddA_prev), 3 * blhn, blh,
+        Kernel("dB heads -> groups", (db_heads,), (db_sum,), blhn),
+        Kernel("_chunk_scan_bwd_dC", (states_e, cs, dout, Cm), (dc_heads, ddA_prev), 3 * blhn, blh,
                tensor={tc: 2 * blhp * N}),
-        Launch("dC heads -> groups", (dc_heads,), (dc_sum,), blhn),
-        Launch("_chunk_scan_bwd_dcb", (x, dt_out, cs, dout), (dcb_heads,), 3 * entries, entries,
+        Kernel("dC heads -> groups", (dc_heads,), (dc_sum,), blhn),
+        Kernel("_chunk_scan_bwd_dcb", (x, dt_out, cs, dout), (dcb_heads,), 3 * entries, entries,
                tensor={tc: 2 * P * entries}, working_set=ws),
-        Launch("dCB heads -> groups", (dcb_heads,), (dcb,), B * nc * H * C * C),
-        Launch("_bmm_chunk_bwd (dB)", (Cm, dcb, db_sum), (dbo,), tensor={tc: 2 * B * L * G * C * N}),
-        Launch("_bmm_chunk_bwd (dC)", (Bm, dcb, dc_sum), (dco,), tensor={tc: 2 * B * L * G * C * N}),
-        Launch("ddA_prev[..., -1] += ddA_chunk", (ddA_chunk,), (), B * H * nc),
-        Launch("flip", (ddA_prev,), (ddA_prev_f1,)),
-        Launch("cumsum", (ddA_prev_f1,), (ddA_prev_cs,), blh),
-        Launch("flip", (ddA_prev_cs,), (ddA_prev_f2,)),
-        Launch("_chunk_scan_bwd_ddAcs_stable", (x, dt_out, cs, dout, cb), (ddA,), 4 * entries, entries,
+        Kernel("dCB heads -> groups", (dcb_heads,), (dcb,), B * nc * H * C * C),
+        Kernel("_bmm_chunk_bwd (dB)", (Cm, dcb, db_sum), (dbo,), tensor={tc: 2 * B * L * G * C * N}),
+        Kernel("_bmm_chunk_bwd (dC)", (Bm, dcb, dc_sum), (dco,), tensor={tc: 2 * B * L * G * C * N}),
+        Kernel("ddA_prev[..., -1] += ddA_chunk", (ddA_chunk,), (), B * H * nc),
+        Kernel("flip", (ddA_prev,), (ddA_prev_f1,)),
+        Kernel("cumsum", (ddA_prev_f1,), (ddA_prev_cs,), blh),
+        Kernel("flip", (ddA_prev_cs,), (ddA_prev_f2,)),
+        Kernel("_chunk_scan_bwd_ddAcs_stable", (x, dt_out, cs, dout, cb), (ddA,), 4 * entries, entries,
                tensor={tc: 2 * P * entries}, working_set=ws),
-        Launch("ddA + ddA_next", (ddA, ddA_next), (ddA1,), blh),
-        Launch("+ ddA_prev", (ddA1, ddA_prev_f2), (ddA2,), blh),
-        Launch("zeros(dA)", (), (da_w,)),
-        Launch("zeros(ddt_bias)", (), (ddtb_w,)),
-        Launch("_chunk_cumsum_bwd_kernel", (ddA2, ddt_acc, dt_in, A, dtb), (ddt, da_w, ddtb_w), 10 * blh, 3 * blh),
+        Kernel("ddA + ddA_next", (ddA, ddA_next), (ddA1,), blh),
+        Kernel("+ ddA_prev", (ddA1, ddA_prev_f2), (ddA2,), blh),
+        Kernel("zeros(dA)", (), (da_w,)),
+        Kernel("zeros(ddt_bias)", (), (ddtb_w,)),
+        Kernel("_chunk_cumsum_bwd_kernel", (ddA2, ddt_acc, dt_in, A, dtb), (ddt, da_w, ddtb_w), 10 * blh, 3 * blh),
     ]
-    return chain(launches, [dout, x, dt, A, Bm, Cm, D, dtb], [dx, ddt, dbo, dco, da_w, dd_w, ddtb_w])
+    return kernel_chain(launches, [dout, x, dt, A, Bm, Cm, D, dtb], [dx, ddt, dbo, dco, da_w, dd_w, ddtb_w],
+                        stream_working_sets=False)

@@ -8,12 +8,12 @@ D, dt_bias [H]; chunk length C divides L, nc = L / C chunks. Storage dtype e for
 A, D, dt_bias, the decays and the states fp32. Conventions (conventions.py): FMA = 2 FLOPs, matmul
 [m, k] x [k, n] = 2 m n k on tensor cores at the storage dtype, softplus = 1 + 2 transc.
 
-Causal convention of this family: the masked intra-chunk product counts the C (C + 1) / 2 entries of
-the lower triangle with its diagonal, exactly (attention's CAUSAL_FRACTION = 1/2 drops the diagonal;
-here the diagonal is what makes chunk = 1 reproduce the recurrence's current-token term). The Triton
-kernel skips whole upper blocks of BLOCK_SIZE_M rows, so it executes (C + BLOCK_SIZE_M) / (C + 1)
-times that; the autotuned block size is not known here and that waste is left to calibration. Tile
-padding (k = 1 dots padded to 16) is likewise not counted. ``torch.utils.flop_counter`` counts the
+Causal convention of this family: SSD's exact triangle (conventions.py, which says why): the masked
+intra-chunk product counts the C (C + 1) / 2 entries of the lower triangle with its diagonal
+(``triangle``), not attention's CAUSAL_FRACTION = 1/2 of the C x C block. The Triton kernel skips
+whole upper blocks of BLOCK_SIZE_M rows, so it executes (C + BLOCK_SIZE_M) / (C + 1) times that; the
+autotuned block size is not known here and that waste is left to calibration. Tile padding (k = 1
+dots padded to 16) is likewise not counted. ``torch.utils.flop_counter`` counts the
 PyTorch references' masked products in full (the tests subtract the upper triangle).
 
 Stages (per batch element b, chunk c, head h unless said; programs over the P and N tiles are
@@ -57,7 +57,7 @@ from ..conventions import SOFTPLUS, TENSOR_DTYPE, nbytes
 from ..cost import Cost
 from ..registry import Impl, Op, divisible, register
 from ..symbols import B, C, G, H, L, N, P
-from ._ssm_kernels import Launch, T, chain
+from ._kernels import Kernel, Tensor, kernel_chain
 
 FP32 = 4
 NC = L / C  # chunks
@@ -117,23 +117,23 @@ def _merge(cost: Cost, *terms) -> Cost:
 
 
 # Tensors -------------------------------------------------------------------------------------------
-def tensors(e: int) -> dict[str, T]:
+def tensors(e: int) -> dict[str, Tensor]:
     return {
-        "x": T("x", "activations", B * L * H * P, e),  # [B, L, H, P]
-        "dt": T("dt", "activations", B * L * H, e),  # [B, L, H]
-        "A": T("A", "weights", H, FP32),
-        "dt_bias": T("dt_bias", "weights", H, FP32),
-        "D": T("D", "weights", H, FP32),
-        "B": T("B", "activations", B * L * G * N, e),  # [B, L, G, N]
-        "C": T("C", "activations", B * L * G * N, e),
-        "dt_out": T("dt_out", "intermediates", B * H * L, FP32),  # [B, H, nc, C]
-        "dA_cumsum": T("dA_cumsum", "intermediates", B * H * L, FP32),
-        "dA_last": T("dA_cumsum_last", "intermediates", B * H * NC, FP32),  # [B, H, nc]
-        "CB": T("CB", "intermediates", B * NC * G * C * C, FP32),  # [B, nc, G, C, C]
-        "chunk_states": T("chunk_states", "state", B * NC * H * P * N, FP32),  # [B, nc, H, P, N]
-        "states_in": T("states_in", "state", B * NC * H * P * N, e),  # entering each chunk
-        "final_state": T("final_state", "state", B * H * P * N, FP32),  # [B, H, P, N]
-        "y": T("y", "activations", B * L * H * P, e),
+        "x": Tensor("x", "activations", B * L * H * P, e),  # [B, L, H, P]
+        "dt": Tensor("dt", "activations", B * L * H, e),  # [B, L, H]
+        "A": Tensor("A", "weights", H, FP32),
+        "dt_bias": Tensor("dt_bias", "weights", H, FP32),
+        "D": Tensor("D", "weights", H, FP32),
+        "B": Tensor("B", "activations", B * L * G * N, e),  # [B, L, G, N]
+        "C": Tensor("C", "activations", B * L * G * N, e),
+        "dt_out": Tensor("dt_out", "intermediates", B * H * L, FP32),  # [B, H, nc, C]
+        "dA_cumsum": Tensor("dA_cumsum", "intermediates", B * H * L, FP32),
+        "dA_last": Tensor("dA_cumsum_last", "intermediates", B * H * NC, FP32),  # [B, H, nc]
+        "CB": Tensor("CB", "intermediates", B * NC * G * C * C, FP32),  # [B, nc, G, C, C]
+        "chunk_states": Tensor("chunk_states", "state", B * NC * H * P * N, FP32),  # [B, nc, H, P, N]
+        "states_in": Tensor("states_in", "state", B * NC * H * P * N, e),  # entering each chunk
+        "final_state": Tensor("final_state", "state", B * H * P * N, FP32),  # [B, H, P, N]
+        "y": Tensor("y", "activations", B * L * H * P, e),
     }
 
 
@@ -148,46 +148,44 @@ def _ws(stage: str, e: int):
 
 
 # Stage costs ---------------------------------------------------------------------------------------
+def _stage(kernel: str, ins: list[Tensor], outs: list[Tensor], working_set, *terms) -> Cost:
+    """One stage: a single kernel reading ``ins`` and writing ``outs``, doing the FLOP ``terms``."""
+    c = kernel_chain([Kernel(kernel, tuple(ins), tuple(outs), working_set=working_set)], ins, outs,
+                     stream_working_sets=False)
+    return _merge(c, *terms)
+
+
 def cumsum_cost(dtype: str) -> Cost:
     t = tensors(nbytes(dtype))
-    ins, outs = [t["dt"], t["A"], t["dt_bias"]], [t["dt_out"], t["dA_cumsum"]]
-    c = chain([Launch("_chunk_cumsum_fwd_kernel", tuple(ins), tuple(outs), working_set=_ws("cumsum", 4))], ins, outs)
-    return _merge(c, cumsum_flops())
+    return _stage("_chunk_cumsum_fwd_kernel", [t["dt"], t["A"], t["dt_bias"]], [t["dt_out"], t["dA_cumsum"]],
+                  _ws("cumsum", 4), cumsum_flops())
 
 
 def bmm_cost(dtype: str) -> Cost:
     e = nbytes(dtype)
     t = tensors(e)
-    ins, outs = [t["C"], t["B"]], [t["CB"]]
-    c = chain([Launch("_bmm_chunk_fwd_kernel", tuple(ins), tuple(outs), working_set=_ws("bmm", e))], ins, outs)
-    return _merge(c, bmm_flops(dtype))
+    return _stage("_bmm_chunk_fwd_kernel", [t["C"], t["B"]], [t["CB"]], _ws("bmm", e), bmm_flops(dtype))
 
 
 def chunk_state_cost(dtype: str) -> Cost:
     e = nbytes(dtype)
     t = tensors(e)
-    ins, outs = [t["x"], t["B"], t["dt_out"], t["dA_cumsum"]], [t["chunk_states"]]
-    c = chain([Launch("_chunk_state_fwd_kernel", tuple(ins), tuple(outs), working_set=_ws("chunk_state", e))],
-              ins, outs)
-    return _merge(c, chunk_state_flops(dtype))
+    return _stage("_chunk_state_fwd_kernel", [t["x"], t["B"], t["dt_out"], t["dA_cumsum"]], [t["chunk_states"]],
+                  _ws("chunk_state", e), chunk_state_flops(dtype))
 
 
 def state_passing_cost(dtype: str) -> Cost:
     t = tensors(nbytes(dtype))
-    ins, outs = [t["chunk_states"], t["dA_last"]], [t["states_in"], t["final_state"]]
-    c = chain([Launch("_state_passing_fwd_kernel", tuple(ins), tuple(outs), working_set=_ws("state_passing", 4))],
-              ins, outs)
-    return _merge(c, state_passing_flops())
+    return _stage("_state_passing_fwd_kernel", [t["chunk_states"], t["dA_last"]], [t["states_in"], t["final_state"]],
+                  _ws("state_passing", 4), state_passing_flops())
 
 
 def chunk_scan_cost(dtype: str) -> Cost:
     e = nbytes(dtype)
     t = tensors(e)
     ins = [t["CB"], t["x"], t["dt_out"], t["dA_cumsum"], t["C"], t["states_in"], t["D"]]
-    outs = [t["y"]]
-    c = chain([Launch("_chunk_scan_fwd_kernel", tuple(ins), tuple(outs), working_set=_ws("chunk_scan", e))],
-              ins, outs)
-    return _merge(c, scan_inter_flops(dtype), scan_intra_flops(dtype))
+    return _stage("_chunk_scan_fwd_kernel", ins, [t["y"]], _ws("chunk_scan", e),
+                  scan_inter_flops(dtype), scan_intra_flops(dtype))
 
 
 def _fwd_only(fn):

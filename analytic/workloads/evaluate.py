@@ -74,7 +74,7 @@ class _Call:
     cols: tuple  # (term index, column index)
     live: tuple  # term indices
     saved: tuple
-    checks: tuple  # the op's constraints over the dimensions this cost depends on
+    checks: tuple  # (who, constraint): the op's and the implementation's, over the dims this cost uses
     dims: tuple  # the compiled cost's dimensions, in call order
 
 
@@ -111,7 +111,7 @@ def compile_plan(calls: tuple[OpCall, ...], dtype: str) -> CompiledPlan:
         cols = tuple((i, col) for i, k in enumerate(cc.keys) for col in _term_columns(k))
         live = tuple(i for i, k in enumerate(cc.keys) if k in LIVE_TERMS)
         saved = tuple(i for i, k in enumerate(cc.keys) if k in SAVED_TERMS)
-        checks = tuple(k for k in cc.op.constraints if all(d in cc.dims for d in k.dims))
+        checks = cc.constraints  # the op's and the implementation's, over dims this cost uses
         out.append(_Call(c, cc.fn, tuple(args), cols, live, saved, checks, cc.dims))
     return CompiledPlan(tuple(out), np.array([c.count for c in calls], dtype=float))
 
@@ -145,9 +145,9 @@ def evaluate_plan(cp: CompiledPlan, grid: dict[str, np.ndarray], shape: tuple[in
     saved = np.zeros((cp.n,) + shape)
     for i, c in enumerate(cp.calls):
         args = [_value(grid, v, m, step) for v, m, step in c.args]
-        for k in c.checks:
+        for who, k in c.checks:
             if not np.all(k.check(*(args[c.dims.index(d)] for d in k.dims))):
-                raise AnalyticError(f"{c.call.label} ({c.call.op}): {k.message}")
+                raise AnalyticError(f"{c.call.label}: {who}: {k.message}")
         vals = c.fn(*args)
         for ti, col in c.cols:
             W[i, col] += vals[ti]
