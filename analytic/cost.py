@@ -16,7 +16,7 @@ Fields (conventions in ``conventions.py``):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import numpy as np

@@ -415,7 +415,7 @@ def _describe(err: dict) -> str:
     elif err["type"] == "missing":
         msg = "required key is missing"
     elif err["type"] == "union_tag_invalid":
-        msg = f"unknown block kind; expected one of mamba1, mamba2, mamba3, attention, mlp, moe, linear"
+        msg = "unknown block kind; expected one of mamba1, mamba2, mamba3, attention, mlp, moe, linear"
     return f"{loc}: {msg}" if loc else msg
 
 

@@ -185,7 +185,7 @@ def mamba3_siso_ref(Q, K, V, ADT, DT, Trap, Q_bias, K_bias, Angles, D, Z, hi: bo
 
     f, w = _f(hi), V.dtype
     b, l, hq, n = Q.shape
-    h, p = V.shape[2], V.shape[3]
+    h = V.shape[2]
     dt = DT.to(f).transpose(1, 2)  # [b, L, H]
     adt = ADT.to(f).transpose(1, 2)  # [b, L, H]
     lam = torch.sigmoid(Trap.to(f)).transpose(1, 2)  # [b, L, H]
