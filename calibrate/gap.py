@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import UserError
+from ..provenance import analysis_meta
 from .estimate import estimate_from_bounds
 from .defaults import DEFAULT_LEVEL, DEFAULT_MIN_SHAPES, TARGET
 from .fit import fit_group, group_cases
@@ -159,7 +160,7 @@ def gap_report(joined: Joined, profile: Profile, spec_id: str, fitted_here: bool
         rows.append(_case_row(c, profile, g, spec_id, trained))
     groups = list(used_groups.values())
     return {
-        "schema_version": GAP_SCHEMA_VERSION, "kind": "ssmbench.gap_report",
+        "schema_version": GAP_SCHEMA_VERSION, "kind": "ssmbench.gap_report", "meta": analysis_meta(),
         "spec": {"id": joined.spec_id, "name": joined.spec_name, "prefer": joined.prefer, "ceilings": joined.ceilings},
         "calibration": {"path": profile.path, "spec_id": profile.spec_id, "fitted_here": fitted_here,
                         "transferred": transferred, "level": profile.level, "group_by": group_by},

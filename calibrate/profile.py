@@ -3,7 +3,7 @@
 Layout (schema_version 1)::
 
     {"schema_version": 1, "kind": "ssmbench.calibration_profile",
-     "created_utc": ..., "ssmbench_version": ..., "command": [...],
+     "meta": {command_line, git, hostname, platform, python, ssmbench_version, versions, created_utc},
      "spec": {"id", "name", "prefer", "ceilings": {key: {value, origin, provenance}}},
      "provenance": {"results": [{"path", "sha256", "device", "n_cases"}], "devices": [...],
                     "device_mismatch": bool},
@@ -17,16 +17,14 @@ named in a report keeps meaning what it meant.
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import math
 import os
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
+from ..provenance import analysis_meta
 from ..errors import UserError
 from .crossval import Interval
 from .join import Joined
@@ -58,9 +56,7 @@ def build_profile(joined: Joined, groups: list[dict], settings: dict[str, Any],
     return {
         "schema_version": PROFILE_SCHEMA_VERSION,
         "kind": PROFILE_KIND,
-        "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "ssmbench_version": __version__,
-        "command": list(command if command is not None else sys.argv),
+        "meta": analysis_meta(command),
         "spec": {"id": joined.spec_id, "name": joined.spec_name, "prefer": joined.prefer,
                  "ceilings": joined.ceilings},
         "provenance": {"results": joined.files, "devices": joined.devices,

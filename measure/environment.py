@@ -6,21 +6,19 @@ library is not installed) and, where useful, a ``*_note`` says why.
 
 from __future__ import annotations
 
-import datetime as _dt
 import importlib
 import importlib.metadata as md
 import importlib.util
 import os
 import platform
 import socket
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..provenance import git_info, utc_now  # noqa: F401  (utc_now is part of this module's API)
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 
 # (label, distribution names to try, import name for a __version__ fallback)
 LIBRARIES = (
@@ -40,10 +38,6 @@ REQUIRED_KEYS = (
 )
 
 
-def utc_now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
 def library_version(dists: tuple[str, ...], module: str | None) -> str | None:
     for d in dists:
         try:
@@ -61,33 +55,6 @@ def library_version(dists: tuple[str, ...], module: str | None) -> str | None:
 
 def versions() -> dict[str, str | None]:
     return {label: library_version(dists, mod) for label, dists, mod in LIBRARIES}
-
-
-def _declared_source(why: str) -> dict[str, Any]:
-    """A copy of the tree without .git (the GPU machine gets one) cannot read its commit; the script
-    that sent it declares it in SSMBENCH_SOURCE_COMMIT / SSMBENCH_SOURCE_DIRTY, recorded as declared."""
-    commit = os.environ.get("SSMBENCH_SOURCE_COMMIT")
-    if not commit:
-        return {"commit": None, "dirty": None, "note": why}
-    dirty = os.environ.get("SSMBENCH_SOURCE_DIRTY")
-    return {"commit": commit, "dirty": None if dirty is None else dirty.lower() in ("1", "true", "yes"),
-            "note": f"{why}; commit declared by the launching script (SSMBENCH_SOURCE_COMMIT)"}
-
-
-def git_info(root: Path = REPO_ROOT) -> dict[str, Any]:
-    def git(*args):
-        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=20)
-
-    try:
-        head = git("rev-parse", "HEAD")
-        if head.returncode != 0:
-            return _declared_source(f"not a git checkout: {head.stderr.strip()[:200]}")
-        status = git("status", "--porcelain")
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return {"commit": None, "dirty": None, "note": f"git not usable: {exc}"}
-    changed = [line for line in status.stdout.splitlines() if line.strip()]
-    return {"commit": head.stdout.strip(), "dirty": bool(changed), "changed_files": changed[:50],
-            "note": None}
 
 
 def _cpu_model() -> str | None:

@@ -345,7 +345,7 @@ def add_calibration(r: dict, profile, spec, backends: dict[str, str] | None = No
     r["calibration"] = {
         "profile": profile.path, "profile_spec": profile.spec_id, "target_spec": spec.id, "label": target,
         "level": profile.level, "prefer": profile.data["spec"].get("prefer", "measured"),
-        "created_utc": profile.data.get("created_utc"),
+        "created_utc": (profile.data.get("meta") or {}).get("created_utc"),
         "results": [{"path": f["path"], "sha256": f["sha256"]} for f in profile.data["provenance"]["results"]],
         "backends": backends, "holds": held,
         "note": (f"calibrated estimates: the profile's fitted model per (op, implementation, dtype, mode) applied "
