@@ -48,12 +48,13 @@ def test_decode():
     d = dict(B=B, H=H, P=P, N=N)
     s = cost("mamba3", d, "siso", "decode", "bf16")
     assert s.read["state"] >= 4 * B * H * P * N and s.write["state"] >= 4 * B * H * P * N
-    assert s.vector == B * H * (1.5 * N + 5 * N + 7 * P * N + 12 * P + 2 * P + 5)
-    assert s.launches == 5  # three ones-tensors, rotary, step
+    # one fused Triton mamba3_siso_step_kernel (mamba_ssm/ops/triton/mamba3/mamba3_siso_step.py)
+    assert s.launches == 1 and s.tensor == {}
+    assert s.vector == B * H * (11.5 * N + 7 * P * N + 8 * P + 7)
+    assert s.transcendental == B * H * (1.5 * N + P + 2)
     m = cost("mamba3", dict(d, M=4), "mimo", "decode", "bf16")
-    assert m.launches == 2 and m.tensor == {}
-    # (6M + 1) P N + 5 M N + 12 M P at M = 4 minus the same at M = 1
-    assert m.vector - s.vector == B * H * (18 * P * N + 15 * N + 36 * P)
+    assert m.launches == 5 and m.tensor == {}  # rotary, 3 projection copies, CuTe step
+    assert m.vector == B * H * (1.5 * N + 20 * N + 25 * P * N + 48 * P + 2 * P + 5)
 
 
 def _inputs(torch, M, L_=L):

@@ -312,7 +312,28 @@ def test_chunked_kernels_see_whole_chunks(h200):
     assert r.call_work[j, 0:8, 0, 0].sum() < r.call_work[j, 0:8, 0, 1].sum()  # linear: real tokens only
 
 
-def test_phase_without_a_cost_rule_is_a_clear_error_and_a_sweep_gap(h200):
+@pytest.fixture
+def mamba3_without_backward(monkeypatch):
+    """The registry's mamba3 with its backward rules removed: a phase that cannot be costed."""
+    from dataclasses import replace
+
+    from ssmbench.analytic import registry
+    from ssmbench.analytic.workloads import evaluate, phases
+
+    def clear():
+        for f in (registry.symbolic_cost, registry.compiled_cost, phases._plan, evaluate.compile_plan):
+            f.cache_clear()
+
+    op = registry.get_op("mamba3")
+    impls = tuple(replace(i, modes=tuple(m for m in i.modes if m not in ("bwd", "fwdbwd"))) for i in op.impls)
+    monkeypatch.setitem(registry._REGISTRY, "mamba3", replace(op, impls=impls))
+    clear()
+    yield
+    monkeypatch.undo()
+    clear()
+
+
+def test_phase_without_a_cost_rule_is_a_clear_error_and_a_sweep_gap(h200, mamba3_without_backward):
     m = usable("mamba3-siso-1.5b", "decode")
     with pytest.raises(AnalyticError, match="no rule for mode 'fwdbwd'"):
         plan(m, "train")

@@ -19,8 +19,9 @@ phi [H, M, P] (fp32). Outputs: y [B, L, H, P] (e) and, for the decode that follo
 case, ``return_final_states``), the final SSM state [B, H, P, N] and angle state [B, H, S] (fp32)
 -- compulsory. The key and value states the implementations also hand to decode differ between them
 (SISO: an fp32 [B, H, 64, N] buffer of which one row is used; MIMO: [B, M, H, N] at e plus a copy of
-the last x) and count as extra state bytes. Nothing is stored for backward (inference); backward is
-not modelled. Module-level pre-processing (softplus of A and dt, RMSNorm of B and C, cache copies)
+the last x) and count as extra state bytes. ``fwd`` is the inference forward; ``bwd`` (both impls)
+is in ``mamba3_bwd.py``, which also charges the SISO training forward's stores for backward.
+Module-level pre-processing (softplus of A and dt, RMSNorm of B and C, cache copies)
 belongs to other ops.
 
 ``siso`` does not depend on M (SISO is rank 1 by definition; leave M out). ``mimo`` needs M; the
@@ -61,13 +62,21 @@ M P + 3 + M / 64 (sin and cos per rotated element of q and k, the decay of k per
 2 + 2c (two cumsums and the [c, c] roll and segment sums), writing the [B, H, L/c, c, c] fp32
 segment sums that the main kernel reads back.
 
-Decode (both; mamba-ssm ``Mamba3.step``): ``apply_rotary_qk_inference_fwd`` (biases, angle update
+Decode, ``siso``: the fused Triton ``mamba3_siso_step_kernel`` (state-spaces/mamba
+``mamba_ssm/ops/triton/mamba3/mamba3_siso_step.py``, ``mamba3_siso_step``; what the measure backend
+times): ONE launch, grid (H, B), doing biases, the angle update, rotation, both input outer
+products, the state update, the output contraction, D and the silu gate (``siso_step_head_flops``);
+it reads the states (angle, SSM, k fp32 [B, H, N], v at e) and writes new ones (y, angle, SSM, k;
+the v state returned is V itself). The earlier rule (the module's rotary + CuTe path with three
+ones-tensors: 5 launches, launch bound 34.8 us on the H200) contradicted the measured 8.6 us per
+call at B = 1 (results/h200/2026-12-02/default/run-20261202T172122.267473Z-1902.jsonl).
+Decode, ``mimo`` (mamba-ssm ``Mamba3.step``): ``apply_rotary_qk_inference_fwd`` (biases, angle update
 tanh x pi x dt + carry mod 2 pi, sin/cos, rotation of q and k: 1.5 N + 5 M N vector, 0.75 N
 transc. per (b, h)), writing the rotated q (intermediate) and k (the new key state) [B, M, H, N]
 and the new angle state; then the CuTe ``mamba3_step_fn`` (vector units, no MMA) per (b, h):
 (6M + 1) P N (both input outer products as M FMAs each, alpha h + ..., the M output contractions)
-+ 12 M P + 2 P + 5 vector, 1 + M P transcendentals. SISO runs the same kernel with M = 1 and its
-module builds three ones-tensors [1, H, P] for psi, zeta, phi every step (3 launches, counted).
++ 12 M P + 2 P + 5 vector, 1 + M P transcendentals; between them the module copies
+``rearrange(mimo_x / mimo_z / mimo_o, "h r p -> r h p").contiguous()`` every step (3 launches).
 Decode reads x_t, z_t [B, H, P], q_t, k_t [B, M, N], A_t, dt_t, trap_t [B, H], the projection
 angles [B, S] (e), the states (SSM fp32, previous key [B, M, H, N] and value [B, H, P] at e,
 angle fp32) and writes y_t, the SSM, key and angle states (the value state is x_t itself: the
@@ -90,6 +99,7 @@ from ..cost import Cost
 from ..registry import Constraint, Impl, Op, register
 from ..symbols import B, H, L, M, N, P
 from ._kernels import Kernel, Tensor, kernel_chain
+from .mamba3_bwd import mimo_bwd, siso_bwd
 
 FP32 = 4
 SISO_CHUNK = 64
@@ -146,7 +156,9 @@ def _angle_dt(t, out_state):
 def _siso(mode: str, dtype: str) -> Cost:
     e = nbytes(dtype)
     if mode == "decode":
-        return _decode(e, dtype, 1, mimo=False)
+        return _siso_step(e, dtype)
+    if mode == "bwd":
+        return siso_bwd(dtype, SISO_CHUNK, S)
     if mode != "fwd":
         raise ValueError(mode)
     t = _prefill_tensors(e, 1)
@@ -170,8 +182,8 @@ def _siso(mode: str, dtype: str) -> Cost:
 def _mimo(mode: str, dtype: str) -> Cost:
     e = nbytes(dtype)
     if mode == "decode":
-        return _decode(e, dtype, M, mimo=True)
-    if mode != "fwd":
+        return _decode(e, dtype, M)
+    if mode not in ("fwd", "bwd"):
         raise ValueError(mode)
     t = _prefill_tensors(e, M)
     f, c = MIMO_ROWS, MIMO_ROWS / M
@@ -194,6 +206,10 @@ def _mimo(mode: str, dtype: str) -> Cost:
                (t["y"], final_np, final_k), vec * blh, tr * blh, tensor={TENSOR_DTYPE[dtype]: tens * blh},
                working_set=(2 * f * N + c * N + 2 * f * P + 2 * c * P + N * P + 2 * f * f) * e
                + FP32 * (N * P + f * P)),
+    ]
+    if mode == "bwd":
+        return mimo_bwd(dtype, launches, (tens, vec, tr))
+    launches += [
         Kernel("remainder(angle state, 2 pi)", (ang_raw,), (t["angle_state"],), 3 * B * H * S),
         Kernel("final state .permute().contiguous()", (final_np,), (t["ssm_state"],)),
         Kernel("V[:, -1].contiguous()", (v_last,), (v_state,)),
@@ -202,7 +218,41 @@ def _mimo(mode: str, dtype: str) -> Cost:
     return kernel_chain(launches, ins, [t["y"], t["ssm_state"], t["angle_state"]], stream_working_sets=False)
 
 
-def _decode(e: int, dtype: str, m, mimo: bool) -> Cost:
+def siso_step_head_flops():
+    """(vector, transcendental) per (b, h) of the fused Triton ``mamba3_siso_step_kernel``."""
+    # biases 2N; angle update on all N/2 lanes (x pi x dt + state, mod 2 pi = divide, floor,
+    # multiply, subtract: 7); rotations of q and k 6N; sigmoid, adt log2e scale, beta 3, gamma 1;
+    # beta v_prev, gamma v 2P; both outer products and their sum 3PN; alpha h + 2PN; the output
+    # contraction 2PN (a [P, N] x [N, 1] dot, width 1: FMAs, not an MMA tile); D x + 2P; silu gate 4P
+    vector = 2 * N + sp.Rational(7, 2) * N + 6 * N + SIGMOID[0] + 1 + 3 + 1 + 2 * P + 7 * P * N + 2 * P \
+        + (SILU[0] + 1) * P
+    transc = N / 2 + N + SIGMOID[1] + 1 + SILU[1] * P  # tanh, cos, sin on N/2 lanes; sigmoid; exp2; silu
+    return vector, transc
+
+
+def _siso_step(e: int, dtype: str) -> Cost:
+    bh = B * H
+    q, k = Tensor("Q_t", "activations", B * N, e), Tensor("K_t", "activations", B * N, e)
+    x, z = Tensor("x_t", "activations", bh * P, e), Tensor("z_t", "activations", bh * P, e)
+    adt, dt = Tensor("ADT_t", "activations", bh, FP32), Tensor("DT_t", "activations", bh, FP32)
+    trap = Tensor("Trap_t", "activations", bh, e)
+    qb, kb = Tensor("Q_bias", "weights", H * N, FP32), Tensor("K_bias", "weights", H * N, FP32)
+    angp = Tensor("angles_t", "activations", bh * S, FP32)
+    d = Tensor("D", "weights", H, FP32)
+    s_in, s_out = Tensor("ssm_state", "state", bh * P * N, FP32), Tensor("ssm_state_new", "state", bh * P * N, FP32)
+    k_old, k_new = Tensor("k_state", "state", bh * N, FP32), Tensor("k_state_new", "state", bh * N, FP32)
+    v_old = Tensor("v_state", "state", bh * P, e)
+    ang_in, ang_out = Tensor("angle_state", "state", bh * S, FP32), Tensor("angle_state_new", "state", bh * S, FP32)
+    y = Tensor("y_t", "activations", bh * P, e)
+    vec, tr = siso_step_head_flops()
+    ins = [q, k, x, z, adt, dt, trap, qb, kb, angp, d, ang_in, s_in, k_old, v_old]
+    outs = [y, ang_out, s_out, k_new]
+    return kernel_chain([Kernel("mamba3_siso_step_kernel", tuple(ins), tuple(outs), vec * bh, tr * bh)],
+                        ins, outs, stream_working_sets=False)
+
+
+def _decode(e: int, dtype: str, m) -> Cost:
+    """MIMO decode as ``Mamba3.step`` runs it (rotary kernel, projection copies, CuTe step)."""
     bh = B * H
     q, k = Tensor("Q_t", "activations", B * m * N, e), Tensor("K_t", "activations", B * m * N, e)
     x, z = Tensor("x_t", "activations", bh * P, e), Tensor("z_t", "activations", bh * P, e)
@@ -216,22 +266,22 @@ def _decode(e: int, dtype: str, m, mimo: bool) -> Cost:
     ang_in, ang_out = Tensor("angle_state", "state", bh * S, FP32), Tensor("angle_state_new", "state", bh * S, FP32)
     q_rot = Tensor("Q_rotated", "intermediates", B * m * H * N, e)
     y = Tensor("y_t", "activations", bh * P, e)
-    if mimo:
-        proj = [Tensor(n, "weights", H * m * P, FP32) for n in ("psi", "zeta", "phi")]
-        fills = []
-    else:
-        proj = [Tensor(n, "intermediates", H * P, e) for n in ("ones_psi", "ones_zeta", "ones_phi")]
-        fills = [Kernel(f"torch.ones ({p.name})", (), (p,)) for p in proj]
+    proj = [Tensor(n, "weights", H * m * P, FP32) for n in ("psi", "zeta", "phi")]
+    # rearrange(h r p -> r h p).contiguous() of mimo_x, mimo_z, mimo_o every step: 3 copies (a view
+    # only at M = 1, which MIMO does not run)
+    proj_rhp = [Tensor(p.name + "_rhp", "intermediates", H * m * P, FP32) for p in proj]
+    copies = [Kernel(f"rearrange({p.name}).contiguous()", (p,), (c,)) for p, c in zip(proj, proj_rhp)]
     rot_v = sp.Rational(3, 2) * N + 5 * m * N
     rot_t = sp.Rational(3, 4) * N
     step_v, step_t = decode_head_flops(m)
-    launches = fills + [
+    launches = [
         Kernel("apply_rotary_qk_inference_fwd", (q, k, qb, kb, angp, ang_in, dt), (q_rot, k_new, ang_out),
                rot_v * bh, rot_t * bh),
-        Kernel("mamba3_step_fn (CuTe)", (s_in, k_old, v_old, a, dt, trap, k_new, q_rot, d, x, z, *proj),
+        *copies,
+        Kernel("mamba3_step_fn (CuTe)", (s_in, k_old, v_old, a, dt, trap, k_new, q_rot, d, x, z, *proj_rhp),
                (s_out, y), (step_v - rot_v) * bh, (step_t - rot_t) * bh),
     ]
-    ins = [q, k, x, z, a, dt, trap, qb, kb, angp, d, s_in, k_old, v_old, ang_in] + (proj if mimo else [])
+    ins = [q, k, x, z, a, dt, trap, qb, kb, angp, d, s_in, k_old, v_old, ang_in, *proj]
     return kernel_chain(launches, ins, [y, s_out, k_new, ang_out], stream_working_sets=False)
 
 
@@ -255,10 +305,12 @@ MAMBA3 = register(Op(
             "prefill returns the decode states; decode = one-token step",
     dims=("B", "L", "H", "P", "N", "M"),
     impls=(
-        Impl("siso", "Triton angle_dt + mamba3_siso_fwd (chunk 64); decode = rotary + CuTe step "
-             "(rank 1); independent of M", _siso, ("fwd", "decode")),
+        Impl("siso", "Triton angle_dt + mamba3_siso_fwd (chunk 64); bwd = the Triton mamba3_siso_bwd "
+             "kernels (12 launches); decode = Triton mamba3_siso_step (1 launch); independent of M",
+             _siso, ("fwd", "bwd", "decode")),
         Impl("mimo", "Triton angle_dt + dacs_segsum + tilelang mamba_mimo_fwd (chunk 64/M, 64 fused "
-             "rows); decode = rotary + CuTe step (rank M)", _mimo, ("fwd", "decode"),
+             "rows); bwd = dacs_segsum + tilelang mamba_mimo_bwd_combined (modelled); decode = rotary + "
+             "CuTe step (rank M)", _mimo, ("fwd", "bwd", "decode"),
              constraints=MIMO_CONSTRAINTS),
     ),
     default_impl="siso",
