@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from ssmbench.analytic.registry import cost, get_op
 
 OURS = ("rmsnorm", "layernorm", "gated_rmsnorm", "silu", "softplus", "silu_gate", "softmax", "embedding",
-        "lm_head", "mlp", "gated_mlp", "moe")
+        "lm_head", "mlp", "mlp_relu2", "gated_mlp", "gated_mlp_geglu", "moe")
 TILE_WS = 2 * (128 * 64 + 128 * 64) * 2  # the linear rule's bf16 GEMM working set
 
 
@@ -169,6 +169,74 @@ def test_gated_mlp():
     check("gated_mlp", "fused", "bwd", MLPD, tensor={"bf16": 12 * T * FD * FF}, vector=10 * T * FF, launches=5)
     check("gated_mlp", "torch_eager", "bwd", MLPD, tensor={"bf16": 12 * T * FD * FF},
           vector=9 * T * FF + T * FD, launches=10)
+
+
+def test_mlp_relu2():
+    """ReLU^2 (conventions.RELU2 = 2 + 0, RELU2_BWD = 3 + 0 per hidden element), the mlp's GEMMs and bytes."""
+    own = dict(read={"activations": T * FD * E, "weights": 2 * FD * FF * E}, write={"activations": T * FD * E})
+    check("mlp_relu2", "torch_eager", "fwd", MLPD, tensor={"bf16": 4 * T * FD * FF}, vector=2 * T * FF,
+          transcendental=0, **own, extra_read={"intermediates": 2 * T * FF * E},
+          extra_write={"intermediates": 2 * T * FF * E}, launches=3, working_set=TILE_WS)
+    check("mlp_relu2", "fused", "fwd", MLPD, tensor={"bf16": 4 * T * FD * FF}, vector=2 * T * FF, transcendental=0,
+          **own, extra_read={"intermediates": T * FF * E}, extra_write={"intermediates": T * FF * E}, launches=2)
+    check("mlp_relu2", "torch_eager", "bwd", MLPD, tensor={"bf16": 8 * T * FD * FF}, vector=3 * T * FF,
+          transcendental=0, launches=5)
+    check("mlp_relu2", "fused", "decode", MLPD, tensor={"bf16": 4 * 2 * FD * FF}, vector=2 * 2 * FF, launches=2)
+    assert not get_op("mlp_relu2").impl("fused").supports("bwd")
+
+
+def test_gated_mlp_geglu():
+    """GeGLU: the gated_mlp's GEMMs with y = x * gelu(z) (GELU = 7 + 1, GELU_BWD = 14 + 1) as the gate."""
+    own = dict(read={"activations": T * FD * E, "weights": 3 * FD * FF * E}, write={"activations": T * FD * E})
+    check("gated_mlp_geglu", "fused", "fwd", MLPD, tensor={"bf16": 6 * T * FD * FF}, vector=8 * T * FF,
+          transcendental=T * FF, **own, extra_read={"intermediates": 3 * T * FF * E},
+          extra_write={"intermediates": 3 * T * FF * E}, launches=3)
+    check("gated_mlp_geglu", "torch_eager", "fwd", MLPD, tensor={"bf16": 6 * T * FD * FF}, vector=8 * T * FF,
+          transcendental=T * FF, **own, extra_read={"activations": T * FD * E, "intermediates": 4 * T * FF * E},
+          extra_write={"intermediates": 4 * T * FF * E}, launches=5)
+    # fused backward: recompute gelu (7 + 1), two multiplies, gelu' (14 + 1), one kernel
+    check("gated_mlp_geglu", "fused", "bwd", MLPD, tensor={"bf16": 12 * T * FD * FF}, vector=23 * T * FF,
+          transcendental=2 * T * FF, launches=5)
+    # eager backward: dx = dy * t, dt = dy * x, gelu_backward (14 + 1), and the dx add over [T, D]
+    check("gated_mlp_geglu", "torch_eager", "bwd", MLPD, tensor={"bf16": 12 * T * FD * FF},
+          vector=16 * T * FF + T * FD, transcendental=T * FF, launches=10)
+
+
+@pytest.mark.parametrize("op, base, impl, mode, act, base_act", [
+    ("mlp_relu2", "mlp", "torch_eager", "fwd", "RELU2", "GELU"),
+    ("mlp_relu2", "mlp", "fused", "fwd", "RELU2", "GELU"),
+    ("mlp_relu2", "mlp", "fused", "decode", "RELU2", "GELU"),
+    ("mlp_relu2", "mlp", "torch_eager", "bwd", "RELU2_BWD", "GELU_BWD"),
+    ("gated_mlp_geglu", "gated_mlp", "torch_eager", "fwd", "GELU", "SILU"),
+    ("gated_mlp_geglu", "gated_mlp", "fused", "fwd", "GELU", "SILU"),
+    ("gated_mlp_geglu", "gated_mlp", "torch_eager", "bwd", "GELU_BWD", "SILU_BWD"),
+])
+@settings(max_examples=20, deadline=None)
+@given(b=st.integers(1, 4), l=st.integers(1, 64), d=st.integers(1, 300), f=st.integers(1, 600))
+def test_activation_variants_differ_by_the_activation_constants_only(op, base, impl, mode, act, base_act, b, l, d, f):
+    """Same tensor FLOPs, bytes and launches as the base op; vector / transcendental FLOPs differ by
+    exactly (act - base act) per hidden element [B, L, F]."""
+    dims = {"B": b, "L": l, "D": d, "F": f}
+    new, old = cost(op, dims, impl=impl, mode=mode), cost(base, dims, impl=impl, mode=mode)
+    hidden = b * (1 if mode == "decode" else l) * f
+    from ssmbench.analytic import conventions
+    a, a0 = getattr(conventions, act), getattr(conventions, base_act)
+    assert new.tensor == old.tensor
+    for field in ("bytes", "executed_bytes", "launches", "working_set"):
+        assert float(getattr(new, field)) == float(getattr(old, field)), field
+    assert float(new.vector - old.vector) == (a[0] - a0[0]) * hidden
+    assert float(new.transcendental - old.transcendental) == (a[1] - a0[1]) * hidden
+
+
+def test_activation_references_compute_their_activation():
+    torch = pytest.importorskip("torch")
+    from ssmbench.analytic.ops.mlp import gated_mlp_geglu_ref, mlp_relu2_ref
+    g = torch.Generator().manual_seed(0)
+    x, w1, w2, w3 = (torch.randn(*s, generator=g, dtype=torch.float64) for s in ((2, 3, 8), (16, 8), (16, 8), (8, 16)))
+    u = x @ w1.T
+    assert torch.allclose(mlp_relu2_ref(x, w1, w3), (torch.clamp(u, min=0) ** 2) @ w3.T)
+    gelu = 0.5 * u * (1 + torch.tanh((2 / torch.pi) ** 0.5 * (u + 0.044715 * u ** 3)))
+    assert torch.allclose(gated_mlp_geglu_ref(x, w1, w2, w3), (gelu * (x @ w2.T)) @ w3.T)
 
 
 def test_moe():

@@ -367,3 +367,26 @@ def test_block_cost_of_a_measured_block_case_is_the_sum_of_its_ops():
         block_cost("block:rwkv", d)
     with pytest.raises(AnalyticError, match="needs dimension"):
         block_cost("block:mamba2", dict(B=1, L=64, D=256))
+
+
+@pytest.mark.parametrize("model_id, op", [("nemotron-h-8b", "mlp_relu2"), ("zamba2-2.7b", "gated_mlp_geglu"),
+                                          ("gpt3-1.3b", "mlp"), ("llama-3-8b", "gated_mlp")])
+@pytest.mark.parametrize("phase", ["prefill", "decode", "train"])
+def test_mlp_blocks_are_costed_with_their_activation(model_id, op, phase):
+    """Nemotron-H's ReLU^2 MLP and Zamba2's GeGLU run their own ops, not GELU / SwiGLU."""
+    ops = {c.op for c in plan(get_model(model_id), phase) if c.label.split(".")[-1] == "mlp"}
+    assert ops == {op}
+
+
+def test_an_mlp_activation_without_a_cost_rule_is_a_clear_error():
+    data = get_model("nemotron-h-8b").spec.model_dump(exclude_none=True)
+    data["blocks"]["mlp"]["activation"] = "silu"  # a known name, but no plain (non-gated) SiLU MLP op
+    with pytest.raises(AnalyticError) as err:
+        plan(parse_model(data, "silu.yaml"), "prefill")
+    msg = str(err.value)
+    assert "MLP activation 'silu' (not gated) has no cost rule" in msg
+    for op in ("mlp", "mlp_relu2", "gated_mlp", "gated_mlp_geglu"):
+        assert f"-> {op}" in msg
+    data["blocks"]["mlp"]["activation"] = "tanh"  # an unknown name is rejected when the file is read
+    with pytest.raises(ModelError, match="activation.*'gelu', 'silu' or 'relu2'"):
+        parse_model(data, "tanh.yaml")

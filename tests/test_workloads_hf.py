@@ -105,3 +105,25 @@ def test_bad_json_and_missing_file(tmp_path):
         load_hf_config(tmp_path)
     with pytest.raises(ModelError, match="file not found"):
         load_hf_config(tmp_path / "nowhere" / "config.json")
+
+
+def test_activation_keys_choose_the_mlp_op(tmp_path):
+    """nemotron_h's mlp_hidden_act relu2 -> mlp_relu2; zamba2's hidden_act gelu -> gated_mlp_geglu."""
+    from ssmbench.analytic.workloads.phases import plan
+    nem = load_hf_config(write(tmp_path, "nem", CONFIGS["nemotron-h-8b"]))
+    zam = load_hf_config(write(tmp_path, "zam", CONFIGS["zamba2-2.7b"]))
+    assert {c.op for c in plan(nem, "prefill") if "mlp" in c.op} == {"mlp_relu2"}
+    assert {c.op for c in plan(zam, "prefill") if "mlp" in c.op} == {"gated_mlp_geglu"}
+    tanh = load_hf_config(write(tmp_path, "zam_tanh", {**CONFIGS["zamba2-2.7b"], "hidden_act": "gelu_pytorch_tanh"}))
+    assert {c.op for c in plan(tanh, "prefill") if "mlp" in c.op} == {"gated_mlp_geglu"}
+
+
+@pytest.mark.parametrize("model_id, key, value, supported", [
+    ("nemotron-h-8b", "mlp_hidden_act", "tanh", "gelu, gelu_new, gelu_pytorch_tanh, relu2"),
+    ("nemotron-h-8b", "mlp_hidden_act", "silu", "gelu, gelu_new, gelu_pytorch_tanh, relu2"),
+    ("zamba2-2.7b", "hidden_act", "relu2", "gelu, gelu_new, gelu_pytorch_tanh, silu, swish"),
+])
+def test_unsupported_activation_names_the_supported_ones(tmp_path, model_id, key, value, supported):
+    folder = write(tmp_path, "bad_act", {**CONFIGS[model_id], key: value})
+    with pytest.raises(ModelError, match=f"{key} '{value}' is not supported for a .* MLP; supported: {supported}$"):
+        load_hf_config(folder)

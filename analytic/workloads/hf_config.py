@@ -23,6 +23,7 @@ import re
 from pathlib import Path
 
 from .models import Model, ModelError, parse_model
+from .phases import MLP_OPS
 
 SUPPORTED = ("mamba", "falcon_mamba", "mamba2", "jamba", "nemotron_h", "zamba2", "llama", "qwen2", "mistral")
 
@@ -71,10 +72,13 @@ class _Config:
         return self.data.get(key) is not None
 
 
-def _act(cfg: _Config, key: str) -> str:
+def _act(cfg: _Config, key: str, gated: bool) -> str:
+    """The MLP activation of ``key``, one that phases.MLP_OPS has an op for with this gating."""
     name = cfg.get(key)
-    if name not in _ACT:
-        raise ModelError(f"{cfg.where}: {key} {name!r} is not supported; supported: {', '.join(sorted(_ACT))}")
+    ok = sorted(k for k, v in _ACT.items() if (v, gated) in MLP_OPS)
+    if name not in ok:
+        raise ModelError(f"{cfg.where}: {key} {name!r} is not supported for a {'gated' if gated else 'plain'} MLP; "
+                         f"supported: {', '.join(ok)}")
     return _ACT[name]
 
 
@@ -160,7 +164,7 @@ def _nemotron_h(c: _Config) -> dict:
         raise ModelError(f"{c.where}: required key 'hybrid_override_pattern' (or 'layers_block_type') is missing")
     if not isinstance(pattern, str) or not pattern or set(pattern) - set("M*-E"):
         raise ModelError(f"{c.where}: hybrid_override_pattern must use M, *, - and E, got {pattern!r}")
-    act = _act(c, "mlp_hidden_act")
+    act = _act(c, "mlp_hidden_act", gated=False)
     blocks = {"mamba": _mamba2_block(c, D, "ssm_state_size", "mamba_num_heads", "mamba_head_dim", "n_groups",
                                      "expand", "conv_kernel"),
               "attn": _attn(c, head_dim=c.int("head_dim") if c.has("head_dim") else None),
@@ -198,7 +202,7 @@ def _zamba2(c: _Config) -> dict:
     blocks = {"mamba": mamba, "proj": {"kind": "linear"}}
     mem = c.int("num_mem_blocks")
     F = c.int("intermediate_size") if c.has("intermediate_size") else 4 * D
-    act = _act(c, "hidden_act")
+    act = _act(c, "hidden_act", gated=True)
     for i in range(mem):
         blocks[f"attn_{i}"] = {"kind": "attention", "heads": H, "kv_heads": c.int("num_key_value_heads") if c.has("num_key_value_heads") else H,
                                "head_dim": 2 * D // H, "d_in": 2 * D, "shared": True}

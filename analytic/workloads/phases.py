@@ -31,9 +31,9 @@ Ops per block (dims in the op's letters; E = expand x D):
   64 / M tokens): the kernels compute the last, partial chunk as a full tile.
 - attention: norm(d_in), qkv linear(d_in -> (H + 2G) P), attention_causal(H, G, P; L = tokens,
   S = keys), o_proj linear(H P -> D). RoPE is not counted (elementwise on q and k, < 1% of the block).
-- mlp: norm(D), then ``gated_mlp`` (D, F) when gated, else ``mlp`` (D, F). The registered ``mlp``
-  counts GELU and ``gated_mlp`` SiLU; Nemotron-H's ReLU^2 and Zamba2's gated GELU are costed with
-  them (the activation is 2-8 vector FLOPs per hidden element beside 4-6 D FLOPs of GEMM per element).
+- mlp: norm(D), then the op of the block's (activation, gated) pair, ``MLP_OPS`` (D, F): ``mlp`` (GELU),
+  ``mlp_relu2`` (Nemotron-H's ReLU^2), ``gated_mlp`` (SwiGLU), ``gated_mlp_geglu`` (Zamba2's GeGLU); any
+  other pair is an error naming these.
 - moe: norm(D), moe(D, F, X, Xk).
 - linear: linear(d_in -> d_out).
 - model ends: embedding(B, L, D, V) first; final norm(D) and lm_head(D, V) last. In prefill the LM head
@@ -66,8 +66,28 @@ DEFAULT_IMPLS: dict[str, dict[str, str]] = {
     "layernorm": {"*": "fused"},
     "gated_rmsnorm": {"*": "fused"},
     "gated_mlp": {"*": "fused"},
+    "gated_mlp_geglu": {"*": "fused"},
     "mlp": {"fwd": "fused", "decode": "fused"},
+    "mlp_relu2": {"fwd": "fused", "decode": "fused"},
 }
+
+# The op that costs an MLP block, by (activation, gated); the activation is part of the op's identity.
+MLP_OPS: dict[tuple[str, bool], str] = {
+    ("gelu", False): "mlp",
+    ("relu2", False): "mlp_relu2",
+    ("silu", True): "gated_mlp",
+    ("gelu", True): "gated_mlp_geglu",
+}
+
+
+def mlp_op(activation: str, gated: bool) -> str:
+    """The registered op for an MLP block; an (activation, gated) pair without one is an AnalyticError."""
+    try:
+        return MLP_OPS[(activation, gated)]
+    except KeyError:
+        valid = "; ".join(f"{a} {'gated' if g else 'plain'} -> {op}" for (a, g), op in MLP_OPS.items())
+        raise AnalyticError(f"MLP activation {activation!r} ({'gated' if gated else 'not gated'}) has no cost "
+                            f"rule; valid: {valid}") from None
 
 Dim = Any  # int constant, a grid variable name, or (grid variable, multiplier, round up to a multiple of)
 
@@ -179,7 +199,7 @@ class _Builder:
             self.add(f"{name}.o_proj", name, n, "linear", {"I": H * P, "O": D})
         elif isinstance(blk, MLP):
             self.norm(name, name, n, D)
-            self.add(f"{name}.mlp", name, n, "gated_mlp" if blk.gated else "mlp", {"D": D, "F": blk.d_ff})
+            self.add(f"{name}.mlp", name, n, mlp_op(blk.activation, blk.gated), {"D": D, "F": blk.d_ff})
         elif isinstance(blk, MoE):
             self.norm(name, name, n, D)
             self.add(f"{name}.moe", name, n, "moe", {"D": D, "F": blk.d_ff, "X": blk.experts, "Xk": blk.top_k})

@@ -186,12 +186,13 @@ RECIPES: tuple[Recipe, ...] = (
     Recipe("gated_rmsnorm", "torch_eager",
            Call(None, (Input("x", normal(*BLD)), Input("z", normal(*BLD)), Input("w", scale("D"))))),
     Recipe("softmax", "torch_eager", Call(None, (Input("x", normal("B", "H", "L", "S")),))),
-    Recipe("mlp", "torch_eager", Call(None, (
+    *(Recipe(op, "torch_eager", Call(None, (
         Input("x", normal(*BLD)), Input("w_up", weight("F", "D", fan_in="D")),
-        Input("w_down", weight("D", "F", fan_in="F"))))),
-    Recipe("gated_mlp", "torch_eager", Call(None, (
+        Input("w_down", weight("D", "F", fan_in="F"))))) for op in ("mlp", "mlp_relu2")),
+    *(Recipe(op, "torch_eager", Call(None, (
         Input("x", normal(*BLD)), Input("w_gate", weight("F", "D", fan_in="D")),
-        Input("w_up", weight("F", "D", fan_in="D")), Input("w_down", weight("D", "F", fan_in="F"))))),
+        Input("w_up", weight("F", "D", fan_in="D")), Input("w_down", weight("D", "F", fan_in="F")))))
+      for op in ("gated_mlp", "gated_mlp_geglu")),
     Recipe("conv1d", "torch_conv",
            Call(None, (Input("x", normal("B", "E", "L")), Input("weight", weight("E", "K", fan_in="K")),
                        Input("bias", normal("E", std=0.1)))),
