@@ -161,6 +161,17 @@ def _decode(case, device, seed, run_mod, hi_mod, lo_mod, states_of, step, ref_ct
 
 
 # Mamba-1 ---------------------------------------------------------------------------------------------
+def _cache_states(b):
+    """(module, dtype) -> the [conv_state, ssm_state] a mamba-ssm module's step needs, batch ``b``."""
+    return lambda mod, t: list(mod.allocate_inference_cache(b, 1, dtype=t))
+
+
+def _module_step(mod, x, st):
+    """One decode step of a mamba-ssm Mamba / Mamba2 module: [output, conv_state, ssm_state]."""
+    out, conv, ssm = mod.step(x, st[0], st[1])
+    return [out, conv, ssm]
+
+
 def _mamba1(case, device, seed):
     require_cuda(device)
     ms = import_mamba_ssm("mamba_ssm.modules.mamba_simple")
@@ -179,14 +190,7 @@ def _mamba1(case, device, seed):
 
     notes = f"mamba_ssm Mamba(d_model={d}, d_state={n}, expand 2, d_conv 4)."
     if case.mode == "decode":
-        def states_of(mod, t):
-            return list(mod.allocate_inference_cache(b, 1, dtype=t))
-
-        def step(mod, x, st):
-            out, conv, ssm = mod.step(x, st[0], st[1])
-            return [out, conv, ssm]
-
-        return _decode(case, device, seed, run_mod, hi_mod, lo_mod, states_of, step,
+        return _decode(case, device, seed, run_mod, hi_mod, lo_mod, _cache_states(b), _module_step,
                        lambda hi: patched(ms, selective_state_update=None, causal_conv1d_update=None), d, b,
                        notes + " References: Mamba.step's PyTorch fallback.")
     (l,) = dims_of(case, ("L",))
@@ -224,14 +228,7 @@ def _mamba2(case, device, seed):
 
     notes = f"mamba_ssm Mamba2(d_model={d}, d_state={n}, headdim={p}, ngroups={g}, chunk_size={c})."
     if case.mode == "decode":
-        def states_of(mod, t):
-            return list(mod.allocate_inference_cache(b, 1, dtype=t))
-
-        def step(mod, x, st):
-            out, conv, ssm = mod.step(x, st[0], st[1])
-            return [out, conv, ssm]
-
-        return _decode(case, device, seed, run_mod, hi_mod, lo_mod, states_of, step,
+        return _decode(case, device, seed, run_mod, hi_mod, lo_mod, _cache_states(b), _module_step,
                        lambda hi: patched(m2, selective_state_update=step_ref, causal_conv1d_update=None), d, b,
                        notes + " References: PyTorch conv fallback and a plain SSD step.")
     (l,) = dims_of(case, ("L",))
