@@ -26,6 +26,7 @@ from typing import Any
 
 from ..provenance import analysis_meta
 from ..errors import UserError
+from ..files import read_user_text
 from .crossval import Interval
 from .join import Joined
 from .models import Model, model_from_dict
@@ -149,12 +150,9 @@ class Profile:
 
 def read_profile(path: str | Path) -> Profile:
     path = Path(path)
+    text = read_user_text(path, UserError, what="calibration profile")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{path}: calibration profile not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read calibration profile ({exc})") from None
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UserError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}); expected a calibration profile") from None
     if not isinstance(data, dict) or data.get("kind") != PROFILE_KIND:

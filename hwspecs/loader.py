@@ -9,6 +9,7 @@ import yaml
 from pydantic import ValidationError
 
 from ..errors import UserError
+from ..files import UniqueKeyLoader
 from .schema import SCHEMA_VERSION, Spec
 
 
@@ -27,26 +28,6 @@ class SpecError(UserError):
         err.problems = messages
         err.args = ("\n".join(messages),)
         return err
-
-
-class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
-    """PyYAML keeps the last of two equal keys silently; a spec with a repeated key is an error.
-    (The libyaml parser is used where PyYAML has it: the pure-Python one is ~10x slower.)"""
-
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            try:
-                hash(key)
-            except TypeError:
-                continue  # the base class reports an unhashable key with its position
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} appears twice in one mapping", key_node.start_mark
-                )
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
 
 
 def _describe(err: dict) -> str:
@@ -91,7 +72,7 @@ def load_spec(path: str | Path) -> Spec:
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(path, [f"cannot read: {exc}"]) from None
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)
+        data = yaml.load(text, Loader=UniqueKeyLoader)
     except yaml.YAMLError as exc:
         where = ""
         mark = getattr(exc, "problem_mark", None)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..errors import UserError
+from ..files import read_user_text
 
 SCHEMA_VERSION = 1
 STATUSES = ("ok", "failed_check", "oom", "unavailable", "error")
@@ -202,12 +203,7 @@ def _read_jsonl(path: Path, text: str) -> ResultFile:
 def read_results(path: str | Path) -> ResultFile:
     """Read one result file (``.json`` consolidated or ``.jsonl`` incremental) and check it."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ResultsError(f"{path}: file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ResultsError(f"{path}: cannot read ({exc})") from None
+    text = read_user_text(path, ResultsError)
     if path.suffix == ".jsonl":
         return _read_jsonl(path, text)
     if path.suffix == ".json":

@@ -34,6 +34,7 @@ from typing import Any
 import yaml
 
 from ..errors import UserError
+from ..files import UniqueKeyLoader, read_user_text
 from .case import CASE_DTYPES, CASE_MODES, Case, is_composite
 
 SCHEMA_VERSION = 1
@@ -61,20 +62,6 @@ class Suite:
     description: str
     cases: tuple[SuiteCase, ...]
     skipped_invalid: int = 0  # grid points dropped by skip_invalid
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """PyYAML keeps the last of two equal keys silently; a suite with a repeated key is an error."""
-
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(None, None, f"key {key!r} appears twice in one mapping",
-                                                        key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
 
 
 def builtin_suites_dir() -> Path:
@@ -245,14 +232,9 @@ def parse_suite(data: Any, file: str | Path) -> Suite:
 
 def load_suite(name_or_path: str | Path) -> Suite:
     path = resolve(str(name_or_path))
+    text = read_user_text(path, SuiteError)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SuiteError(f"{path}: file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SuiteError(f"{path}: cannot read ({exc})") from None
-    try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)
+        data = yaml.load(text, Loader=UniqueKeyLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""

@@ -135,7 +135,6 @@ def mamba3_siso_chunked_ref(Q, K, V, ADT, DT, Trap, Q_bias, K_bias, Angles, D, Z
 def mamba3_mimo_chunked_ref(Q, K, V, ADT, DT, Trap, Q_bias, K_bias, Angles, D, Z, psi, zeta, phi, chunk=None):
     """The MIMO kernel's chunked form, chunk = 64/M tokens by default: (y, final state)."""
     import torch
-    import torch.nn.functional as F
     Bsz, L_, H_, P_ = V.shape
     M_, N_ = Q.shape[2], Q.shape[3]
     chunk = chunk or 64 // M_

@@ -22,6 +22,7 @@ import math
 import re
 from pathlib import Path
 
+from ...files import read_user_text
 from .models import Model, ModelError, parse_model
 from .phases import MLP_OPS
 
@@ -298,12 +299,9 @@ def load_hf_config(path: str | Path) -> Model:
     p = Path(path)
     if p.is_dir():
         p = p / "config.json"
+    text = read_user_text(p, ModelError)
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ModelError(f"{p}: file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ModelError(f"{p}: cannot read: {exc}") from None
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ModelError(f"{p}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
     return model_from_hf(data, str(p), name=p.parent.name if p.parent.name else None)

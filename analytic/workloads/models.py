@@ -36,6 +36,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, model_validator
 
 from ...errors import UserError
+from ...files import UniqueKeyLoader, read_user_text
 from ..conventions import STATE_DTYPE, nbytes
 
 SCHEMA_VERSION = 1
@@ -438,12 +439,9 @@ def parse_model(data: object, origin: str = "<data>") -> Model:
 
 def load_model_file(path: str | Path) -> Model:
     path = Path(path)
+    text = read_user_text(path, ModelError)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ModelError(f"{path}: file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ModelError(f"{path}: cannot read: {exc}") from None
+        data = yaml.load(text, Loader=UniqueKeyLoader)
     except yaml.YAMLError as exc:
         raise ModelError(f"{path}: not valid YAML ({getattr(exc, 'problem', None) or exc})") from None
     return parse_model(data, str(path))
