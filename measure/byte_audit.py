@@ -17,12 +17,15 @@ Only fwd and decode cases are audited by default (one call = one forward or one 
 block cases have no analytic cost and are skipped. Measured bytes are labelled "measurement
 (ncu)"; analytic ones "analytic count". Usage (GPU machine, ncu on PATH):
   python -m ssmbench.measure.byte_audit --suite measure/suites/default_h200_a.yaml --out audit.json
+  (``--suite`` again for more suites; ``--backends 'torch*,fla.*'`` / ``--exclude-backends 'mamba_ssm.*'``
+  choose backends by shell-style patterns, e.g. those that need no compiled extension while it builds)
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import fnmatch
 import io
 import json
 import os
@@ -39,15 +42,26 @@ METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum")
 MARKER = "spin_kernel"  # the kernel torch.cuda._sleep launches
 
 
-def select_cases(suite_path: str, per_backend: int, modes: tuple[str, ...]) -> list[dict[str, Any]]:
-    """The first ``per_backend`` cases of each kernel backend in the suite, in modes ``modes``."""
+def backend_selected(backend: str, patterns: tuple[str, ...] | None, exclude: tuple[str, ...] = ()) -> bool:
+    """Whether a backend name passes ``--backends`` (shell-style patterns; None: every backend) and
+    ``--exclude-backends``."""
+    if any(fnmatch.fnmatchcase(backend, x) for x in exclude):
+        return False
+    return patterns is None or any(fnmatch.fnmatchcase(backend, x) for x in patterns)
+
+
+def select_cases(suite_paths: str | list[str], per_backend: int, modes: tuple[str, ...],
+                 backends: tuple[str, ...] | None = None, exclude: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """The first ``per_backend`` cases of each (kernel backend, op) in the suites, in modes ``modes``,
+    of the backends that ``backends`` / ``exclude`` select (see ``backend_selected``)."""
     from .case import is_composite
     from .suite import load_suite
 
+    paths = [suite_paths] if isinstance(suite_paths, str) else suite_paths
     picked: dict[str, list] = {}
-    for sc in load_suite(suite_path).cases:
+    for sc in (sc for path in paths for sc in load_suite(path).cases):
         c = sc.case
-        if is_composite(c.op) or c.mode not in modes:
+        if is_composite(c.op) or c.mode not in modes or not backend_selected(c.backend, backends, exclude):
             continue
         lst = picked.setdefault(f"{c.backend}/{c.op}", [])
         if len(lst) < per_backend:
@@ -183,25 +197,49 @@ def print_summary(result: dict[str, Any]) -> None:
     print("(measured: ncu DRAM bytes of one call, cold caches; compulsory / executed: analytic counts)")
 
 
+def _meta(argv: list[str]) -> dict[str, Any]:
+    """The environment block of result files (device, driver, library versions, commit), read in this
+    process before ncu starts the child that runs the kernels."""
+    import torch
+
+    from .environment import collect
+
+    if not torch.cuda.is_available():
+        raise UserError(f"the byte audit profiles CUDA kernels, but CUDA is not available here (torch {torch.__version__})")
+    return collect(torch.device("cuda"), 0, [sys.argv[0], *argv])
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["_child"]:
         return _child(argv[1], argv[2])
     p = argparse.ArgumentParser(prog="python -m ssmbench.measure.byte_audit", description=__doc__.split("\n")[0])
-    p.add_argument("--suite", required=True, help="suite YAML whose kernel cases to audit")
+    p.add_argument("--suite", required=True, action="append",
+                   help="suite YAML whose kernel cases to audit (repeatable: one case per backend and op over all)")
     p.add_argument("--out", required=True, help="JSON file to write")
     p.add_argument("--per-backend", type=int, default=2, help="cases per backend (default 2)")
     p.add_argument("--modes", nargs="+", default=["fwd", "decode"], help="modes to audit (default fwd decode)")
     p.add_argument("--ncu", default=os.environ.get("NCU", "ncu"), help="the ncu executable")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds for the whole ncu run")
+    p.add_argument("--backends", help="comma-separated shell-style patterns of backend names to audit, "
+                                      "e.g. 'torch*,fla.*' (default: every backend)")
+    p.add_argument("--exclude-backends", default="", help="comma-separated patterns of backend names to leave out")
     args = p.parse_args(argv)
+    patterns = tuple(x for x in args.backends.split(",") if x) if args.backends else None
+    exclude = tuple(x for x in args.exclude_backends.split(",") if x)
     try:
-        cases = select_cases(args.suite, args.per_backend, tuple(args.modes))
+        if Path(args.out).exists():
+            raise UserError(f"--out {args.out}: file exists; the audit never overwrites a file (choose a new name)")
+        cases = select_cases(args.suite, args.per_backend, tuple(args.modes), patterns, exclude)
         if not cases:
-            raise UserError(f"{args.suite}: no kernel case in modes {args.modes}")
+            raise UserError(f"{', '.join(args.suite)}: no kernel case in modes {args.modes} of the selected backends "
+                            f"(--backends {args.backends or '*'}, --exclude-backends {args.exclude_backends or '-'})")
+        meta = _meta(argv)
         with tempfile.TemporaryDirectory() as tmp:
             result = audit(cases, args.ncu, args.timeout, Path(tmp))
         result["suite"] = args.suite
+        result["meta"] = {**meta, "selection": {"per_backend": args.per_backend, "modes": args.modes,
+                                                "backends": args.backends, "exclude_backends": args.exclude_backends}}
         Path(args.out).write_text(json.dumps(result, indent=1))
         print_summary(result)
         return 0

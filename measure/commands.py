@@ -29,8 +29,11 @@ def register(subparsers) -> None:
     m.add_argument("--device", default="cuda", help="cpu, cuda or cuda:N (default cuda)")
     m.add_argument("--out", required=True, help="folder for result files (created if missing)")
     m.add_argument("--resume", action="store_true",
-                   help="skip cases already finished in --out (status ok, failed_check, oom, unavailable; "
-                        "cases that ended in 'error' run again)")
+                   help="skip cases already finished in --out on a device of this name (status ok, "
+                        "failed_check or oom; cases that ended 'unavailable' or 'error' run again)")
+    m.add_argument("--resume-from", action="append", default=[], metavar="DIR",
+                   help="also skip cases finished in the result files of DIR (repeatable; same rules as "
+                        "--resume), e.g. an earlier run's folder, so that --out holds only this run's file")
     m.add_argument("--hw", help="hardware spec (built-in id or YAML file) for roofline fractions")
     m.add_argument("--filter", help="run only cases whose key contains this text")
     m.add_argument("--limit", type=int, help="run at most N cases (after --filter and --resume)")
@@ -85,6 +88,13 @@ def _progress_line(i: int, n: int, rec: dict[str, Any]) -> str:
     return f"[{i + 1}/{n}] {rec['status']:<12} {rec['key']}  {tail[:160]}"
 
 
+def _result_dir(d: str) -> Path:
+    p = Path(d)
+    if not p.is_dir():
+        raise UserError(f"--resume-from {d}: not a folder (expected a folder of result files)")
+    return p
+
+
 def cmd_measure(args) -> int:
     from ..hwspecs import get_spec
     from .suite import load_suite
@@ -114,7 +124,7 @@ def cmd_measure(args) -> int:
     settings = TimingSettings(target_s=target, flush_l2=not args.no_flush,
                               warmup_s=0.1 if device.type == "cuda" else 0.01)
     cfg = SweepConfig(device=str(device), out_dir=Path(args.out), timing=settings, seed=args.seed,
-                      resume=args.resume, spec=spec, energy=not args.no_energy,
+                      resume=args.resume, resume_from=[_result_dir(d) for d in args.resume_from], spec=spec, energy=not args.no_energy,
                       energy_window_s=args.energy_window, argv=list(sys.argv),
                       arguments={k: v for k, v in vars(args).items() if k != "func"},
                       suite_name=suite.name, suite_path=suite.path)
@@ -136,7 +146,12 @@ def cmd_measure(args) -> int:
     def on_case(i: int, n: int, rec: dict[str, Any]) -> None:
         say(_progress_line(i, n, rec))
 
-    summary = run_sweep(suite.cases, cfg, args.filter, args.limit, on_start, on_case)
+    def on_resume(resumed) -> None:
+        say(f"resuming from {len(resumed.files)} result file(s) of this device")
+        for path, name in resumed.other_device.items():
+            say(f"set aside {path}: measured on {name or 'an unnamed device'}, not this device; its cases run again")
+
+    summary = run_sweep(suite.cases, cfg, args.filter, args.limit, on_start, on_case, on_resume)
     if summary.path is None:
         if args.json:
             print_json({"path": None, "counts": {}, "skipped_finished": summary.skipped_finished, "cases": []})

@@ -67,18 +67,29 @@ def _cpu_model() -> str | None:
     return platform.processor() or None
 
 
+def device_name(device) -> str | None:
+    """The device's model name as the metadata records it (``device.name``): the CUDA device
+    properties' name ("NVIDIA H200"), or the CPU model."""
+    import torch
+
+    if device.type != "cuda":
+        return _cpu_model()
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    return torch.cuda.get_device_properties(idx).name
+
+
 def device_info(device) -> dict[str, Any]:
     """Name, UUID, driver, clocks and power limit of the device the run uses."""
     import torch
 
     if device.type != "cuda":
-        return {"type": "cpu", "name": _cpu_model(), "logical_cores": os.cpu_count(),
+        return {"type": "cpu", "name": device_name(device), "logical_cores": os.cpu_count(),
                 "torch_threads": torch.get_num_threads(), "uuid": None, "driver": None, "clocks": None,
                 "power_limit_w": None}
     idx = device.index if device.index is not None else torch.cuda.current_device()
     p = torch.cuda.get_device_properties(idx)
     info: dict[str, Any] = {
-        "type": "cuda", "index": idx, "name": p.name, "uuid": str(getattr(p, "uuid", "")) or None,
+        "type": "cuda", "index": idx, "name": device_name(device), "uuid": str(getattr(p, "uuid", "")) or None,
         "compute_capability": f"{p.major}.{p.minor}", "sm_count": p.multi_processor_count,
         "memory_bytes": int(p.total_memory), "l2_bytes": int(getattr(p, "L2_cache_size", 0)) or None,
         "driver": None, "clocks": None, "power_limit_w": None,

@@ -236,9 +236,45 @@ def read_dir(out_dir: str | Path) -> list[ResultFile]:
     return [read_results(p) for p in result_files(out_dir)]
 
 
-def finished_keys(out_dir: str | Path) -> set[str]:
-    """Keys of cases already finished (status in FINISHED) in any result file of ``out_dir``."""
-    return {c["key"] for rf in read_dir(out_dir) for c in rf.cases if c["status"] in FINISHED}
+def device_name(rf: ResultFile) -> str | None:
+    """The name of the device a result file was measured on (``meta.device.name``), or None."""
+    dev = rf.meta.get("device")
+    return dev.get("name") if isinstance(dev, dict) else None
+
+
+@dataclass
+class ResumeSet:
+    """What ``--resume`` found: keys finished on this device, and the files it read or set aside."""
+
+    keys: set[str]
+    files: list[str]
+    other_device: dict[str, str | None]  # file -> the device it was measured on (its cases are not skipped)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"finished_statuses": list(FINISHED), "from_files": self.files,
+                "ignored_other_device": self.other_device}
+
+
+def finished_keys(out_dirs: str | Path | Iterable[str | Path], device: str | None = None) -> ResumeSet:
+    """Cases already finished (status in FINISHED) in the result files of one or more folders.
+
+    With ``device`` (a device name as the metadata records it, e.g. "NVIDIA H200"), only files
+    measured on a device of that exact name count: a case timed on another GPU model is not a
+    finished case of this one, so resuming never mixes two devices into one dataset. The files set
+    aside are listed with their device.
+    """
+    dirs = [out_dirs] if isinstance(out_dirs, (str, Path)) else list(out_dirs)
+    keys: set[str] = set()
+    files: list[str] = []
+    other: dict[str, str | None] = {}
+    for d in dirs:
+        for rf in read_dir(d):
+            if device is not None and device_name(rf) != device:
+                other[str(rf.path)] = device_name(rf)
+                continue
+            files.append(str(rf.path))
+            keys.update(c["key"] for c in rf.cases if c["status"] in FINISHED)
+    return ResumeSet(keys, files, other)
 
 
 def latest_by_key(files: Iterable[ResultFile]) -> dict[str, dict[str, Any]]:

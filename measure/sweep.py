@@ -31,9 +31,9 @@ from typing import Any, Callable, Sequence
 
 from . import energy as energy_mod
 from .case import Case, is_composite
-from .environment import collect, utc_now
+from .environment import collect, device_name, utc_now
 from .gate import check
-from .results import FINISHED, ResultWriter, finished_keys, read_dir
+from .results import ResultWriter, ResumeSet, finished_keys
 from .runners.base import Unavailable, get_backend
 from .suite import SuiteCase
 from .timing import TimingSettings, make_timed_callable, time_call
@@ -50,6 +50,7 @@ class SweepConfig:
     timing: TimingSettings = field(default_factory=TimingSettings)
     seed: int = 0
     resume: bool = False
+    resume_from: list[Path] = field(default_factory=list)  # more folders whose finished cases count as done
     spec: Any = None  # a hwspecs Spec for roofline fractions, or None
     energy: bool = True
     energy_window_s: float = 1.0
@@ -310,12 +311,22 @@ def select(cases: Sequence[SuiteCase], filter_substr: str | None = None, limit: 
 
 def run_sweep(cases: Sequence[SuiteCase], cfg: SweepConfig, filter_substr: str | None = None,
               limit: int | None = None, on_start: Callable[[int, int, int], None] | None = None,
-              on_case: Callable[[int, int, dict[str, Any]], None] | None = None) -> SweepSummary:
-    """Run ``cases`` into a new result file under ``cfg.out_dir``. ``on_start(n_to_run, n_finished,
-    n_filtered)`` is called before the first case, ``on_case(i, n, record)`` after each."""
+              on_case: Callable[[int, int, dict[str, Any]], None] | None = None,
+              on_resume: Callable[[ResumeSet], None] | None = None) -> SweepSummary:
+    """Run ``cases`` into a new result file under ``cfg.out_dir``. ``on_resume(resume_set)`` is called
+    first when resuming, ``on_start(n_to_run, n_finished, n_filtered)`` before the first case,
+    ``on_case(i, n, record)`` after each.
+
+    Resuming (``cfg.resume``: ``cfg.out_dir``; ``cfg.resume_from``: more folders) skips the cases
+    finished on a device of this device's name only: cases timed on another GPU model are run again,
+    so that a resumed dataset is one device's."""
     device = torch_device(cfg.device)
-    done = finished_keys(cfg.out_dir) if cfg.resume else set()
-    todo, n_finished, n_filtered = select(cases, filter_substr, limit, done)
+    resumed = None
+    if cfg.resume or cfg.resume_from:
+        resumed = finished_keys([cfg.out_dir, *cfg.resume_from], device=device_name(device))
+        if on_resume is not None:
+            on_resume(resumed)
+    todo, n_finished, n_filtered = select(cases, filter_substr, limit, resumed.keys if resumed else set())
     if on_start is not None:
         on_start(len(todo), n_finished, n_filtered)
     if not todo:  # nothing to run: no empty result file
@@ -324,8 +335,7 @@ def run_sweep(cases: Sequence[SuiteCase], cfg: SweepConfig, filter_substr: str |
     meta["arguments"] = cfg.arguments
     meta["suite"] = {"name": cfg.suite_name, "path": cfg.suite_path}
     meta["hw_spec"] = cfg.spec.id if cfg.spec is not None else None
-    meta["resume"] = ({"skipped_finished": n_finished, "finished_statuses": list(FINISHED),
-                       "from_files": [str(rf.path) for rf in read_dir(cfg.out_dir)]} if cfg.resume else None)
+    meta["resume"] = {"skipped_finished": n_finished, **resumed.to_dict()} if resumed else None
     meta["selection"] = {"filter": filter_substr, "limit": limit, "filtered_out": n_filtered}
     runner = CaseRunner(cfg, device)
     meta["energy"] = {"enabled": cfg.energy, "nvml": runner.nv is not None, "note": runner.nv_reason or None,

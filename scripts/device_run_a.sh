@@ -3,16 +3,17 @@
 # gated delta rule (fla), Mamba-1 selective scan and decode, Mamba-2 SSD; then a byte audit (ncu).
 # selective_scan_cuda is compiled in the background while the cases that need no extension run.
 # Device tool: command "bash scripts/device_run_a.sh", carry [".sdist", ".whl"].
-# Writes $OUT/results/run-*.json, $OUT/run_a.log, $OUT/builds.txt, $OUT/byte_audit_a.json.
+# Writes $OUT/results/run-*.json, $OUT/run_a.log, $OUT/byte_audit_a.json.
 cd "$(dirname "$0")/.." || exit 1
 source scripts/device_common.sh
 exec > >(tee -a "$OUT/run_a.log") 2>&1
+select_hw
 say "part A on $(hostname); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
 stage_package
 start_builds selective_scan_cuda
 install_python_parts
 check_imports
 run_sweep measure/suites/default_h200_a.yaml 50
-run_byte_audit measure/suites/default_h200_a.yaml "$OUT/byte_audit_a.json"
+run_byte_audit "$OUT/byte_audit_a.json" --suite measure/suites/default_h200_a.yaml
 collect_build_logs
 summary

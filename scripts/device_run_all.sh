@@ -1,27 +1,31 @@
 #!/usr/bin/env bash
-# Parts A and B of the default H200 measurement in one device call (for a session whose device
-# budget allows only one long call): probe ceilings first, both extension builds in the background
-# (10 jobs on 16 cores, so the launch-bound cases keep CPU cores to themselves), then suite A (no
-# causal-conv1d needed), then suite B. Every finished case is on disk if the call is cut off.
-# Device tool: command "bash scripts/device_run_all.sh", carry [".sdist", ".whl"].
+# The default measurement (suites A and B) in one device call: both extension builds start first, in
+# the background; while they compile, the Python parts install, the probe runs (unless the earlier
+# results hold this device's) and the byte audit profiles the backends that need no extension; then
+# suite A, then suite B (each suite orders its cases so that what needs no extension comes first,
+# causal-conv1d last). Every finished case is on disk at once, so a cut-off call keeps its cases;
+# the built extensions come back packed in $OUT/ext/ for a later call on a fresh machine.
+#
+# Device tool: command "bash scripts/device_run_all.sh", carry [".sdist", ".whl"] (and ".prebuilt"
+# when it holds packed extensions). Environment:
+#   RESUME_FROM="dir ..."  folders of earlier result files: their finished cases of this device are skipped
+#   SSMBENCH_SOURCE_COMMIT / SSMBENCH_SOURCE_DIRTY  the commit of the sent tree (the copy has no .git)
+#   HW=<spec id>           the spec for roofline fractions, where the device's name is not known
+# Writes $OUT/results/run-*.json(l), $OUT/run_all.log, $OUT/byte_audit_noext.json, $OUT/ext/*,
+# and $OUT/probe-<spec>.yaml when the probe runs.
 cd "$(dirname "$0")/.." || exit 1
 source scripts/device_common.sh
 exec > >(tee -a "$OUT/run_all.log") 2>&1
 say "parts A+B on $(hostname); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
+select_hw
 stage_package
+start_builds selective_scan_cuda causal_conv1d_cuda
+pack_extensions
 install_python_parts
 check_imports
-if [ -n "${PREV_RESULTS:-}" ]; then  # a continued run: earlier result files, carried in, are resumed
-  cp "$PREV_RESULTS"/run-*.json* "$OUT/results/" && export RESUME=1 && say "resuming from $(ls "$PREV_RESULTS")"
-fi
-if [ -z "${SKIP_PROBE:-}" ]; then
-  say "probe (before the builds start, so that launch latency is read on an idle CPU)"
-  timeout 90 $PY -c "import sys; from ssmbench.cli import main; sys.exit(main(sys.argv[1:]))" \
-      probe --device cuda --out "$OUT/probe-h200.yaml" || say "probe ended with exit $?"
-fi
-say "starting background builds (10 jobs)"
-$PY -m ssmbench.measure.build_extensions build --ext selective_scan_cuda causal_conv1d_cuda --sdist-dir .sdist \
-    --build-dir "$EXT" --arch 90 --jobs 10 --background
+probe_unless_known
+AUDIT_MAX_S=150 run_byte_audit "$OUT/byte_audit_noext.json" --suite measure/suites/default_h200_a.yaml \
+    --suite measure/suites/default_h200_b.yaml --exclude-backends 'mamba_ssm.*,causal_conv1d.*,flash_attn.*'
 run_sweep measure/suites/default_h200_a.yaml 200
 run_sweep measure/suites/default_h200_b.yaml 0
 collect_build_logs

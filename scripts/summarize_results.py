@@ -1,6 +1,8 @@
 """Print a short table of the result files in a folder (the last step of the device scripts).
 
-Usage: python scripts/summarize_results.py RESULTS_DIR
+Usage: python scripts/summarize_results.py RESULTS_DIR [--totals-with DIR ...]
+With --totals-with, a last line counts the statuses over RESULTS_DIR and those folders together (the
+latest record of each case key, files of other devices than RESULTS_DIR's set aside).
 Columns: status, median time of one call (measurement, CUDA events), achieved bytes/s and FLOP/s
 (analytic count / measured median), roofline fraction (analytic bound / measured median), energy
 per token (measurement, NVML), and the key (op/impl/backend/dtype/mode/dims) or the failure reason.
@@ -16,8 +18,8 @@ def _num(x, scale=1.0, fmt="{:.3g}"):
     return fmt.format(x * scale) if isinstance(x, (int, float)) else "-"
 
 
-def main(folder: str) -> int:
-    from ssmbench.measure.results import latest_by_key, read_dir
+def main(folder: str, totals_with: list[str]) -> int:
+    from ssmbench.measure.results import device_name, latest_by_key, read_dir, read_results, result_files
 
     files = read_dir(folder)
     cases = latest_by_key(files)
@@ -36,8 +38,20 @@ def main(folder: str) -> int:
               f"{_num(en, 1.0, '{:.2e}'):>10}  {tail}")
     print(f"{len(cases)} cases in {len(files)} result file(s): "
           + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    if totals_with:
+        devices = {device_name(f) for f in files}
+        # names are run-<UTC time>-<pid>: name order is oldest first, as latest_by_key wants
+        paths = sorted({p.resolve() for d in [*totals_with, folder] for p in result_files(d)}, key=lambda p: p.name)
+        every = [f for f in map(read_results, paths) if not devices or device_name(f) in devices]
+        total = collections.Counter(c["status"] for c in latest_by_key(every).values())
+        print(f"with {', '.join(totals_with)}: {sum(total.values())} cases in {len(every)} result file(s) of "
+              f"{', '.join(sorted(str(d) for d in devices)) or 'any device'}: "
+              + ", ".join(f"{k} {v}" for k, v in sorted(total.items())))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "results"))
+    args = sys.argv[1:]
+    extra = args[args.index("--totals-with") + 1:] if "--totals-with" in args else []
+    base = args[: args.index("--totals-with")] if "--totals-with" in args else args
+    sys.exit(main(base[0] if base else "results", extra))

@@ -89,8 +89,32 @@ def test_byte_audit_selects_kernel_cases_per_backend():
     assert max(per.values()) == 2 and ("mamba_ssm.selective_scan_cuda", "mamba1_scan") in per
 
 
+def test_byte_audit_backend_patterns_select_and_exclude():
+    from ssmbench.measure.byte_audit import backend_selected, select_cases
+
+    assert backend_selected("torch.sdpa.flash", None)
+    assert backend_selected("torch.sdpa.flash", ("torch*", "fla.*"))
+    assert not backend_selected("mamba_ssm.selective_scan_cuda", ("torch*", "fla.*"))
+    assert not backend_selected("torch.sdpa.flash", None, ("torch.sdpa.*",))
+    _require_ops(["mamba1_scan", "ssd", "attention_causal", "gated_delta_rule"])
+    suite = str(REPO / "measure" / "suites" / "default_h200_a.yaml")
+    every = {c["backend"] for c in select_cases(suite, 1, ("fwd", "decode"))}
+    no_ext = {c["backend"] for c in select_cases(suite, 1, ("fwd", "decode"), exclude=("mamba_ssm.*",))}
+    only = {c["backend"] for c in select_cases(suite, 1, ("fwd", "decode"), backends=("mamba_ssm.*",))}
+    assert only and no_ext and only | no_ext == every and not only & no_ext
+
+
+def test_byte_audit_cli_rejects_an_existing_out_file(tmp_path, capsys):
+    from ssmbench.measure.byte_audit import main
+
+    out = tmp_path / "audit.json"
+    out.write_text("{}")
+    assert main(["--suite", str(REPO / "measure" / "suites" / "default_h200_a.yaml"), "--out", str(out)]) == 2
+    assert "file exists" in capsys.readouterr().err and out.read_text() == "{}"
+
+
 def test_device_scripts_are_valid_bash():
-    for s in ("device_common.sh", "device_run_a.sh", "device_run_b.sh"):
+    for s in sorted(p.name for p in (REPO / "scripts").glob("device_*.sh")):
         assert subprocess.run(["bash", "-n", str(REPO / "scripts" / s)]).returncode == 0
 
 

@@ -101,7 +101,7 @@ def test_dir_reading_finished_keys_and_latest(tmp_path):
     w2.add(_rec("a", value=2))
     w2.close()  # interrupted run: stays .jsonl
     assert len(result_files(tmp_path)) == 2
-    assert finished_keys(tmp_path) == {"a"}  # 'error' is not finished
+    assert finished_keys(tmp_path).keys == {"a"}  # 'error' is not finished
     latest = latest_by_key(read_dir(tmp_path))
     assert latest["a"]["value"] == 2
 
@@ -120,3 +120,18 @@ def test_result_files_order_by_timestamp_then_collision_index(tmp_path):
     for n in names:
         (tmp_path / n).write_text("{}")
     assert [p.name for p in result_files(tmp_path)] == [names[2], names[1], names[0]]
+
+
+def test_finished_keys_count_only_files_of_the_same_device(tmp_path):
+    h200, h100 = tmp_path / "h200", tmp_path / "h100"
+    for d, name, key in ((h200, "NVIDIA H200", "a"), (h100, "NVIDIA H100 80GB HBM3", "b")):
+        w = ResultWriter(d, {"device": {"name": name}}, {})
+        w.add(_rec(key))
+        w.finish()
+    both = finished_keys([h200, h100])
+    assert both.keys == {"a", "b"} and both.other_device == {}
+    only = finished_keys([h200, h100], device="NVIDIA H200")
+    assert only.keys == {"a"}
+    assert list(only.other_device.values()) == ["NVIDIA H100 80GB HBM3"]
+    assert only.files == [str(result_files(h200)[0])]
+    assert only.to_dict()["ignored_other_device"] == only.other_device

@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 
 from ssmbench.measure.case import Case
 from ssmbench.measure.gate import check
-from ssmbench.measure.results import read_dir, read_results, result_files
+from ssmbench.measure.results import ResultWriter, read_dir, read_results, result_files
 from ssmbench.measure.runners.base import Backend, Prepared, Unavailable, get_backend, register_backend, \
     unregister_backend
 from ssmbench.measure.suite import parse_suite
@@ -106,6 +106,32 @@ def test_resume_skips_finished_and_retries_errors(tmp_path, backends):
     fc = _suite(backend=name, B=(1,))
     assert run_sweep(fc, _cfg(tmp_path / "f")).counts == {"error": 1}
     assert run_sweep(fc, _cfg(tmp_path / "f", resume=True)).counts == {"ok": 1}
+
+
+def test_resume_from_another_folder_writes_only_the_new_cases(tmp_path):
+    cases = _suite()
+    earlier = run_sweep(cases, _cfg(tmp_path / "earlier"), limit=3)
+    assert earlier.counts == {"ok": 3}
+    seen = []
+    rest = run_sweep(cases, _cfg(tmp_path / "new", resume_from=[tmp_path / "earlier"]), on_resume=seen.append)
+    assert rest.skipped_finished == 3 and [r["key"] for r in rest.records] == [cases[3].case.key()]
+    assert result_files(tmp_path / "new") == [rest.path]  # the earlier file stays where it was
+    meta = read_results(rest.path).meta["resume"]
+    assert meta["skipped_finished"] == 3 and meta["from_files"] == [str(earlier.path)]
+    assert seen[0].files == [str(earlier.path)]
+
+
+def test_resume_never_counts_cases_measured_on_another_device(tmp_path):
+    """A case finished on another GPU model is not finished on this one: it runs again, and the file
+    that holds it is listed as set aside in the new file's metadata."""
+    cases = _suite(B=(1, 2))
+    w = ResultWriter(tmp_path / "other", {"device": {"name": "Some Other Device"}}, {})
+    w.add({**cases[0].case.to_dict(), "key": cases[0].case.key(), "status": "ok", "reason": None})
+    other_file = w.finish()
+    run = run_sweep(cases, _cfg(tmp_path / "new", resume_from=[tmp_path / "other"]))
+    assert run.skipped_finished == 0 and len(run.records) == 2
+    meta = read_results(run.path).meta["resume"]
+    assert meta["ignored_other_device"] == {str(other_file): "Some Other Device"} and meta["from_files"] == []
 
 
 def test_keyboard_interrupt_loses_no_finished_case(tmp_path, backends):
@@ -298,6 +324,13 @@ def test_cli_measure(tmp_path, monkeypatch, capsys):
     assert doc["counts"] == {"ok": 2} and Path(doc["path"]).exists()
     rc = _cli(monkeypatch, ["measure", "--suite", str(suite), "--device", "cpu", "--out", str(out), "--resume"])
     assert rc == 0 and "nothing to run" in capsys.readouterr().out
+    rc = _cli(monkeypatch, ["measure", "--suite", str(suite), "--device", "cpu", "--out", str(tmp_path / "o2"),
+                            "--resume-from", str(out)])
+    printed = capsys.readouterr().out
+    assert rc == 0 and "resuming from 1 result file(s)" in printed and "nothing to run" in printed
+    assert _cli(monkeypatch, ["measure", "--suite", str(suite), "--device", "cpu", "--out", str(out),
+                              "--resume-from", str(tmp_path / "missing")]) == 2
+    assert "--resume-from" in capsys.readouterr().err
     assert _cli(monkeypatch, ["measure", "--suite", str(tmp_path / "nope.yaml"), "--device", "cpu",
                               "--out", str(out)]) == 2
     assert "file not found" in capsys.readouterr().err
