@@ -35,6 +35,9 @@ def register(subparsers) -> None:
                    help="also skip cases finished in the result files of DIR (repeatable; same rules as "
                         "--resume), e.g. an earlier run's folder, so that --out holds only this run's file")
     m.add_argument("--hw", help="hardware spec (built-in id or YAML file) for roofline fractions")
+    m.add_argument("--case-timeout", type=float, metavar="S",
+                   help="record a case that gives no result within S seconds as 'timeout' and end the run "
+                        f"(exit code 124); --resume continues after it")
     m.add_argument("--filter", help="run only cases whose key contains this text")
     m.add_argument("--limit", type=int, help="run at most N cases (after --filter and --resume)")
     m.add_argument("--seed", type=int, default=0, help="run seed; each case derives its own from it (default 0)")
@@ -106,6 +109,8 @@ def cmd_measure(args) -> int:
     if args.energy_window < 1.0:
         raise UserError(f"--energy-window must be at least 1 s (the NVML counter refreshes every 20-100 ms), "
                         f"got {args.energy_window}")
+    if args.case_timeout is not None and not args.case_timeout > 0:
+        raise UserError(f"--case-timeout must be > 0 seconds, got {args.case_timeout}")
     if args.target_time is not None and not args.target_time > 0:
         raise UserError(f"--target-time must be > 0 seconds, got {args.target_time}")
     suite = load_suite(args.suite)
@@ -127,7 +132,7 @@ def cmd_measure(args) -> int:
                       resume=args.resume, resume_from=[_result_dir(d) for d in args.resume_from], spec=spec, energy=not args.no_energy,
                       energy_window_s=args.energy_window, argv=list(sys.argv),
                       arguments={k: v for k, v in vars(args).items() if k != "func"},
-                      suite_name=suite.name, suite_path=suite.path)
+                      suite_name=suite.name, suite_path=suite.path, case_timeout_s=args.case_timeout)
     # Progress: one plain line per case (stderr under --json so stdout stays JSON).
     stream = sys.stderr if args.json else sys.stdout
 

@@ -25,10 +25,11 @@ from ..errors import UserError
 from ..files import read_user_text
 
 SCHEMA_VERSION = 1
-STATUSES = ("ok", "failed_check", "oom", "unavailable", "error")
+STATUSES = ("ok", "failed_check", "oom", "unavailable", "error", "timeout")
 # Statuses that --resume treats as done. "error" is retried: it is usually a bug or a transient
 # failure that the next run may not have; "unavailable" is retried: it says a library was missing
-# in that environment, and the case was never attempted.
+# in that environment, and the case was never attempted; "timeout" (the case gave no result within the
+# sweep's --case-timeout and the process was ended) is retried, e.g. with a longer limit.
 FINISHED = ("ok", "failed_check", "oom")
 
 

@@ -17,12 +17,20 @@ Per case, in order (a step that fails ends the case with a status and reason; th
 ``torch.cuda.OutOfMemoryError`` -> status ``oom``; any other exception -> ``error`` with the message
 and the end of the traceback. ``KeyboardInterrupt`` stops the sweep; every finished case is already
 on disk (``results.py``). Memory is freed between cases.
+
+A case can hang where no signal reaches Python (a kernel that never returns, a compiler stuck in
+native code: seen with the Mamba-3 block's training step on the H200). With ``case_timeout_s`` a
+watchdog thread writes the case as status ``timeout`` (with how long it ran and the step it was in)
+and ends the process with exit code ``TIMEOUT_EXIT``: the GPU context of a hung kernel cannot be
+trusted for the cases after it. ``--resume`` runs the rest, and retries the timed-out case.
 """
 
 from __future__ import annotations
 
 import gc
 import hashlib
+import os
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -58,6 +66,10 @@ class SweepConfig:
     arguments: dict[str, Any] | None = None  # the parsed command-line options
     suite_name: str | None = None
     suite_path: str | None = None
+    case_timeout_s: float | None = None  # watchdog per case; None: none
+
+
+TIMEOUT_EXIT = 124  # exit code of a sweep ended by the case watchdog (as timeout(1) uses)
 
 
 @dataclass
@@ -309,6 +321,35 @@ def select(cases: Sequence[SuiteCase], filter_substr: str | None = None, limit: 
     return todo, finished, filtered
 
 
+def _watchdog(limit_s: float | None, sc: SuiteCase, writer: ResultWriter,
+              on_case: Callable[[int, int, dict[str, Any]], None] | None, i: int, n: int):
+    """A started timer that, if ``limit_s`` passes before it is cancelled, records the case as
+    ``timeout`` and ends the process (the main thread is stuck where no exception can reach it)."""
+    if limit_s is None:
+        return None
+    case = sc.case
+    started = utc_now()
+
+    def fire() -> None:
+        rec = {**case.to_dict(), "key": case.key(), "status": "timeout", "started_utc": started,
+               "reason": f"no result after {limit_s:g} s (the sweep's case timeout); the process was ended, "
+                         "since a call that never returns leaves the device in an unknown state",
+               "duration_s": limit_s}
+        for k in RECORD_FIELDS:
+            rec.setdefault(k, None)
+        rec["energy"] = energy_mod.null_energy("not measured: case status timeout")
+        writer.add(rec)
+        writer.close()
+        if on_case is not None:
+            on_case(i, n, rec)
+        os._exit(TIMEOUT_EXIT)
+
+    timer = threading.Timer(limit_s, fire)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
 def run_sweep(cases: Sequence[SuiteCase], cfg: SweepConfig, filter_substr: str | None = None,
               limit: int | None = None, on_start: Callable[[int, int, int], None] | None = None,
               on_case: Callable[[int, int, dict[str, Any]], None] | None = None,
@@ -340,11 +381,17 @@ def run_sweep(cases: Sequence[SuiteCase], cfg: SweepConfig, filter_substr: str |
     runner = CaseRunner(cfg, device)
     meta["energy"] = {"enabled": cfg.energy, "nvml": runner.nv is not None, "note": runner.nv_reason or None,
                       "idle": runner.idle, "window_s": cfg.energy_window_s}
+    meta["case_timeout_s"] = cfg.case_timeout_s
     writer = ResultWriter(cfg.out_dir, meta, cfg.timing.to_dict())
     records: list[dict[str, Any]] = []
     try:
         for i, sc in enumerate(todo):
-            rec = runner.measure(sc)
+            watchdog = _watchdog(cfg.case_timeout_s, sc, writer, on_case, i, len(todo))
+            try:
+                rec = runner.measure(sc)
+            finally:
+                if watchdog is not None:
+                    watchdog.cancel()
             writer.add(rec)
             records.append(rec)
             if on_case is not None:

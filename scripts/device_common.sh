@@ -122,15 +122,17 @@ PYEOF
       probe --device cuda --out "$OUT/probe-$HW.yaml" || say "probe ended with exit $?"
 }
 
-run_sweep() {  # $1: suite file; keeps 25 s (+ $2 s reserved for later steps) for what follows
-  local budget=$(( $(remaining) - 25 - ${2:-0} ))
-  if [ "$budget" -lt 20 ]; then say "sweep $1 skipped: ${budget} s left"; return; fi
+run_sweep() {  # $1: suite file; keeps 25 s (+ $2 s reserved for later steps) for what follows; $3...: more
+  # measure options (--filter TEXT, --case-timeout S)
+  local suite=$1 reserve=${2:-0}; shift 2
+  local budget=$(( $(remaining) - 25 - reserve ))
+  if [ "$budget" -lt 20 ]; then say "sweep $suite $* skipped: ${budget} s left"; return; fi
   export SSMBENCH_EXT_WAIT_S=$budget
   local from=() d
   for d in $RESUME_FROM; do from+=(--resume-from "$d"); done
-  say "sweep $1 with a ${budget} s limit"
-  timeout -s INT -k 20 "$budget" $PY - measure --suite "$1" --device cuda --out "$OUT/results" --hw "$HW" \
-      --target-time 0.3 --energy-window 1.0 --resume "${from[@]}" <<'PYEOF'
+  say "sweep $suite $* with a ${budget} s limit"
+  timeout -s INT -k 20 "$budget" $PY - measure --suite "$suite" --device cuda --out "$OUT/results" --hw "$HW" \
+      --target-time 0.3 --energy-window 1.0 --resume "${from[@]}" "$@" <<'PYEOF'
 import argparse, sys
 from ssmbench.measure import commands  # called directly: works whether or not the CLI lists it yet
 p = argparse.ArgumentParser(prog="ssmbench")

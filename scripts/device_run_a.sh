@@ -13,7 +13,7 @@ stage_package
 start_builds selective_scan_cuda
 install_python_parts
 check_imports
-run_sweep measure/suites/default_h200_a.yaml 50
+run_sweep measure/suites/default_h200_a.yaml 50 --case-timeout 150
 run_byte_audit "$OUT/byte_audit_a.json" --suite measure/suites/default_h200_a.yaml
 collect_build_logs
 summary

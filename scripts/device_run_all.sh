@@ -26,7 +26,7 @@ check_imports
 probe_unless_known
 AUDIT_MAX_S=150 run_byte_audit "$OUT/byte_audit_noext.json" --suite measure/suites/default_h200_a.yaml \
     --suite measure/suites/default_h200_b.yaml --exclude-backends 'mamba_ssm.*,causal_conv1d.*,flash_attn.*'
-run_sweep measure/suites/default_h200_a.yaml 170
-run_sweep measure/suites/default_h200_b.yaml 0
+run_sweep measure/suites/default_h200_a.yaml 170 --case-timeout 150
+run_sweep measure/suites/default_h200_b.yaml 0 --case-timeout 150
 collect_build_logs
 summary

@@ -14,7 +14,7 @@ stage_package
 start_builds selective_scan_cuda causal_conv1d_cuda
 install_python_parts
 check_imports
-run_sweep measure/suites/default_h200_b.yaml 0
+run_sweep measure/suites/default_h200_b.yaml 0 --case-timeout 150
 run_byte_audit "$OUT/byte_audit_b.json" --suite measure/suites/default_h200_b.yaml
 collect_build_logs
 summary

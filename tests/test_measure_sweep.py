@@ -196,6 +196,46 @@ def test_sigkill_mid_sweep_loses_no_finished_case(tmp_path):
     assert all(c["status"] == "ok" for c in rf.cases)
 
 
+HANG_SCRIPT = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from ssmbench.measure.case import Case
+    from ssmbench.measure.runners.base import Backend, get_backend, register_backend
+    from ssmbench.measure.suite import parse_suite
+    from ssmbench.measure.sweep import SweepConfig, run_sweep
+    from ssmbench.measure.timing import TimingSettings
+
+    ref = get_backend("torch_ref", "linear")
+
+    def prepare(case, device, seed):
+        if case.dims["B"] == 2:
+            while True:  # a call that never returns and ignores nothing: only the watchdog ends it
+                time.sleep(0.05)
+        return ref.prepare(Case(case.op, case.impl, "torch_ref", case.dims, case.dtype, case.mode), device, seed)
+
+    register_backend(Backend("test_hang", "linear", "cublas", ("fwd",), ("cpu",), prepare))
+    cases = parse_suite({"schema_version": 1, "name": "h", "entries": [{"op": "linear", "backend": "test_hang",
+        "dtype": "fp32", "modes": ["fwd"], "grid": {"B": [1, 2, 3], "L": 4, "I": 8, "O": 8}}]}, "h").cases
+    run_sweep(cases, SweepConfig(device="cpu", out_dir=Path(sys.argv[1]), case_timeout_s=float(sys.argv[2]),
+              timing=TimingSettings(target_s=0.001, warmup_calls=1, warmup_s=0.0, min_repeats=2, max_repeats=5)))
+""")
+
+
+def test_a_hung_case_is_recorded_as_timeout_and_ends_the_run(tmp_path):
+    from ssmbench.measure.sweep import TIMEOUT_EXIT
+
+    script = tmp_path / "hang.py"
+    script.write_text(HANG_SCRIPT)
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, str(script), str(out), "3"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == TIMEOUT_EXIT, proc.stderr
+    (f,) = result_files(out)
+    rf = read_results(f)
+    assert [(c["dims"]["B"], c["status"]) for c in rf.cases] == [(1, "ok"), (2, "timeout")]
+    assert "no result after 3 s" in rf.cases[1]["reason"] and rf.meta["case_timeout_s"] == 3.0
+    assert rf.cases[1]["energy"]["joules_per_call"] is None
+
+
 def test_failures_are_records_and_the_sweep_goes_on(tmp_path, backends):
     def unavailable(case, device, seed):
         raise Unavailable("library frobnicate is not installed")
