@@ -23,12 +23,11 @@ check_imports
 B=measure/suites/default_h200_b.yaml
 run_sweep measure/suites/default_h200_a.yaml 420 --case-timeout 120
 run_sweep $B 400 --case-timeout 120 --filter causal_conv1d.causal_conv1d
-run_sweep $B 330 --case-timeout 120 --filter block:mamba1/
-run_sweep $B 290 --case-timeout 120 --filter block:mamba2/
-AUDIT_MAX_S=150 run_byte_audit "$OUT/byte_audit_ext.json" --suite measure/suites/default_h200_a.yaml \
+run_sweep $B 360 --case-timeout 120 --filter block:mamba1/
+run_sweep $B 330 --case-timeout 120 --filter block:mamba2/
+run_sweep $B 240 --case-timeout 90
+run_gpu_tests 150
+AUDIT_MAX_S=200 run_byte_audit "$OUT/byte_audit_ext.json" --suite measure/suites/default_h200_a.yaml \
     --suite $B --backends 'mamba_ssm.*,causal_conv1d.*'
-run_gpu_tests 140
-run_sweep $B 30 --case-timeout 100
-run_sweep $B 0 --case-timeout 60
 collect_build_logs
 summary
