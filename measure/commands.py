@@ -37,7 +37,7 @@ def register(subparsers) -> None:
     m.add_argument("--hw", help="hardware spec (built-in id or YAML file) for roofline fractions")
     m.add_argument("--case-timeout", type=float, metavar="S",
                    help="record a case that gives no result within S seconds as 'timeout' and end the run "
-                        f"(exit code 124); --resume continues after it")
+                        "(exit code 124); --resume continues after it")
     m.add_argument("--filter", help="run only cases whose key contains this text")
     m.add_argument("--limit", type=int, help="run at most N cases (after --filter and --resume)")
     m.add_argument("--seed", type=int, default=0, help="run seed; each case derives its own from it (default 0)")
@@ -163,7 +163,10 @@ def cmd_measure(args) -> int:
         else:
             say("nothing to run; no result file written")
         return 0
-    bad = summary.counts.get("error", 0) + summary.counts.get("failed_check", 0)
+    if summary.interrupted:
+        last = summary.records[-1]
+        say(f"run ended early after {last['key']}: {last.get('ends_run')}")
+    bad = summary.counts.get("error", 0) + summary.counts.get("failed_check", 0) + summary.counts.get("timeout", 0)
     if args.json:
         print_json({"path": str(summary.path), "counts": summary.counts,
                     "skipped_finished": summary.skipped_finished,

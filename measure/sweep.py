@@ -44,7 +44,7 @@ from .gate import check
 from .results import ResultWriter, ResumeSet, finished_keys
 from .runners.base import Unavailable, get_backend
 from .suite import SuiteCase
-from .timing import TimingSettings, make_timed_callable, time_call
+from .timing import CaptureFailed, TimingSettings, make_timed_callable, time_call
 
 
 RECORD_FIELDS = ("tokens", "notes", "gate", "analytic", "time_s", "timing", "peak_memory_bytes", "memory",
@@ -228,6 +228,9 @@ class CaseRunner:
             status = "oom" if _is_oom(exc) else "error"
             rec.update(status=status, reason=f"{type(exc).__name__}: {exc}",
                        traceback="".join(traceback.format_exception(exc)[-6:]))
+            if isinstance(exc, CaptureFailed):
+                rec["ends_run"] = ("a failed CUDA graph capture can leave the CUDA RNG in capture state; "
+                                   "the run ends here and --resume continues in a fresh process")
         finally:
             _free(self.device)
         rec["duration_s"] = (time.perf_counter_ns() - t0) * 1e-9
@@ -396,11 +399,16 @@ def run_sweep(cases: Sequence[SuiteCase], cfg: SweepConfig, filter_substr: str |
             records.append(rec)
             if on_case is not None:
                 on_case(i, len(todo), rec)
+            if rec.get("ends_run"):
+                ended = {"case": rec["key"], "reason": rec["ends_run"], "cases_not_run": len(todo) - i - 1}
+                break
+        else:
+            ended = None
     except BaseException:
         writer.close()  # the .jsonl keeps every finished case; --resume continues from it
         raise
-    path = writer.finish({"finished_utc": utc_now()})
+    path = writer.finish({"finished_utc": utc_now(), "ended_early": ended})
     counts: dict[str, int] = {}
     for r in records:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
-    return SweepSummary(path, counts, records, n_finished)
+    return SweepSummary(path, counts, records, n_finished, interrupted=ended is not None)

@@ -126,6 +126,7 @@ run_sweep() {  # $1: suite file; keeps 25 s (+ $2 s reserved for later steps) fo
   # measure options (--filter TEXT, --case-timeout S)
   local suite=$1 reserve=${2:-0}; shift 2
   local budget=$(( $(remaining) - 25 - reserve ))
+  [ "$budget" -gt "${SWEEP_MAX_S:-100000}" ] && budget=$SWEEP_MAX_S  # a cap for this sweep alone
   if [ "$budget" -lt 20 ]; then say "sweep $suite $* skipped: ${budget} s left"; return; fi
   export SSMBENCH_EXT_WAIT_S=$budget
   local from=() d

@@ -472,5 +472,11 @@ def test_real_kernels_pass_the_gate(name, op, mode, dims, dtype):
         prepared = get_backend(name, op).prepare(case, torch.device("cuda"), 0)
     except Unavailable as exc:
         pytest.skip(str(exc))
-    rec = gate.check(prepared, dtype)
+    try:
+        rec = gate.check(prepared, dtype)
+    except RuntimeError as exc:
+        if name == "fla.chunk_gated_delta_rule" and "Triton >= 3.4.0 and < 3.7.1 on Hopper" in str(exc):
+            # fla refuses its own chunked backward on these Triton versions (its issue #640): not ours to test
+            pytest.skip(f"fla refuses this case here: {exc}")
+        raise
     assert rec["passed"], rec

@@ -236,6 +236,31 @@ def test_a_hung_case_is_recorded_as_timeout_and_ends_the_run(tmp_path):
     assert rf.cases[1]["energy"]["joules_per_call"] is None
 
 
+def test_a_failed_graph_capture_ends_the_run_and_resume_finishes_it(tmp_path, monkeypatch):
+    """A failed CUDA graph capture can poison the process's CUDA RNG: the case is recorded as an
+    error and the run ends (consolidated, with why); --resume runs the rest in a new process."""
+    import ssmbench.measure.sweep as sweep_mod
+    from ssmbench.measure.timing import CaptureFailed
+
+    real = sweep_mod.make_timed_callable
+    cases = _suite(B=(1, 2, 3))
+
+    def capture_fails_for_b2(fn, device, settings):
+        if len(calls) == 2:
+            raise CaptureFailed("CUDA graph capture failed: RuntimeError: operation not permitted when stream is capturing")
+        return real(fn, device, settings)
+
+    calls = []
+    monkeypatch.setattr(sweep_mod, "make_timed_callable", lambda *a: (calls.append(1), capture_fails_for_b2(*a))[1])
+    first = run_sweep(cases, _cfg(tmp_path))
+    assert first.interrupted and [r["status"] for r in first.records] == ["ok", "error"]
+    meta = read_results(first.path).meta
+    assert meta["ended_early"]["cases_not_run"] == 1 and "capture" in meta["ended_early"]["reason"]
+    monkeypatch.setattr(sweep_mod, "make_timed_callable", real)
+    rest = run_sweep(cases, _cfg(tmp_path, resume=True))
+    assert not rest.interrupted and [r["dims"]["B"] for r in rest.records] == [2, 3]
+
+
 def test_failures_are_records_and_the_sweep_goes_on(tmp_path, backends):
     def unavailable(case, device, seed):
         raise Unavailable("library frobnicate is not installed")
