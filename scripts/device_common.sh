@@ -21,6 +21,13 @@ elapsed() { echo $(( $(date +%s) - T_START )); }
 remaining() { echo $(( DEADLINE_S - $(elapsed) )); }
 say() { echo "[$(elapsed) s] $*"; }
 
+begin_call() {  # $1: log file name under $OUT, $2: what this call does. Log everything, pick the spec, stage.
+  exec > >(tee -a "$OUT/$1") 2>&1
+  say "$2 on $(hostname); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
+  select_hw
+  stage_package
+}
+
 stage_package() {
   # The ssmbench package as pyproject.toml maps it (top-level folders -> ssmbench.<name>), copied
   # rather than pip-installed: no setuptools version or build step on the GPU machine matters.

@@ -16,10 +16,7 @@
 # cases), $OUT/finish.log, and with AUDIT=1 $OUT/byte_audit_ext.json.
 cd "$(dirname "$0")/.." || exit 1
 source scripts/device_common.sh
-exec > >(tee -a "$OUT/finish.log") 2>&1
-say "finishing on $(hostname); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
-select_hw
-stage_package
+begin_call finish.log "finishing"
 start_builds selective_scan_cuda causal_conv1d_cuda
 install_python_parts
 check_imports

@@ -6,10 +6,7 @@
 # Writes $OUT/results/run-*.json, $OUT/run_a.log, $OUT/byte_audit_a.json.
 cd "$(dirname "$0")/.." || exit 1
 source scripts/device_common.sh
-exec > >(tee -a "$OUT/run_a.log") 2>&1
-select_hw
-say "part A on $(hostname); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
-stage_package
+begin_call run_a.log "part A"
 start_builds selective_scan_cuda
 install_python_parts
 check_imports

@@ -15,10 +15,7 @@
 # and $OUT/probe-<spec>.yaml when the probe runs.
 cd "$(dirname "$0")/.." || exit 1
 source scripts/device_common.sh
-exec > >(tee -a "$OUT/run_all.log") 2>&1
-say "parts A+B on $(hostname); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
-select_hw
-stage_package
+begin_call run_all.log "parts A+B"
 start_builds selective_scan_cuda causal_conv1d_cuda
 pack_extensions
 install_python_parts

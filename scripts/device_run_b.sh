@@ -7,10 +7,7 @@
 # Writes $OUT/results/run-*.json, $OUT/run_b.log, $OUT/byte_audit_b.json.
 cd "$(dirname "$0")/.." || exit 1
 source scripts/device_common.sh
-exec > >(tee -a "$OUT/run_b.log") 2>&1
-select_hw
-say "part B on $(hostname); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
-stage_package
+begin_call run_b.log "part B"
 start_builds selective_scan_cuda causal_conv1d_cuda
 install_python_parts
 check_imports
