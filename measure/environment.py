@@ -11,13 +11,10 @@ import importlib.metadata as md
 import importlib.util
 import os
 import platform
-import socket
-import sys
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
-from ..provenance import git_info, utc_now  # noqa: F401  (utc_now is part of this module's API)
+from ..provenance import host_meta, utc_now  # noqa: F401  (utc_now is part of this module's API)
 
 
 # (label, distribution names to try, import name for a __version__ fallback)
@@ -124,12 +121,7 @@ def collect(device, seed: int, argv: list[str] | None = None) -> dict[str, Any]:
     import torch
 
     return {
-        "command_line": list(sys.argv if argv is None else argv),
-        "git": git_info(),
-        "hostname": socket.gethostname(),
-        "platform": platform.platform(),
-        "python": sys.version.split()[0],
-        "ssmbench_version": __version__,
+        **host_meta(argv),
         "versions": versions(),
         "cuda_version": torch.version.cuda,
         "cudnn_version": torch.backends.cudnn.version() if device.type == "cuda" else None,

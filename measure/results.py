@@ -237,7 +237,7 @@ def read_dir(out_dir: str | Path) -> list[ResultFile]:
     return [read_results(p) for p in result_files(out_dir)]
 
 
-def device_name(rf: ResultFile) -> str | None:
+def measured_on(rf: ResultFile) -> str | None:
     """The name of the device a result file was measured on (``meta.device.name``), or None."""
     dev = rf.meta.get("device")
     return dev.get("name") if isinstance(dev, dict) else None
@@ -270,8 +270,8 @@ def finished_keys(out_dirs: str | Path | Iterable[str | Path], device: str | Non
     other: dict[str, str | None] = {}
     for d in dirs:
         for rf in read_dir(d):
-            if device is not None and device_name(rf) != device:
-                other[str(rf.path)] = device_name(rf)
+            if device is not None and measured_on(rf) != device:
+                other[str(rf.path)] = measured_on(rf)
                 continue
             files.append(str(rf.path))
             keys.update(c["key"] for c in rf.cases if c["status"] in FINISHED)

@@ -20,8 +20,7 @@ on disk (``results.py``). Memory is freed between cases.
 
 A case can hang where no signal reaches Python (a kernel that never returns, a compiler stuck in
 native code: seen with the Mamba-3 block's training step on the H200). With ``case_timeout_s`` a
-watchdog thread writes the case as status ``timeout`` (with how long it ran and the step it was in)
-and ends the process with exit code ``TIMEOUT_EXIT``: the GPU context of a hung kernel cannot be
+watchdog thread writes the case as status ``timeout`` (with the limit it ran past) and ends the process with exit code ``TIMEOUT_EXIT``: the GPU context of a hung kernel cannot be
 trusted for the cases after it. ``--resume`` runs the rest, and retries the timed-out case.
 """
 
@@ -174,6 +173,15 @@ def roofline_block(cost, spec, median_s: float, cuda_graph: bool) -> dict[str, A
     }
 
 
+def complete_record(rec: dict[str, Any]) -> dict[str, Any]:
+    """Every record has every field; a case that was not timed says so in its energy block too."""
+    for k in RECORD_FIELDS:
+        rec.setdefault(k, None)
+    if rec["energy"] is None:
+        rec["energy"] = energy_mod.null_energy(f"not measured: case status {rec['status']}")
+    return rec
+
+
 def _is_oom(exc: BaseException) -> bool:
     import torch
 
@@ -234,12 +242,7 @@ class CaseRunner:
         finally:
             _free(self.device)
         rec["duration_s"] = (time.perf_counter_ns() - t0) * 1e-9
-        # Every record has every field; a case that was not timed says so in its energy block too.
-        for k in RECORD_FIELDS:
-            rec.setdefault(k, None)
-        if rec["energy"] is None:
-            rec["energy"] = energy_mod.null_energy(f"not measured: case status {rec['status']}")
-        return rec
+        return complete_record(rec)
 
     def _measure(self, case: Case, seed: int, settings: TimingSettings, rec: dict[str, Any]) -> None:
         import torch
@@ -324,33 +327,40 @@ def select(cases: Sequence[SuiteCase], filter_substr: str | None = None, limit: 
     return todo, finished, filtered
 
 
-def _watchdog(limit_s: float | None, sc: SuiteCase, writer: ResultWriter,
-              on_case: Callable[[int, int, dict[str, Any]], None] | None, i: int, n: int):
-    """A started timer that, if ``limit_s`` passes before it is cancelled, records the case as
-    ``timeout`` and ends the process (the main thread is stuck where no exception can reach it)."""
-    if limit_s is None:
-        return None
-    case = sc.case
-    started = utc_now()
+class _Watchdog:
+    """Records the case as ``timeout`` and ends the process if ``limit_s`` passes before ``stop()``
+    (the main thread is then stuck where no exception can reach it). A lock makes "the case finished"
+    and "the limit passed" exclusive, so a case is never written twice."""
 
-    def fire() -> None:
-        rec = {**case.to_dict(), "key": case.key(), "status": "timeout", "started_utc": started,
-               "reason": f"no result after {limit_s:g} s (the sweep's case timeout); the process was ended, "
-                         "since a call that never returns leaves the device in an unknown state",
-               "duration_s": limit_s}
-        for k in RECORD_FIELDS:
-            rec.setdefault(k, None)
-        rec["energy"] = energy_mod.null_energy("not measured: case status timeout")
-        writer.add(rec)
-        writer.close()
-        if on_case is not None:
-            on_case(i, n, rec)
-        os._exit(TIMEOUT_EXIT)
+    def __init__(self, limit_s: float, sc: SuiteCase, writer: ResultWriter,
+                 on_case: Callable[[int, int, dict[str, Any]], None] | None, i: int, n: int):
+        self.limit_s, self.sc, self.writer, self.on_case, self.i, self.n = limit_s, sc, writer, on_case, i, n
+        self.started = utc_now()
+        self.lock, self.stopped = threading.Lock(), False
+        self.timer = threading.Timer(limit_s, self._fire)
+        self.timer.daemon = True
+        self.timer.start()
 
-    timer = threading.Timer(limit_s, fire)
-    timer.daemon = True
-    timer.start()
-    return timer
+    def stop(self) -> None:
+        with self.lock:
+            self.stopped = True
+        self.timer.cancel()
+
+    def _fire(self) -> None:
+        with self.lock:
+            if self.stopped:
+                return
+            case = self.sc.case
+            rec = complete_record({
+                **case.to_dict(), "key": case.key(), "status": "timeout", "started_utc": self.started,
+                "reason": f"no result after {self.limit_s:g} s (the sweep's case timeout); the process was "
+                          "ended, since a call that never returns leaves the device in an unknown state",
+                "duration_s": self.limit_s})
+            self.writer.add(rec)
+            self.writer.close()
+            if self.on_case is not None:
+                self.on_case(self.i, self.n, rec)
+            os._exit(TIMEOUT_EXIT)
 
 
 def run_sweep(cases: Sequence[SuiteCase], cfg: SweepConfig, filter_substr: str | None = None,
@@ -389,12 +399,13 @@ def run_sweep(cases: Sequence[SuiteCase], cfg: SweepConfig, filter_substr: str |
     records: list[dict[str, Any]] = []
     try:
         for i, sc in enumerate(todo):
-            watchdog = _watchdog(cfg.case_timeout_s, sc, writer, on_case, i, len(todo))
+            watchdog = (_Watchdog(cfg.case_timeout_s, sc, writer, on_case, i, len(todo))
+                        if cfg.case_timeout_s is not None else None)
             try:
                 rec = runner.measure(sc)
             finally:
                 if watchdog is not None:
-                    watchdog.cancel()
+                    watchdog.stop()
             writer.add(rec)
             records.append(rec)
             if on_case is not None:

@@ -19,7 +19,7 @@ def _num(x, scale=1.0, fmt="{:.3g}"):
 
 
 def main(folder: str, totals_with: list[str]) -> int:
-    from ssmbench.measure.results import device_name, latest_by_key, read_dir, read_results, result_files
+    from ssmbench.measure.results import latest_by_key, measured_on, read_dir, read_results, result_files
 
     files = read_dir(folder)
     cases = latest_by_key(files)
@@ -39,10 +39,10 @@ def main(folder: str, totals_with: list[str]) -> int:
     print(f"{len(cases)} cases in {len(files)} result file(s): "
           + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     if totals_with:
-        devices = {device_name(f) for f in files}
+        devices = {measured_on(f) for f in files}
         # names are run-<UTC time>-<pid>: name order is oldest first, as latest_by_key wants
         paths = sorted({p.resolve() for d in [*totals_with, folder] for p in result_files(d)}, key=lambda p: p.name)
-        every = [f for f in map(read_results, paths) if not devices or device_name(f) in devices]
+        every = [f for f in map(read_results, paths) if not devices or measured_on(f) in devices]
         total = collections.Counter(c["status"] for c in latest_by_key(every).values())
         print(f"with {', '.join(totals_with)}: {sum(total.values())} cases in {len(every)} result file(s) of "
               f"{', '.join(sorted(str(d) for d in devices)) or 'any device'}: "

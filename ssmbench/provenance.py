@@ -52,6 +52,19 @@ def git_info(root: Path = REPO_ROOT) -> dict[str, Any]:
             "note": None}
 
 
+def host_meta(argv: list[str] | None = None) -> dict[str, Any]:
+    """What every ``meta`` block starts with: the command line, the source commit, the host, Python
+    and ssm-bench's version (result files, probes, profiles and gap reports alike)."""
+    return {
+        "command_line": list(sys.argv if argv is None else argv),
+        "git": git_info(),
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "ssmbench_version": __version__,
+    }
+
+
 def analysis_meta(argv: list[str] | None = None) -> dict[str, Any]:
     """The ``meta`` block of a file computed from stored data (no device involved)."""
     def version(dist: str) -> str | None:
@@ -61,12 +74,7 @@ def analysis_meta(argv: list[str] | None = None) -> dict[str, Any]:
             return None
 
     return {
-        "command_line": list(sys.argv if argv is None else argv),
-        "git": git_info(),
-        "hostname": socket.gethostname(),
-        "platform": platform.platform(),
-        "python": sys.version.split()[0],
-        "ssmbench_version": __version__,
+        **host_meta(argv),
         "versions": {d: version(d) for d in ("numpy", "scipy", "sympy", "matplotlib")},
         "created_utc": utc_now(),
     }
