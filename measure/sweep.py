@@ -26,9 +26,11 @@ trusted for the cases after it. ``--resume`` runs the rest, and retries the time
 
 from __future__ import annotations
 
+import faulthandler
 import gc
 import hashlib
 import os
+import sys
 import threading
 import time
 import traceback
@@ -336,6 +338,7 @@ class _Watchdog:
                  on_case: Callable[[int, int, dict[str, Any]], None] | None, i: int, n: int):
         self.limit_s, self.sc, self.writer, self.on_case, self.i, self.n = limit_s, sc, writer, on_case, i, n
         self.started = utc_now()
+        self.case_thread = threading.get_ident()  # the thread that runs the case (and may hang)
         self.lock, self.stopped = threading.Lock(), False
         self.timer = threading.Timer(limit_s, self._fire)
         self.timer.daemon = True
@@ -354,13 +357,25 @@ class _Watchdog:
             rec = complete_record({
                 **case.to_dict(), "key": case.key(), "status": "timeout", "started_utc": self.started,
                 "reason": f"no result after {self.limit_s:g} s (the sweep's case timeout); the process was "
-                          "ended, since a call that never returns leaves the device in an unknown state",
+                          "ended, since a call that never returns leaves the device in an unknown state; "
+                          f"it was in {stuck_at(self.case_thread)}",
                 "duration_s": self.limit_s})
             self.writer.add(rec)
             self.writer.close()
             if self.on_case is not None:
                 self.on_case(self.i, self.n, rec)
+            faulthandler.dump_traceback(all_threads=True)  # the whole picture, on stderr (the log)
             os._exit(TIMEOUT_EXIT)
+
+
+def stuck_at(thread_id: int, n_frames: int = 4) -> str:
+    """The innermost Python frames of a thread, innermost last ("file:line function; ..."): where a
+    hung case waits (a Triton compile or autotune, a device synchronise, a native kernel call)."""
+    frame = sys._current_frames().get(thread_id)
+    if frame is None:
+        return "an unknown place (the case's thread has ended)"
+    frames = traceback.extract_stack(frame)[-n_frames:]
+    return "; ".join(f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in frames)
 
 
 def run_sweep(cases: Sequence[SuiteCase], cfg: SweepConfig, filter_substr: str | None = None,

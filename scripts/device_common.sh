@@ -84,22 +84,27 @@ unpack_extensions() {
   return 1
 }
 
-pack_extensions() {
+pack_extensions() {  # $@: the modules to pack (default: every .so built or unpacked here)
   # In the background: once every started build is done, pack the .so files and status files into
   # $OUT/ext/ in parts of at most 15 MiB (the device tool returns files of up to 16 MiB), so that a
-  # later call on a fresh machine can carry them as .prebuilt/ instead of compiling for 6 minutes.
+  # later call on a fresh machine can carry them as .prebuilt/ instead of compiling for minutes (the
+  # carry limit is 64 MiB with the tree: selective_scan_cuda's ~37 MB or causal_conv1d_cuda's ~22 MB).
   # Two compressor threads only: the sweep's launch-bound cases keep the other cores.
+  local mods=("$@")
   (
     while grep -qs '"state": "building"' "$EXT"/*.status.json; do
       [ "$(remaining)" -lt 40 ] && { echo "[packer] builds unfinished with $(remaining) s left: nothing packed"; exit 0; }
       sleep 5
     done
-    ls "$EXT"/*.so >/dev/null 2>&1 || exit 0
+    local files=() m
+    if [ ${#mods[@]} -eq 0 ]; then files=($(cd "$EXT" && ls ./*.so ./*.status.json 2>/dev/null))
+    else for m in "${mods[@]}"; do [ -f "$EXT/$m.so" ] && files+=("$m.so" "$m.status.json"); done; fi
+    [ ${#files[@]} -eq 0 ] && { echo "[packer] nothing built to pack"; exit 0; }
     mkdir -p "$OUT/ext"
     local comp="xz -T2 -3" ext="xz"
     command -v xz >/dev/null || { comp="gzip -1"; ext="gz"; }
-    (cd "$EXT" && tar -cf - ./*.so ./*.status.json) | $comp | split -b 15M -d - "$OUT/ext/ext.tar.$ext.part"
-    echo "[packed] $(ls -l "$OUT/ext" | tail -n +2 | awk '{print $5, $9}' | tr '\n' ' ')"
+    (cd "$EXT" && tar -cf - "${files[@]}") | $comp | split -b 15M -d - "$OUT/ext/ext.tar.$ext.part"
+    echo "[packed] ${files[*]}: $(ls -l "$OUT/ext" | tail -n +2 | awk '{print $5, $9}' | tr '\n' ' ')"
   ) &
   PACK_PID=$!
 }
@@ -165,12 +170,17 @@ run_byte_audit() {  # $1: output json, $2...: byte_audit options (--suite ..., -
       --ncu "$ncu" --timeout $(( budget - 10 )) "$@" || say "byte audit ended with exit $?"
 }
 
-run_gpu_tests() {  # $1: seconds for pytest (the gpu-marked tests: real kernels through the gate, NVML, graphs)
+run_gpu_tests() {  # $1: seconds for pytest, $2...: more pytest options (-k EXPR). The gpu-marked tests:
+  # real kernels through the gate, NVML, graphs; verbose, with a stack dump of any test still running
+  # after 120 s (a Triton compile or autotune, or a hang) and the slowest tests' durations.
+  local limit=${1:-60}; shift
   local budget=$(( $(remaining) - 15 ))
-  [ "$budget" -gt "${1:-60}" ] && budget=${1:-60}
-  if [ "$budget" -lt 30 ]; then say "gpu tests skipped: ${budget} s left"; return; fi
-  say "pytest -m gpu (${budget} s limit)"
-  timeout -k 10 "$budget" $PY -m pytest -m gpu -q -p no:cacheprovider tests || say "pytest -m gpu ended with exit $?"
+  [ "$budget" -gt "$limit" ] && budget=$limit
+  if [ "$budget" -lt 30 ]; then say "gpu tests $* skipped: ${budget} s left"; return; fi
+  export SSMBENCH_EXT_WAIT_S=$budget
+  say "pytest -m gpu $* (${budget} s limit)"
+  timeout -k 10 "$budget" $PY -m pytest -m gpu -v -rs --durations=10 -o faulthandler_timeout=120 \
+      -p no:cacheprovider "$@" tests || say "pytest -m gpu $* ended with exit $?"
 }
 
 collect_build_logs() {  # status files and the last lines of each build log, into the log

@@ -233,6 +233,8 @@ def test_a_hung_case_is_recorded_as_timeout_and_ends_the_run(tmp_path):
     rf = read_results(f)
     assert [(c["dims"]["B"], c["status"]) for c in rf.cases] == [(1, "ok"), (2, "timeout")]
     assert "no result after 3 s" in rf.cases[1]["reason"] and rf.meta["case_timeout_s"] == 3.0
+    assert "hang.py:" in rf.cases[1]["reason"] and "prepare" in rf.cases[1]["reason"]  # where it hung
+    assert "Thread" in proc.stderr and "in prepare" in proc.stderr  # the full stack dump, for the log
     assert rf.cases[1]["energy"]["joules_per_call"] is None
 
 
