@@ -21,6 +21,10 @@ them (a spec name without such a word must match the device's words whole): "NVI
 hypothetical spec.
 A mismatch is an error unless allowed, and then every case is labelled ``device_mismatch``.
 
+A record without a time that a later record of the same case on the same device replaces (a resumed
+sweep retries cases that were unavailable, failed or timed out; later by ``started_utc``, then file and
+record order) is kept as an exclusion with status ``superseded``, not counted as a failure. Every
+``ok`` record counts: a repeated measurement (another lease, another seed) is another sample.
 Cases with a failed status are kept as exclusions (status, reason). A case the analytic model cannot
 cost (block/model cases, an op without a rule) is an error naming it, unless the caller allows
 skipping them; skipped ones are kept as exclusions too. Nothing is dropped silently.
@@ -179,6 +183,22 @@ def _listing(items: list[str]) -> str:
     return "\n  " + "\n  ".join(head) + more
 
 
+def _latest_records(results: list[ResultFile]) -> dict[tuple[str, str], tuple[int, int]]:
+    """(device, case key) -> (file index, record index) of that case's latest record: the latest
+    ``started_utc`` (ISO 8601 UTC, so text order is time order), then the later file and record."""
+    best: dict[tuple[str, str], tuple[tuple[str, int, int], tuple[int, int]]] = {}
+    for fi, rf in enumerate(results):
+        dev = rf.device
+        for i, case in enumerate(rf.cases):
+            if not isinstance(case, dict):
+                continue  # the join names the damaged record
+            key = str(case.get("key") or f"{rf.path}: cases[{i}]")
+            rank = (str(case.get("started_utc") or ""), fi, i)
+            if (dev, key) not in best or rank > best[(dev, key)][0]:
+                best[(dev, key)] = (rank, (fi, i))
+    return {k: v[1] for k, v in best.items()}
+
+
 def join(results: list[ResultFile], spec: Spec, prefer: str = "measured", allow_device_mismatch: bool = False,
          skip_unpredicted: bool = False) -> Joined:
     if not results:
@@ -200,7 +220,8 @@ def join(results: list[ResultFile], spec: Spec, prefer: str = "measured", allow_
     excluded: list[dict[str, Any]] = []
     unpredicted: list[str] = []
     used_ceilings: dict[str, dict] = {}
-    for rf in results:
+    latest = _latest_records(results)
+    for fi, rf in enumerate(results):
         dev = rf.device
         mismatch = not device_matches(spec, dev)
         for i, case in enumerate(rf.cases):
@@ -208,6 +229,12 @@ def join(results: list[ResultFile], spec: Spec, prefer: str = "measured", allow_
             if not isinstance(case, dict):
                 raise UserError(f"{where}: expected a case record (JSON object)")
             key = str(case.get("key") or where)
+            later = latest[(dev, key)]
+            if case.get("status") != "ok" and later != (fi, i):
+                excluded.append({"key": key, "file": rf.path, "status": "superseded",
+                                 "reason": f"a later record of this case on {dev} replaces it "
+                                           f"({results[later[0]].path}: cases[{later[1]}])"})
+                continue
             status = _case_field(case, "status", where)
             if status != "ok":
                 excluded.append({"key": key, "file": rf.path, "status": status,

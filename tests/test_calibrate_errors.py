@@ -185,3 +185,27 @@ def test_help_texts_render(monkeypatch, capsys):
             run_cli(monkeypatch, *argv)
         assert exc.value.code == 0
         assert "calibrate" in capsys.readouterr().out
+
+
+def test_a_retried_case_counts_by_its_later_record_and_repeats_all_count(tmp_path, spec):
+    """A resumed sweep retries a case that was unavailable or timed out: the later record (by
+    started_utc) is the case; the earlier one is excluded as superseded, naming what replaced it.
+    A case measured twice (a repeat on another lease) gives two samples."""
+    key = "rmsnorm/torch_eager/torch_ref/bf16/fwd/B=1,D=1024,L=128"
+    base = {"key": key, "op": "rmsnorm", "impl": "torch_eager", "backend": "torch_ref",
+            "dims": {"B": 1, "L": 128, "D": 1024}, "dtype": "bf16", "mode": "fwd"}
+    _raw(tmp_path / "a", [{**base, "status": "timeout", "reason": "no result after 90 s",
+                           "started_utc": "2026-12-02T19:35:04Z"}])
+    _raw(tmp_path / "b", [{**base, "status": "ok", "reason": None, "time_s": {"median": 2e-5},
+                           "started_utc": "2026-12-02T21:28:14Z"}])
+    for order in (["a", "b"], ["b", "a"]):  # the record's time decides, not the order of the paths
+        joined = join(load_results([tmp_path / d for d in order]), spec)
+        assert [c.key for c in joined.cases] == [key] and joined.cases[0].measured_s == 2e-5
+        (ex,) = joined.excluded
+        assert ex["status"] == "superseded" and ex["file"].startswith(str(tmp_path / "a"))
+        assert str(tmp_path / "b") in ex["reason"]
+    _raw(tmp_path / "c", [{**base, "status": "ok", "reason": None, "time_s": {"median": 2.2e-5},
+                           "started_utc": "2026-12-02T22:00:00Z"}])
+    joined = join(load_results([tmp_path]), spec)
+    assert sorted(c.measured_s for c in joined.cases) == [2e-5, 2.2e-5]
+    assert [e["status"] for e in joined.excluded] == ["superseded"]
