@@ -229,13 +229,13 @@ def join(results: list[ResultFile], spec: Spec, prefer: str = "measured", allow_
             if not isinstance(case, dict):
                 raise UserError(f"{where}: expected a case record (JSON object)")
             key = str(case.get("key") or where)
+            status = _case_field(case, "status", where)
             later = latest[(dev, key)]
-            if case.get("status") != "ok" and later != (fi, i):
+            if status != "ok" and later != (fi, i):
                 excluded.append({"key": key, "file": rf.path, "status": "superseded",
                                  "reason": f"a later record of this case on {dev} replaces it "
                                            f"({results[later[0]].path}: cases[{later[1]}])"})
                 continue
-            status = _case_field(case, "status", where)
             if status != "ok":
                 excluded.append({"key": key, "file": rf.path, "status": status,
                                  "reason": case.get("reason") or "no reason recorded"})

@@ -188,10 +188,19 @@ collect_build_logs() {  # status files and the last lines of each build log, int
   for l in "$EXT"/*.log; do [ -f "$l" ] && { echo "== tail of $l"; tail -n 30 "$l"; }; done
 }
 
+case_limit_left() {  # a watchdog limit for a last sweep's one long case: the time left, less the sweep's
+  # 25 s margin and 30 s for the watchdog to write the record before the sweep's own timeout
+  echo $(( $(remaining) - 25 - 30 ))
+}
+
 summary() {  # the cases this call measured, then the totals over them and the earlier results
-  [ -n "${PACK_PID:-}" ] && wait "$PACK_PID"  # a packer still compressing (it gives up 40 s before the deadline)
   # shellcheck disable=SC2086
   $PY scripts/summarize_results.py "$OUT/results" --totals-with $RESUME_FROM || true
+  end_call
+}
+
+end_call() {
+  [ -n "${PACK_PID:-}" ] && wait "$PACK_PID"  # a packer still compressing (it gives up 40 s before the deadline)
   say "done"
   sleep 1  # let tee flush the log before the command returns
 }

@@ -27,7 +27,7 @@ SWEEP_MAX_S=60 run_sweep $B 0 --case-timeout 50 --filter block:mamba3/siso/mamba
 run_gpu_tests 150
 # Last, the rest: the Mamba-3 block's training step, with all the time left as its watchdog limit
 # (a longer limit than the 90 s and 190 s it was given tells a slow autotune from a hang).
-CASE_LIMIT=$(( $(remaining) - 25 - 30 ))
+CASE_LIMIT=$(case_limit_left)
 [ "$CASE_LIMIT" -gt 450 ] && CASE_LIMIT=450
 if [ "$CASE_LIMIT" -ge 30 ]; then run_sweep $B 0 --case-timeout "$CASE_LIMIT"
 else say "rest of suite B skipped: ${CASE_LIMIT} s would be left for a case"; fi

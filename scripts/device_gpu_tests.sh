@@ -18,6 +18,4 @@ check_imports
 run_gpu_tests "${TESTS_A_MAX_S:-220}" -k "not mamba_ssm"
 run_gpu_tests "${TESTS_B_MAX_S:-300}" -k "mamba_ssm"
 collect_build_logs
-[ -n "${PACK_PID:-}" ] && wait "$PACK_PID"
-say "done"
-sleep 1
+end_call

@@ -15,7 +15,7 @@ begin_call mamba3_train.log "Mamba-3 block training step"
 start_builds selective_scan_cuda
 install_python_parts
 check_imports
-CASE_LIMIT=$(( $(remaining) - 25 - 30 ))
+CASE_LIMIT=$(case_limit_left)
 if [ "$CASE_LIMIT" -ge 60 ]; then
   run_sweep measure/suites/default_h200_b.yaml 0 --case-timeout "$CASE_LIMIT" \
       --filter block:mamba3/siso/mamba_ssm.Mamba3/bf16/fwdbwd
