@@ -26,7 +26,7 @@
   estimate). A transform length that is not a power of two costs more in cuFFT; that is left to
   calibration. ``torch.utils.flop_counter`` counts no FLOPs for FFTs: the tests cross-check these by
   formula.
-- SSD's exact triangle (``ops/ssd_stages.py``): the masked intra-chunk C x C product counts the
+- SSD's exact triangle (``ops/ssd/stages.py``): the masked intra-chunk C x C product counts the
   C (C + 1) / 2 entries of the lower triangle with its diagonal, exactly, unlike attention's
   ``CAUSAL_FRACTION`` = 1/2 of the score matrix (which drops the diagonal's extra L/2). The diagonal
   is what makes SSD with chunk 1 reproduce the recurrence's current-token term, so it is kept; the

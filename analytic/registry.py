@@ -5,7 +5,10 @@ Constraints on dimension values belong to an op (every implementation: L divisib
 chunks) or to one implementation (a kernel's limits: causal-conv1d's widths 2..4, the Mamba-3 MIMO
 kernel's chunking); ``validate_dims`` checks both, each over the dimensions the compiled cost uses.
 
-Each op family module in ``ops/`` registers its ops at import; ``ops/__init__`` imports them all.
+Each op family package in ``ops/`` registers its ops at import (``ops/<family>/cost.py``);
+``ops/__init__`` imports them all. The family's plain-PyTorch references (``ops/<family>/ref.py``)
+declare, in ``REFERENCES``, which (op, implementations, modes) each function computes and how
+(``Reference``); ``reference`` resolves one, importing the ref module only then (torch is wanted).
 Symbolic costs are built once per (op, impl, mode, dtype) and compiled with ``sympy.lambdify`` into
 numpy functions, so evaluating a cost over arrays of shapes costs a few numpy operations.
 """
@@ -111,6 +114,59 @@ class Op:
                 f"op {self.name!r} has no implementation {name!r}; valid: {', '.join(self.impl_map)}"
             )
         return self.impl_map[name]
+
+
+REFERENCE_KINDS = ("eager", "gate")
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A plain-PyTorch reference of ``op`` under ``impls`` in ``modes`` (declared in the family's
+    ``ref.py``). ``kind``:
+    - "eager": the eager algorithm itself, run at the inputs' dtype (the torch_ref backends time it
+      and hold the kernels to it);
+    - "gate": a kernel library's semantics with the gate's precision switch ``hi`` (fp64 throughout,
+      or the kernel's own precision: ``ops/common/ref.py``); the kernel backends check against it.
+    """
+
+    op: str
+    impls: tuple[str, ...]
+    modes: tuple[str, ...]
+    kind: str
+    fn: Callable[..., Any]
+
+    def __post_init__(self):
+        if self.kind not in REFERENCE_KINDS:
+            raise ValueError(f"reference {self.fn.__name__}: kind {self.kind!r} is not one of {REFERENCE_KINDS}")
+
+
+def family_ref_module(family: str):
+    """A family's ``ref.py`` module (torch is imported lazily inside its functions: importing it needs
+    no torch)."""
+    import importlib
+
+    return importlib.import_module(f"{__package__}.ops.{family}.ref")
+
+
+def family_references(family: str) -> tuple[Reference, ...]:
+    """Every ``Reference`` a family's ``ref.py`` declares."""
+    return tuple(getattr(family_ref_module(family), "REFERENCES", ()))
+
+
+def reference(op_name: str, impl_name: str | None, mode: str, kind: str = "gate") -> Callable[..., Any]:
+    """The reference function of (op, implementation, mode) of ``kind``; an error naming what exists
+    when none is declared (never another implementation's reference silently)."""
+    op = get_op(op_name)
+    impl = op.impl(impl_name)
+    if kind not in REFERENCE_KINDS:
+        raise AnalyticError(f"unknown reference kind {kind!r}; valid: {', '.join(REFERENCE_KINDS)}")
+    refs = [r for r in family_references(op.family) if r.op == op.name]
+    for r in refs:
+        if r.kind == kind and impl.name in r.impls and mode in r.modes:
+            return r.fn
+    have = ", ".join(f"{r.fn.__name__} ({r.kind}: {'/'.join(r.impls)} {'/'.join(r.modes)})" for r in refs) or "none"
+    raise AnalyticError(f"op {op.name!r}, implementation {impl.name!r} has no {kind} reference for mode {mode!r}; "
+                        f"its references: {have}")
 
 
 _REGISTRY: dict[str, Op] = {}

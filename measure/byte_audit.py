@@ -113,7 +113,7 @@ def _child(cases_file: str, sidecar: str) -> int:
     import torch
 
     from .case import Case
-    from .runners.base import Unavailable, get_backend
+    from .backends.base import Unavailable, get_backend
     from .sweep import case_seed
 
     dev = torch.device("cuda")

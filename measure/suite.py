@@ -88,7 +88,7 @@ def _as_list(v: Any) -> list:
 def _entry_cases(e: dict[str, Any], index: int, where: str) -> tuple[list[SuiteCase], int]:
     """Validate one entry and expand it; returns (cases, grid points skipped by skip_invalid)."""
     from ..analytic import registry
-    from .runners.base import get_backend
+    from .backends.base import get_backend
 
     def fail(msg: str):
         raise SuiteError(f"{where}: {msg}")

@@ -43,7 +43,7 @@ from .case import Case, is_composite
 from .environment import collect, device_name, utc_now
 from .gate import check
 from .results import ResultWriter, ResumeSet, finished_keys
-from .runners.base import Unavailable, get_backend
+from .backends.base import Unavailable, get_backend
 from .suite import SuiteCase
 from .timing import CaptureFailed, TimingSettings, make_timed_callable, time_call
 

@@ -1,4 +1,4 @@
-"""GPU backends (measure/runners: mamba_ssm_kernels, mamba3_kernels, conv_kernels, sdpa, fla_kernels,
+"""GPU backends (measure/runners: mamba_ssm_kernels, mamba3_kernels, causal_conv1d, sdpa, fla,
 blocks), the default H200 suites, the extension build helper and the byte audit.
 
 Without a GPU the backends' argument construction, reference slicing and gradients are exercised on
@@ -34,8 +34,8 @@ MY_BACKENDS = {
 # ---- registration, imports, suites ------------------------------------------------------------------
 def test_backends_register_and_import_without_torch():
     code = ("import sys; sys.modules['torch'] = None\n"
-            "from ssmbench.measure.runners import base\n"
-            "import ssmbench.measure.build_extensions, ssmbench.measure.byte_audit\n"
+            "from ssmbench.measure.backends import base\n"
+            "import ssmbench.measure.extensions, ssmbench.measure.byte_audit\n"
             "print(sorted((b.name, b.op) for b in base.all_backends()))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 0, out.stderr
@@ -89,9 +89,14 @@ F = torch.nn.functional
 
 from ssmbench.measure import gate  # noqa: E402
 from ssmbench.measure.case import Case  # noqa: E402
-from ssmbench.measure.runners import (_refs_other as RO, _refs_ssm as RS, blocks, conv_kernels,  # noqa: E402
-                                      fla_kernels, mamba3_kernels, mamba_ssm_kernels, sdpa)
-from ssmbench.measure.runners.base import get_backend  # noqa: E402
+from ssmbench.analytic.ops.conv1d import ref as CV  # noqa: E402
+from ssmbench.analytic.ops.delta_rule import ref as DR  # noqa: E402
+from ssmbench.analytic.ops.mamba1 import ref as M1  # noqa: E402
+from ssmbench.analytic.ops.mamba3 import ref as M3  # noqa: E402
+from ssmbench.analytic.ops.ssd import ref as SSD  # noqa: E402
+from ssmbench.measure import extensions  # noqa: E402
+from ssmbench.measure.backends import blocks, causal_conv1d, fla, flash_attn, mamba_ssm, sdpa  # noqa: E402
+from ssmbench.measure.backends.base import get_backend  # noqa: E402
 
 CPU = torch.device("cpu")
 
@@ -99,7 +104,7 @@ CPU = torch.device("cpu")
 @pytest.fixture
 def cpu(monkeypatch):
     """Let the CUDA-only backends build their cases on the CPU."""
-    for mod in (mamba_ssm_kernels, mamba3_kernels, conv_kernels, sdpa, fla_kernels, blocks):
+    for mod in (mamba_ssm, causal_conv1d, sdpa, flash_attn, fla, blocks):
         monkeypatch.setattr(mod, "require_cuda", lambda device: None)
     return CPU
 
@@ -132,7 +137,7 @@ def _fake_mamba_ssm():
         assert A.dtype == torch.float32 and A.dim() == 2 and A.shape[1] <= 256
         assert B.dim() == 3 and B.dtype == u.dtype and C.dtype == u.dtype and B.shape[-1] == u.shape[-1]
         assert D.dtype == torch.float32 and delta_bias.dtype == torch.float32 and delta_softplus
-        return _maybe_wrong(RS.selective_scan_ref(u, delta, A, B, C, D, z, delta_bias, False))
+        return _maybe_wrong(M1.selective_scan_ref(u, delta, A, B, C, D, z, delta_bias, False))
 
     def selective_state_update(state, x, dt, A, B, C, D=None, z=None, dt_bias=None, dt_softplus=False,
                                state_batch_indices=None):
@@ -143,9 +148,9 @@ def _fake_mamba_ssm():
             bsz, h, p, n = state.shape
             assert x.shape == dt.shape == (bsz, h, p) and A.shape == (h, p, n) and D.shape == dt_bias.shape == (h, p)
             assert A.stride(-1) == 0 and A.stride(-2) == 0 and dt.stride(-1) == 0 and dt_bias.stride(-1) == 0
-            y, new = RS.ssd_step_ref(state, x, dt[..., 0], A[:, 0, 0], B, C, D[:, 0], dt_bias[:, 0])
+            y, new = SSD.ssd_state_update_ref(state, x, dt[..., 0], A[:, 0, 0], B, C, D[:, 0], dt_bias[:, 0])
         else:
-            y, new = RS.selective_scan_step_ref(state, x, dt, A, B, C, D, z, dt_bias)
+            y, new = M1.selective_scan_step_ref(state, x, dt, A, B, C, D, z, dt_bias)
         state.copy_(new)
         return _maybe_wrong(y)
 
@@ -156,7 +161,7 @@ def _fake_mamba_ssm():
         g, n = B.shape[2:]
         assert dt.shape == (b, l, h) and A.shape == (h,) and C.shape == B.shape == (b, l, g, n) and h % g == 0
         assert D.shape == (h,) and dt_bias.shape == (h,) and z is None and dt_softplus
-        return _maybe_wrong(RS.ssd_ref(x, dt, A, B, C, D, dt_bias, False))
+        return _maybe_wrong(SSD.ssd_ref(x, dt, A, B, C, D, dt_bias, False))
 
     def mamba3_siso_combined(Q, K, V, ADT, DT, Trap, Q_bias, K_bias, Angles, D=None, Z=None, Input_States=None,
                              chunk_size=64, return_final_states=False, cu_seqlens=None):
@@ -166,7 +171,7 @@ def _fake_mamba_ssm():
         assert Q_bias.shape == K_bias.shape == (h, n) and Angles.shape[:3] == (b, l, h) and Angles.shape[3] <= n // 2
         assert D.shape == (h,) and Z.shape == V.shape and ADT.dtype == DT.dtype == torch.float32
         bf = torch.bfloat16
-        out = RS.mamba3_siso_ref(Q.to(bf), K.to(bf), V.to(bf), ADT, DT, Trap.to(bf), Q_bias, K_bias, Angles.to(bf),
+        out = M3.mamba3_siso_ref(Q.to(bf), K.to(bf), V.to(bf), ADT, DT, Trap.to(bf), Q_bias, K_bias, Angles.to(bf),
                                  D, Z.to(bf), False)
         return _maybe_wrong(out)
 
@@ -174,7 +179,7 @@ def _fake_mamba_ssm():
         a, s, k, v = Input_States
         b, h, p = V.shape
         assert Q.shape == K.shape and ADT.shape == DT.shape == Trap.shape == (b, h) and s.shape[:3] == (b, h, p)
-        out, ang, ssm, kk = RS.mamba3_siso_step_ref(Q, K, V, ADT, DT, Trap, Q_bias, K_bias, Angles, D, Z, a, s, k, v,
+        out, ang, ssm, kk = M3.mamba3_siso_step_ref(Q, K, V, ADT, DT, Trap, Q_bias, K_bias, Angles, D, Z, a, s, k, v,
                                                    False)
         return _maybe_wrong(out), [ang, ssm, kk.float(), V]
 
@@ -190,7 +195,7 @@ def _fake_mamba_ssm():
 @pytest.fixture
 def fake_mamba(cpu, monkeypatch):
     fakes = _fake_mamba_ssm()
-    for mod in (mamba_ssm_kernels, mamba3_kernels):
+    for mod in (mamba_ssm,):
         monkeypatch.setattr(mod, "import_mamba_ssm", lambda name: fakes[name])
     return fakes
 
@@ -251,12 +256,12 @@ def _fake_causal_conv1d():
         assert x.stride(2) == 1 or x.stride(1) == 1
         if x.stride(1) == 1 and x.stride(2) > 1:  # channel-last path
             assert x.shape[1] % 8 == 0
-        return _maybe_wrong(RO.causal_conv1d_ref(x, weight, bias, False))
+        return _maybe_wrong(CV.causal_conv1d_ref(x, weight, bias, False))
 
     def causal_conv1d_update(x, conv_state, weight, bias=None, activation=None, cache_seqlens=None,
                              conv_state_indices=None):
         assert activation == "silu" and conv_state.shape[-1] >= weight.shape[1] - 1 and x.dim() == 2
-        out, new = RO.causal_conv1d_update_ref(x, conv_state, weight, bias, False)
+        out, new = CV.causal_conv1d_update_ref(x, conv_state, weight, bias, False)
         conv_state.copy_(new)
         return _maybe_wrong(out)
 
@@ -265,8 +270,8 @@ def _fake_causal_conv1d():
 
 @pytest.fixture
 def fake_conv(cpu, monkeypatch):
-    monkeypatch.setattr(conv_kernels, "ensure_extension", lambda name, wait=True: None)
-    monkeypatch.setattr(conv_kernels, "import_or_unavailable", lambda name, hint: _fake_causal_conv1d())
+    monkeypatch.setattr(causal_conv1d, "ensure_extension", lambda name, wait=True: None)
+    monkeypatch.setattr(causal_conv1d, "import_or_unavailable", lambda name, hint: _fake_causal_conv1d())
 
 
 @pytest.mark.parametrize("name,mode,dims,dtype", [
@@ -300,9 +305,9 @@ def test_channel_last_layout_reaches_the_kernel(fake_conv):
         return real(x, *a, **k)
 
     conv_kernels_fake = types.SimpleNamespace(causal_conv1d_fn=spy)
-    p2 = conv_kernels._causal(True)  # rebuild with the spy
+    p2 = causal_conv1d._causal(True)  # rebuild with the spy
     import unittest.mock as um
-    with um.patch.object(conv_kernels, "import_or_unavailable", lambda n, h: conv_kernels_fake):
+    with um.patch.object(causal_conv1d, "import_or_unavailable", lambda n, h: conv_kernels_fake):
         p2(case, CPU, 0).run()
     assert seen["strides"][1] == 1 and seen["strides"][2] == 16
     assert p.tokens == 18
@@ -314,16 +319,16 @@ def _fake_fla():
         assert kwargs.get("chunk_size", 64) in (16, 32, 64) and set(kwargs) <= {"chunk_size"}
         assert q.shape == k.shape and v.shape[:3] == q.shape[:3] and g.shape == beta.shape == q.shape[:3]
         assert g.dtype == torch.float32 and not use_qk_l2norm_in_kernel
-        o = RO.gated_delta_rule_ref(q, k, v, g, beta, scale, False)
+        o = DR.chunk_gated_delta_rule_ref(q, k, v, g, beta, scale, False)
         return _maybe_wrong(o), (torch.zeros(q.shape[0], q.shape[2], q.shape[3], v.shape[3]) if output_final_state
                                  else None)
 
     def fused_recurrent_gated_delta_rule(q, k, v, g=None, gk=None, gv=None, beta=None, scale=None, initial_state=None,
                                          output_final_state=False, **kwargs):
         if q.shape[1] == 1 and initial_state is not None:
-            o, s = RO.gated_delta_rule_step_ref(q, k, v, g, beta, initial_state, scale, False)
+            o, s = DR.gated_delta_rule_step_ref(q, k, v, g, beta, initial_state, scale, False)
             return _maybe_wrong(o), (s if output_final_state else None)
-        return _maybe_wrong(RO.gated_delta_rule_ref(q, k, v, g, beta, scale, False)), None
+        return _maybe_wrong(DR.chunk_gated_delta_rule_ref(q, k, v, g, beta, scale, False)), None
 
     return types.SimpleNamespace(chunk_gated_delta_rule=chunk_gated_delta_rule,
                                  fused_recurrent_gated_delta_rule=fused_recurrent_gated_delta_rule)
@@ -336,7 +341,7 @@ def _fake_fla():
     ("fla.fused_recurrent_gated_delta_rule", "decode", {"B": 3, "H": 2, "P": 16, "Pv": 8}),
 ])
 def test_fla_backends(cpu, monkeypatch, name, mode, dims):
-    monkeypatch.setattr(fla_kernels, "import_or_unavailable", lambda n, h: _fake_fla())
+    monkeypatch.setattr(fla, "import_or_unavailable", lambda n, h: _fake_fla())
     rec, _ = _run_gate(name, "gated_delta_rule", mode, dims)
     assert rec["passed"], rec
     WRONG["on"] = True
@@ -362,7 +367,7 @@ def test_sdpa_backends_with_the_math_kernel(cpu, monkeypatch, op, mode, dims):
 
 
 def test_sdpa_unsupported_backend_is_unavailable(cpu):
-    from ssmbench.measure.runners.base import Unavailable
+    from ssmbench.measure.backends.base import Unavailable
 
     case = Case("attention_causal", "fa2", "torch.sdpa.cudnn", {"B": 1, "L": 8, "S": 8, "H": 2, "G": 2, "P": 8},
                 "fp32", "fwd")
@@ -381,11 +386,10 @@ def test_attention_slices_cover_every_head_once():
 
 
 def test_missing_library_is_unavailable_with_a_hint(cpu):
-    from ssmbench.measure.runners import _kernel_util
-    from ssmbench.measure.runners.base import Unavailable
+    from ssmbench.measure.backends.base import Unavailable
 
-    with pytest.raises(Unavailable, match="build_extensions"):
-        _kernel_util.ensure_extension("selective_scan_cuda_not_here")
+    with pytest.raises(Unavailable, match="measure.extensions"):
+        extensions.ensure_extension("selective_scan_cuda_not_here")
     with pytest.raises(Unavailable, match="flash-attn"):
         case = Case("attention_causal", "fa2", "flash_attn.fa2", {"B": 1, "L": 8, "S": 8, "H": 2, "G": 2, "P": 8},
                     "bf16", "fwd")
@@ -393,21 +397,19 @@ def test_missing_library_is_unavailable_with_a_hint(cpu):
 
 
 def test_ensure_extension_waits_for_a_build_in_progress(tmp_path, monkeypatch):
-    from ssmbench.measure.runners import _kernel_util
-    from ssmbench.measure.runners.base import Unavailable
+    from ssmbench.measure.backends.base import Unavailable
 
-    monkeypatch.setenv(_kernel_util.BUILD_DIR_ENV, str(tmp_path))
-    monkeypatch.setenv(_kernel_util.WAIT_ENV, "3")
+    monkeypatch.setenv(extensions.BUILD_DIR_ENV, str(tmp_path))
+    monkeypatch.setenv(extensions.WAIT_ENV, "3")
     (tmp_path / "fake_ext_mod.status.json").write_text(json.dumps({"state": "failed", "error": "nvcc exploded"}))
     with pytest.raises(Unavailable, match="nvcc exploded"):
-        _kernel_util.ensure_extension("fake_ext_mod")
+        extensions.ensure_extension("fake_ext_mod")
     (tmp_path / "fake_ext_mod.status.json").write_text(json.dumps({"state": "done"}))
     (tmp_path / "fake_ext_mod.py").write_text("VALUE = 42\n")  # stands in for the built .so
-    assert _kernel_util.ensure_extension("fake_ext_mod").VALUE == 42
+    assert extensions.ensure_extension("fake_ext_mod").VALUE == 42
 
 
 def test_bind_causal_conv1d_fills_names_mamba_ssm_bound_as_none(monkeypatch):
-    from ssmbench.measure.runners import _kernel_util
 
     def fn():
         return "conv"
@@ -417,13 +419,13 @@ def test_bind_causal_conv1d_fills_names_mamba_ssm_bound_as_none(monkeypatch):
                                                                   causal_conv1d_bwd_function=fn,
                                                                   causal_conv1d_update_function=fn),
              "causal_conv1d.causal_conv1d_varlen": types.SimpleNamespace(causal_conv1d_varlen_states=fn)}
-    monkeypatch.setattr(_kernel_util, "ensure_extension", lambda name, wait=True: None)
-    monkeypatch.setattr(_kernel_util, "import_or_unavailable", lambda name, hint: fakes[name])
+    monkeypatch.setattr(extensions, "ensure_extension", lambda name, wait=True: None)
+    monkeypatch.setattr(extensions, "import_or_unavailable", lambda name, hint: fakes[name])
     mamba2 = types.SimpleNamespace(causal_conv1d_fn=None, causal_conv1d_update=None, causal_conv1d_varlen_states=None)
     already = types.SimpleNamespace(causal_conv1d_fn="kept", causal_conv1d_update=None)
     monkeypatch.setitem(sys.modules, "mamba_ssm.modules.mamba2", mamba2)
     monkeypatch.setitem(sys.modules, "mamba_ssm.modules.mamba_simple", already)
-    _kernel_util.bind_causal_conv1d()
+    extensions.bind_causal_conv1d()
     assert mamba2.causal_conv1d_fn is fn and mamba2.causal_conv1d_varlen_states is fn
     assert already.causal_conv1d_fn == "kept" and already.causal_conv1d_update is fn
 
@@ -465,7 +467,7 @@ GPU_CASES = [
 def test_real_kernels_pass_the_gate(name, op, mode, dims, dtype):
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
-    from ssmbench.measure.runners.base import Unavailable
+    from ssmbench.measure.backends.base import Unavailable
 
     case = Case(op, get_backend(name, op).impl, name, dims, dtype, mode)
     try:

@@ -1,4 +1,4 @@
-"""The GPU tooling around the backends: the extension build helper (measure/build_extensions.py),
+"""The GPU tooling around the backends: the extension build helper (measure/extensions.py),
 the ncu byte audit (measure/byte_audit.py) and the device scripts (scripts/device_*.sh)."""
 
 import subprocess
@@ -31,7 +31,7 @@ ext_modules.append(CUDAExtension(name="demo_cuda", sources=["csrc/a.cpp", "csrc/
 
 
 def test_parse_setup_reads_sources_and_cuda_flags():
-    from ssmbench.measure.build_extensions import arch_flags, parse_setup
+    from ssmbench.measure.extensions import arch_flags, parse_setup
 
     spec = parse_setup(SETUP_PY, "demo_cuda")
     assert spec.sources == ["csrc/a.cpp", "csrc/b.cu"] and spec.include_dirs == ["csrc/inc"]
@@ -43,7 +43,7 @@ def test_parse_setup_reads_sources_and_cuda_flags():
 @pytest.mark.parametrize("sdist,module,n_sources", [("mamba_ssm", "selective_scan_cuda", 10),
                                                      ("causal_conv1d", "causal_conv1d_cuda", 4)])
 def test_parse_the_real_setup_py(tmp_path, sdist, module, n_sources):
-    from ssmbench.measure.build_extensions import find_sdist, parse_setup, unpack
+    from ssmbench.measure.extensions import find_sdist, parse_setup, unpack
 
     if not list((REPO / ".sdist").glob(f"{sdist}-*.tar.gz")):
         pytest.skip(f"no {sdist} sdist in .sdist/ (downloaded by hand, never committed: docs/gpu_setup.md)")

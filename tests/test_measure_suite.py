@@ -8,7 +8,7 @@ pytest.importorskip("torch")
 
 from ssmbench.errors import UserError
 from ssmbench.measure.case import Case
-from ssmbench.measure.runners.base import all_backends, get_backend
+from ssmbench.measure.backends.base import all_backends, get_backend
 from ssmbench.measure.suite import SuiteError, load_suite, parse_suite
 
 

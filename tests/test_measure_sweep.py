@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 from ssmbench.measure.case import Case
 from ssmbench.measure.gate import check
 from ssmbench.measure.results import ResultWriter, read_dir, read_results, result_files
-from ssmbench.measure.runners.base import Backend, Prepared, Unavailable, get_backend, register_backend, \
+from ssmbench.measure.backends.base import Backend, Prepared, Unavailable, get_backend, register_backend, \
     unregister_backend
 from ssmbench.measure.suite import parse_suite
 from ssmbench.measure.sweep import SweepConfig, case_seed, run_sweep
@@ -162,7 +162,7 @@ KILL_SCRIPT = textwrap.dedent("""
     import os, signal, sys
     from pathlib import Path
     from ssmbench.measure.case import Case
-    from ssmbench.measure.runners.base import Backend, get_backend, register_backend
+    from ssmbench.measure.backends.base import Backend, get_backend, register_backend
     from ssmbench.measure.suite import parse_suite
     from ssmbench.measure.sweep import SweepConfig, run_sweep
     from ssmbench.measure.timing import TimingSettings
@@ -200,7 +200,7 @@ HANG_SCRIPT = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     from ssmbench.measure.case import Case
-    from ssmbench.measure.runners.base import Backend, get_backend, register_backend
+    from ssmbench.measure.backends.base import Backend, get_backend, register_backend
     from ssmbench.measure.suite import parse_suite
     from ssmbench.measure.sweep import SweepConfig, run_sweep
     from ssmbench.measure.timing import TimingSettings

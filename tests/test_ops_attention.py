@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ssmbench.analytic.conventions import CAUSAL_FRACTION as _CF
-from ssmbench.analytic.ops.attention_decode import SPLITKV_CHUNK
-from ssmbench.analytic.ops.attention_flash import fa_smem_fwd
+from ssmbench.analytic.ops.attention.decode import SPLITKV_CHUNK
+from ssmbench.analytic.ops.attention.flash import fa_smem_fwd
 from ssmbench.analytic.registry import AnalyticError, cost, get_op, symbolic_cost
 from ssmbench.analytic.symbols import L as L_SYM
 from ssmbench.analytic.symbols import P as P_SYM
@@ -197,7 +197,7 @@ def test_library_working_sets_at_head_dim_128():
 
 
 def test_kv_cache_bytes_per_token():
-    from ssmbench.analytic.ops.attention import kv_cache_bytes_per_token
+    from ssmbench.analytic.ops.attention.common import kv_cache_bytes_per_token
     from ssmbench.analytic.symbols import G as G_SYM
 
     per_token = int(kv_cache_bytes_per_token("bf16").subs({G_SYM: 8, P_SYM: 128}))

@@ -12,7 +12,7 @@ from ssmbench.analytic.registry import cost
 torch = pytest.importorskip("torch")
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
-from ssmbench.analytic.ops.attention import attention_ref, causal_mask  # noqa: E402
+from ssmbench.analytic.ops.attention.ref import attention_ref, causal_mask  # noqa: E402
 
 CAUSAL_FRACTION = float(_CF)
 

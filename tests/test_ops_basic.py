@@ -230,7 +230,7 @@ def test_activation_variants_differ_by_the_activation_constants_only(op, base, i
 
 def test_activation_references_compute_their_activation():
     torch = pytest.importorskip("torch")
-    from ssmbench.analytic.ops.mlp import gated_mlp_geglu_ref, mlp_relu2_ref
+    from ssmbench.analytic.ops.mlp.ref import gated_mlp_geglu_ref, mlp_relu2_ref
     g = torch.Generator().manual_seed(0)
     x, w1, w2, w3 = (torch.randn(*s, generator=g, dtype=torch.float64) for s in ((2, 3, 8), (16, 8), (16, 8), (8, 16)))
     u = x @ w1.T
@@ -257,7 +257,7 @@ def test_moe():
 def test_composites_are_sums_of_their_parts():
     """mlp = linear + gelu + linear and gated_mlp = linear + silu_gate + linear, as executed."""
     from ssmbench.analytic.conventions import GELU
-    from ssmbench.analytic.ops.elementwise import unary_cost
+    from ssmbench.analytic.ops.elementwise.cost import unary_cost
     from ssmbench.analytic.symbols import B, D, F, L
     parts = cost("linear", {"B": 2, "L": 3, "I": FD, "O": FF}) + cost("linear", {"B": 2, "L": 3, "I": FF, "O": FD})
     gelu = unary_cost(B * L * F, GELU, "bf16").subs({B: 2, L: 3, F: FF, D: FD})

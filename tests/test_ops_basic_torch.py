@@ -12,7 +12,12 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 from torch.utils._pytree import tree_flatten  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
-from ssmbench.analytic.ops import elementwise, embedding, mlp, moe, norms, softmax  # noqa: E402
+from ssmbench.analytic.ops.elementwise import ref as elementwise  # noqa: E402
+from ssmbench.analytic.ops.embedding import ref as embedding  # noqa: E402
+from ssmbench.analytic.ops.mlp import ref as mlp  # noqa: E402
+from ssmbench.analytic.ops.mlp import ref as moe  # noqa: E402
+from ssmbench.analytic.ops.norm import ref as norms  # noqa: E402
+from ssmbench.analytic.ops.softmax import ref as softmax  # noqa: E402
 from ssmbench.analytic.registry import cost  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}

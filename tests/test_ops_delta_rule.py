@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ssmbench.analytic.ops.delta_rule_chunked import solve_tril_flops
+from ssmbench.analytic.ops.delta_rule.chunked import solve_tril_flops
 from ssmbench.analytic.registry import AnalyticError, cost, get_op
 from ssmbench.analytic.symbols import B as B_SYM
 from ssmbench.analytic.symbols import C as C_SYM
@@ -143,7 +143,7 @@ def test_registration():
 torch = pytest.importorskip("torch")
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
-from ssmbench.analytic.ops.delta_rule import gated_delta_rule_chunked_ref, gated_delta_rule_ref  # noqa: E402
+from ssmbench.analytic.ops.delta_rule.ref import gated_delta_rule_chunked_ref, gated_delta_rule_ref  # noqa: E402
 
 
 def _inputs(B, L, H, P, Pv, seed=0, decay=1.0):

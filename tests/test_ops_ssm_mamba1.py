@@ -65,7 +65,7 @@ def test_naive_and_loop_formulas():
 def test_naive_flop_counter():
     torch = pytest.importorskip("torch")
     from torch.utils.flop_counter import FlopCounterMode
-    from ssmbench.analytic.ops.mamba1 import mamba1_scan_ref
+    from ssmbench.analytic.ops.mamba1.ref import mamba1_scan_ref
     args = _inputs(torch)
     with FlopCounterMode(display=False) as fc:
         mamba1_scan_ref(*args)
@@ -85,7 +85,7 @@ def _inputs(torch, L_=L):
 def test_fused_semantics_match_naive(chunk):
     """The fused kernel's chunked associative scan (carried prefix) equals selective_scan_ref."""
     torch = pytest.importorskip("torch")
-    from ssmbench.analytic.ops.mamba1 import (mamba1_scan_chunked_ref, mamba1_scan_loop_ref, mamba1_scan_ref)
+    from ssmbench.analytic.ops.mamba1.ref import (mamba1_scan_chunked_ref, mamba1_scan_loop_ref, mamba1_scan_ref)
     args = _inputs(torch, 13)
     y, h = mamba1_scan_ref(*args)
     yl, hl = mamba1_scan_loop_ref(*args)
@@ -99,7 +99,7 @@ def test_fused_semantics_match_naive(chunk):
 
 def test_decode_steps_match_scan():
     torch = pytest.importorskip("torch")
-    from ssmbench.analytic.ops.mamba1 import mamba1_scan_ref, mamba1_step_ref
+    from ssmbench.analytic.ops.mamba1.ref import mamba1_scan_ref, mamba1_step_ref
     u, delta, A, Bm, Cm, D, z, db = _inputs(torch)
     y, h = mamba1_scan_ref(u, delta, A, Bm, Cm, D, z, db)
     state = torch.zeros(B, E, N, dtype=torch.float64)

@@ -71,7 +71,7 @@ def _inputs(torch, M, L_=L):
 def test_flop_counter_matches_tensor_flops():
     torch = pytest.importorskip("torch")
     from torch.utils.flop_counter import FlopCounterMode
-    from ssmbench.analytic.ops.mamba3_ref import mamba3_mimo_chunked_ref, mamba3_siso_chunked_ref
+    from ssmbench.analytic.ops.mamba3.ref import mamba3_mimo_chunked_ref, mamba3_siso_chunked_ref
     with FlopCounterMode(display=False) as fc:
         mamba3_siso_chunked_ref(*_inputs(torch, 1))
     assert fc.get_total_flops() == cost("mamba3", SISO, "siso", "fwd", "bf16").tensor["bf16"]
@@ -85,7 +85,7 @@ def test_flop_counter_matches_tensor_flops():
 @pytest.mark.parametrize("M", [1, 2])
 def test_references_agree(M):
     torch = pytest.importorskip("torch")
-    from ssmbench.analytic.ops.mamba3_ref import (mamba3_chunked_ref, mamba3_mimo_chunked_ref,
+    from ssmbench.analytic.ops.mamba3.ref import (mamba3_chunked_ref, mamba3_mimo_chunked_ref,
                                                   mamba3_recurrent_ref, mamba3_siso_chunked_ref, mamba3_step_ref)
     L_ = 24
     Q, K, V, ADT, DT, Trap, Qb, Kb, Ang, D, Z = args = _inputs(torch, M, L_)

@@ -85,7 +85,7 @@ def test_flop_counter_backward():
     units (-4 N): the rule is autograd's count plus exactly these."""
     torch = pytest.importorskip("torch")
     from torch.utils.flop_counter import FlopCounterMode
-    from ssmbench.analytic.ops.mamba3_ref import mamba3_siso_chunked_ref
+    from ssmbench.analytic.ops.mamba3.ref import mamba3_siso_chunked_ref
     args = _inputs(torch)
     y, _ = mamba3_siso_chunked_ref(*args)
     with FlopCounterMode(display=False) as fc:

@@ -118,7 +118,7 @@ def test_flop_counter_chunked_and_quadratic():
     """FlopCounterMode counts the references' masked products in full: subtract the upper triangle."""
     torch = pytest.importorskip("torch")
     from torch.utils.flop_counter import FlopCounterMode
-    from ssmbench.analytic.ops.ssd_ref import ssd_chunked_ref, ssd_quadratic_ref
+    from ssmbench.analytic.ops.ssd.ref import ssd_chunked_ref, ssd_quadratic_ref
     args = _inputs(torch)
     with FlopCounterMode(display=False) as fc:
         ssd_chunked_ref(*args, C)
@@ -133,7 +133,7 @@ def test_flop_counter_chunked_and_quadratic():
 @pytest.mark.parametrize("chunk", [1, 4, L])
 def test_references_agree(chunk):
     torch = pytest.importorskip("torch")
-    from ssmbench.analytic.ops.ssd_ref import (ssd_chunked_ref, ssd_quadratic_ref, ssd_recurrent_ref, ssd_step_ref)
+    from ssmbench.analytic.ops.ssd.ref import (ssd_chunked_ref, ssd_quadratic_ref, ssd_recurrent_ref, ssd_step_ref)
     args = _inputs(torch)
     y, h = ssd_recurrent_ref(*args)
     for yy, hh in (ssd_chunked_ref(*args, chunk), ssd_quadratic_ref(*args)):

@@ -1,5 +1,5 @@
 """Analytic cost of a whole block, for the block-level measurement cases (``block:...`` op names of
-``measure/runners/blocks.py``): the sum of the op costs that ``phases.py`` plans for that block.
+``measure/backends/blocks.py``): the sum of the op costs that ``phases.py`` plans for that block.
 
 Case identity -> block (dims in the measurement's letters; the modules' defaults fill the rest):
 

@@ -1,0 +1,76 @@
+"""Plain-PyTorch references of attention (``attention_ref``: the ``naive`` kernels, timed by the torch_ref backend; ``sdpa_ref``: SDPA's
+semantics with a scale and grouped KV heads, the gate of the SDPA / flash-attn backends).
+
+torch is imported inside each function: importing this module needs no torch.
+"""
+
+from __future__ import annotations
+
+from ...registry import Reference
+from ..common.inputs import Input, Recipe, normal
+from ..common.ref import mm, precision_dtype
+
+
+def causal_mask(L: int, S: int, device=None):
+    """Bool [L, S], True where query i (aligned to the last of S keys) must not see key j."""
+    import torch
+
+    return torch.ones(L, S, dtype=torch.bool, device=device).triu(S - L + 1)
+
+
+def attention_ref(q, k, v, causal: bool = False, mask=None):
+    """Naive attention, the ``naive`` implementation's kernels: q [B, H, L, P], k, v [B, G, S, P].
+
+    Query heads are grouped by KV head (head h uses KV head h // (H / G)) by viewing q as
+    [B, G, (H/G)*L, P], so the GEMMs read each KV head once without copying k or v. ``mask`` is the
+    precomputed ``causal_mask(L, S)`` (built here if not given).
+    """
+    Bq, Hq, Lq, Pq = q.shape
+    Gk, Sk = k.shape[1], k.shape[2]
+    qs = q * Pq**-0.5  # [B, H, L, P]
+    scores = (qs.reshape(Bq, Gk, (Hq // Gk) * Lq, Pq) @ k.transpose(-1, -2)).view(Bq, Hq, Lq, Sk)  # [B, H, L, S]
+    if causal:
+        scores = scores.masked_fill(causal_mask(Lq, Sk, q.device) if mask is None else mask, float("-inf"))
+    probs = scores.softmax(-1)  # [B, H, L, S]
+    return (probs.view(Bq, Gk, (Hq // Gk) * Lq, Sk) @ v).view(Bq, Hq, Lq, Pq)  # [B, H, L, P]
+
+
+def attention_causal_ref(q, k, v, mask=None):
+    return attention_ref(q, k, v, causal=True, mask=mask)
+
+
+def attention_full_ref(q, k, v):
+    return attention_ref(q, k, v, causal=False)
+
+
+# Kernel-semantics references (the correctness gate of the kernel backends) -------------------------
+# Named after the kernel API they mirror; ``hi`` is the gate's precision switch (``common.ref``).
+
+def sdpa_ref(q, k, v, causal: bool, scale: float, hi: bool):
+    """q [b, H, L, P]; k, v [b, G, S, P] (G divides H). Returns [b, H, L, P]."""
+    import torch
+
+    f, w = precision_dtype(hi), q.dtype
+    h, g = q.shape[1], k.shape[1]
+    kk = k.repeat_interleave(h // g, dim=1)  # [b, H, S, P]
+    vv = v.repeat_interleave(h // g, dim=1)
+    s = mm(q, kk.transpose(-1, -2), w).to(f) * scale  # [b, H, L, S]
+    if causal:
+        lq, sk = s.shape[-2], s.shape[-1]
+        keep = torch.ones(lq, sk, dtype=torch.bool, device=q.device).tril(diagonal=sk - lq)
+        s = s.masked_fill(~keep, float("-inf"))
+    pr = torch.softmax(s, dim=-1)
+    return mm(pr, vv, w).to(w)
+
+
+REFERENCES = (
+    Reference("attention_causal", ("naive",), ("fwd", "bwd", "fwdbwd", "decode"), "eager", attention_causal_ref),
+    Reference("attention_full", ("naive",), ("fwd", "bwd", "fwdbwd", "decode"), "eager", attention_full_ref),
+    *(Reference(op, ("fa2", "fa3"), ("fwd", "bwd", "fwdbwd", "decode"), "gate", sdpa_ref) for op in ("attention_causal", "attention_full")),
+)
+_ATTN = (Input("q", normal("B", "H", "L", "P")), Input("k", normal("B", "G", "S", "P")),
+         Input("v", normal("B", "G", "S", "P")))
+RECIPES = (
+    Recipe("attention_causal", "naive", _ATTN),
+    Recipe("attention_full", "naive", _ATTN),
+)

@@ -1,0 +1,1 @@
+"""Helpers shared by every op family (kernel sequences described tensor by tensor)."""

@@ -1,0 +1,9 @@
+"""MLP, gated MLP (SwiGLU, GeGLU), ReLU^2 MLP and the MoE FFN.
+
+``cost.py`` holds the registered cost rules; ``ref.py`` the plain-PyTorch references (imported only
+where torch is wanted, through ``registry.reference``)."""
+
+from . import (
+    cost,  # noqa: F401  (registers the family's ops)
+    moe,  # noqa: F401  (registers the family's ops)
+)

@@ -1,0 +1,48 @@
+"""Plain-PyTorch references of the norms.
+
+torch is imported inside each function: importing this module needs no torch.
+"""
+
+from __future__ import annotations
+
+from ...registry import Reference
+from ..common.inputs import BLD, Input, Recipe, normal, scale
+
+
+def rmsnorm_ref(x, w, eps: float = 1e-6):
+    """Plain PyTorch reference (the ``torch_eager`` kernels): x [B, L, D], w [D] -> [B, L, D]."""
+    import torch
+    xf = x.float()
+    rstd = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)  # [B, L, 1]
+    return w * (xf * rstd).to(x.dtype)
+
+
+def layernorm_ref(x, w, b, eps: float = 1e-5):
+    """Plain PyTorch reference (the ``torch_eager`` kernels): x [B, L, D], w, b [D] -> [B, L, D]."""
+    import torch
+    xf = x.float()
+    xc = xf - xf.mean(-1, keepdim=True)
+    rstd = torch.rsqrt(xc.pow(2).mean(-1, keepdim=True) + eps)  # [B, L, 1]
+    return (xc * rstd).to(x.dtype) * w + b
+
+
+def gated_rmsnorm_ref(x, z, w, eps: float = 1e-6):
+    """Plain PyTorch reference (the ``torch_eager`` kernels): rmsnorm(x * silu(z)) * w, all [B, L, D]
+    but w [D]; computed in fp32 like mamba-ssm's ``rms_norm_ref`` (upcast=True)."""
+    import torch
+    import torch.nn.functional as F
+    u = x.float() * F.silu(z.float())
+    rstd = torch.rsqrt(u.pow(2).mean(-1, keepdim=True) + eps)  # [B, L, 1]
+    return w * (u * rstd).to(x.dtype)
+
+
+REFERENCES = (
+    Reference("rmsnorm", ("torch_eager",), ("fwd", "bwd", "fwdbwd", "decode"), "eager", rmsnorm_ref),
+    Reference("layernorm", ("torch_eager",), ("fwd", "bwd", "fwdbwd", "decode"), "eager", layernorm_ref),
+    Reference("gated_rmsnorm", ("torch_eager",), ("fwd", "bwd", "fwdbwd", "decode"), "eager", gated_rmsnorm_ref),
+)
+RECIPES = (
+    Recipe("rmsnorm", "torch_eager", (Input("x", normal(*BLD)), Input("w", scale("D")))),
+    Recipe("layernorm", "torch_eager", (Input("x", normal(*BLD)), Input("w", scale("D")), Input("b", normal("D", std=0.1)))),
+    Recipe("gated_rmsnorm", "torch_eager", (Input("x", normal(*BLD)), Input("z", normal(*BLD)), Input("w", scale("D")))),
+)
