@@ -3,7 +3,6 @@ state only on SSM layers, MoE active parameters), plans, the vectorized analysis
 
 from __future__ import annotations
 
-import re
 
 import numpy as np
 import pytest
@@ -18,19 +17,6 @@ from ssmbench.analytic.workloads.report import predict
 from ssmbench.hwspecs import get_spec
 
 H200 = "h200-sxm"
-
-
-def usable(model_id: str, phase: str = "prefill"):
-    """The model, or a skip naming the op family that is not registered yet."""
-    m = get_model(model_id)
-    try:
-        plan(m, phase)
-    except AnalyticError as exc:
-        found = re.search(r"unknown op '([^']+)'", str(exc))
-        if found:
-            pytest.skip(f"op {found.group(1)!r} is not registered yet (its family is being written)")
-        raise
-    return m
 
 
 SUITE = {
@@ -136,7 +122,7 @@ def h200():
 
 
 def test_model_time_is_the_sum_of_per_op_bounds_of_the_registered_costs(h200):
-    m = usable("llama-3.2-1b")
+    m = get_model("llama-3.2-1b")
     calls = plan(m, "prefill")
     total = 0.0
     for c in calls:
@@ -148,7 +134,7 @@ def test_model_time_is_the_sum_of_per_op_bounds_of_the_registered_costs(h200):
 
 
 def test_grid_analysis_equals_pointwise_analysis(h200):
-    m = usable("mamba-370m", "decode")
+    m = get_model("mamba-370m")
     table = SpecTable.of([h200, h200])
     for phase in ("prefill", "decode", "train"):
         grid = analyze(m, phase, table, [1, 4, 32], [128, 2048])
@@ -161,8 +147,8 @@ def test_grid_analysis_equals_pointwise_analysis(h200):
 
 def test_decode_kv_cache_grows_with_context_only_for_attention(h200):
     table = SpecTable.of([h200])
-    tf = analyze(usable("llama-3.2-1b", "decode"), "decode", table, [4], [1024, 8192])
-    ssm = analyze(usable("mamba-1.4b", "decode"), "decode", table, [4], [1024, 8192])
+    tf = analyze(get_model("llama-3.2-1b"), "decode", table, [4], [1024, 8192])
+    ssm = analyze(get_model("mamba-1.4b"), "decode", table, [4], [1024, 8192])
     assert tf.memory["kv_cache"][0, 1] == pytest.approx(4 * 8193 * 32768)
     assert tf.memory["state"][0, 0] == 0
     assert ssm.memory["kv_cache"][0, 1] == 0
@@ -173,7 +159,7 @@ def test_decode_kv_cache_grows_with_context_only_for_attention(h200):
 
 
 def test_hybrid_kv_cache_is_from_attention_layers_only(h200):
-    m = usable("jamba-v0.1", "decode")
+    m = get_model("jamba-v0.1")
     r = analyze(m, "decode", SpecTable.of([h200]), [2], [4096])
     assert r.memory["kv_cache"][0, 0] == pytest.approx(2 * 4097 * m.kv_bytes_per_token("bf16"))
     assert r.memory["state"][0, 0] == pytest.approx(2 * m.state_bytes_per_sequence("bf16"))
@@ -181,14 +167,14 @@ def test_hybrid_kv_cache_is_from_attention_layers_only(h200):
 
 
 def test_moe_decode_reads_fewer_weights_than_it_stores(h200):
-    m = usable("jamba-v0.1", "decode")
+    m = get_model("jamba-v0.1")
     r = predict(m, h200, "decode", 1, 1024, with_searches=False)
     weights_read = sum(o["bytes_compulsory"] for o in r["ops"])
     assert weights_read < 0.4 * r["total"]["memory_bytes"]["weights"]
 
 
 def test_does_not_fit_is_a_clear_result(h200):
-    m = usable("jamba-v0.1")
+    m = get_model("jamba-v0.1")
     r = predict(m, h200, "prefill", 64, 262144, with_searches=False)
     t = r["total"]
     assert t["fits"] is False and t["time_s"] is None
@@ -197,7 +183,7 @@ def test_does_not_fit_is_a_clear_result(h200):
 
 
 def test_training_memory_and_recomputation(h200):
-    m = usable("mamba-790m", "train")
+    m = get_model("mamba-790m")
     plain = predict(m, h200, "train", 8, 2048, with_searches=False)
     rec = predict(m, h200, "train", 8, 2048, recompute=True, with_searches=False)
     assert rec["total"]["memory_bytes"]["activations"] < plain["total"]["memory_bytes"]["activations"]
@@ -207,14 +193,14 @@ def test_training_memory_and_recomputation(h200):
 
 
 def test_decode_regimes_are_both_reported(h200):
-    r = predict(usable("mamba-130m", "decode"), h200, "decode", 1, 2048, with_searches=False)
+    r = predict(get_model("mamba-130m"), h200, "decode", 1, 2048, with_searches=False)
     assert set(r["total"]["regimes"]) == {"eager", "graph"}
     assert r["total"]["launch_regime"] == "graph"
 
 
 @pytest.mark.parametrize("ssm_id", ["mamba-2.8b", "mamba2-2.7b"])
 def test_ssm_overtakes_its_transformer_baseline_for_long_prompts_on_h200(h200, ssm_id):
-    ssm, base = usable(ssm_id), usable("gpt3-2.7b")
+    ssm, base = get_model(ssm_id), get_model("gpt3-2.7b")
     res = sweep.crossover(ssm, base, h200, "prefill", batch=1)
     assert res["length"] is not None, res
     L = res["length"]
@@ -227,7 +213,7 @@ def test_ssm_overtakes_its_transformer_baseline_for_long_prompts_on_h200(h200, s
 
 
 def test_decode_turns_compute_bound_at_a_finite_batch(h200):
-    m = usable("llama-3.2-1b", "decode")
+    m = get_model("llama-3.2-1b")
     res = sweep.compute_bound_batch(m, h200, 128)  # at 512 keys its KV reads keep it memory-bound
     b = res["batch"]
     assert b is not None and b > 1
@@ -238,7 +224,7 @@ def test_decode_turns_compute_bound_at_a_finite_batch(h200):
 
 
 def test_sweep_columns_cover_the_grid(h200):
-    models = [usable("mamba-130m", "decode"), usable("qwen2.5-0.5b", "decode")]
+    models = [get_model("mamba-130m"), get_model("qwen2.5-0.5b")]
     cols = sweep.sweep(models, [h200], ["prefill", "decode"], [1, 8], [256, 1024, 4096])
     assert len(cols["model"]) == 2 * 1 * 2 * 2 * 3
     assert set(cols["bottleneck"]) <= set(RESOURCES) | {"none"}
@@ -291,7 +277,7 @@ def test_energy_estimate_where_the_spec_has_energy_data():
                                    "vector": {"value": "1 pJ/FLOP", "source": "a"}},
                       "per_byte": {"dram": {"value": "20 pJ/B", "source": "a"}, "l2": {"value": "2 pJ/B", "source": "a"}}}
     toy = parse_spec(data)
-    m = usable("mamba-130m")
+    m = get_model("mamba-130m")
     r = analyze(m, "prefill", SpecTable.of([toy, plain]), [2], [256], keep_calls=True, energy=True)
     W = r.call_work[:, :, 0, 0].sum(axis=0)
     tensor = sum(W[COL[f"tensor.{d}"]] for d in TENSOR_DTYPES)
@@ -303,7 +289,7 @@ def test_energy_estimate_where_the_spec_has_energy_data():
 
 
 def test_chunked_kernels_see_whole_chunks(h200):
-    m = usable("mamba2-130m")
+    m = get_model("mamba2-130m")
     table = SpecTable.of([h200])
     r = analyze(m, "prefill", table, [1], [1000, 1024], keep_calls=True)
     i = next(k for k, c in enumerate(r.calls.calls) if c.call.op == "ssd")
@@ -334,7 +320,7 @@ def mamba3_without_backward(monkeypatch):
 
 
 def test_phase_without_a_cost_rule_is_a_clear_error_and_a_sweep_gap(h200, mamba3_without_backward):
-    m = usable("mamba3-siso-1.5b", "decode")
+    m = get_model("mamba3-siso-1.5b")
     with pytest.raises(AnalyticError, match="no rule for mode 'fwdbwd'"):
         plan(m, "train")
     gaps: list[str] = []
@@ -346,14 +332,14 @@ def test_phase_without_a_cost_rule_is_a_clear_error_and_a_sweep_gap(h200, mamba3
 
 
 def test_mamba3_uses_the_mimo_kernel_when_rank_exceeds_one():
-    siso, mimo = usable("mamba3-siso-1.5b"), usable("mamba3-mimo-1.5b")
+    siso, mimo = get_model("mamba3-siso-1.5b"), get_model("mamba3-mimo-1.5b")
     assert {c.impl for c in plan(siso, "prefill") if c.op == "mamba3"} == {"siso"}
     assert {c.impl for c in plan(mimo, "prefill") if c.op == "mamba3"} == {"mimo"}
 
 
 def test_block_cost_of_a_measured_block_case_is_the_sum_of_its_ops():
     from ssmbench.analytic.workloads.blocks import block_cost
-    usable("llama-3.2-1b")
+    get_model("llama-3.2-1b")
     d = dict(B=2, L=256, D=1024, H=16, G=4, P=64)
     got = block_cost("block:attention", d, mode="fwd")
     want = (cost("linear", dict(B=2, L=256, I=1024, O=(16 + 8) * 64))

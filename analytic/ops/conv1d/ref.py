@@ -74,7 +74,7 @@ REFERENCES = (
     Reference("conv1d", ("torch_conv",), ("fwd", "bwd", "fwdbwd"), "eager", conv1d_ref),
     Reference("conv1d", ("torch_conv",), ("decode",), "eager", conv1d_update_ref),
     Reference("conv1d", ("causal_conv1d", "torch_conv"), ("fwd", "bwd", "fwdbwd"), "gate", causal_conv1d_ref),
-    Reference("conv1d", ("causal_conv1d",), ("decode",), "gate", causal_conv1d_update_ref),
+    Reference("conv1d", ("causal_conv1d", "torch_conv"), ("decode",), "gate", causal_conv1d_update_ref),
 )
 RECIPES = (
     Recipe("conv1d", "torch_conv",
