@@ -1,7 +1,6 @@
-"""The GPU tooling around the backends: the extension build helper (measure/extensions.py),
-the ncu byte audit (measure/byte_audit.py) and the device scripts (scripts/device_*.sh)."""
+"""The GPU tooling around the backends: the extension build helper (measure/extensions.py) and
+the ncu byte audit (measure/byte_audit.py). The device script: tests/test_scripts.py."""
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -101,10 +100,3 @@ def test_byte_audit_cli_rejects_an_existing_out_file(tmp_path, capsys):
     out.write_text("{}")
     assert main(["--suite", str(REPO / "measure" / "suites" / "default_h200_a.yaml"), "--out", str(out)]) == 2
     assert "file exists" in capsys.readouterr().err and out.read_text() == "{}"
-
-
-def test_device_scripts_are_valid_bash():
-    for s in sorted(p.name for p in (REPO / "scripts").glob("device_*.sh")):
-        assert subprocess.run(["bash", "-n", str(REPO / "scripts" / s)]).returncode == 0
-
-
