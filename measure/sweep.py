@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from . import energy as energy_mod
-from .case import Case, is_composite
+from ..analytic.cases import BLOCK_PREFIX, Case, case_cost, is_composite
 from .environment import collect, device_name, utc_now
 from .gate import check
 from .results import ResultWriter, ResumeSet, finished_keys
@@ -110,10 +110,8 @@ def _f(x: Any) -> float:
 
 def analytic_block(case: Case) -> tuple[dict[str, Any] | None, Any, str | None]:
     """(analytic record, Cost, reason when there is none)."""
-    if is_composite(case.op) and not case.op.startswith("block:"):
+    if is_composite(case.op) and not case.op.startswith(BLOCK_PREFIX):
         return None, None, "model-level cases carry no analytic cost: the workload layer costs blocks, not these"
-    from ..analytic.cases import case_cost
-
     c = case_cost(case.op, dict(case.dims), impl=case.impl, mode=case.mode, dtype=case.dtype)
     rec = {
         "label": "analytic count",

@@ -88,7 +88,7 @@ torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
 from ssmbench.measure import gate  # noqa: E402
-from ssmbench.measure.case import Case  # noqa: E402
+from ssmbench.analytic.cases import Case  # noqa: E402
 from ssmbench.measure.runners import (_refs_other as RO, _refs_ssm as RS, blocks, conv_kernels,  # noqa: E402
                                       fla_kernels, mamba3_kernels, mamba_ssm_kernels, sdpa)
 from ssmbench.measure.runners.base import get_backend  # noqa: E402

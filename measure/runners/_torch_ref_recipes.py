@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..case import CASE_DTYPES
+from ...analytic.cases import CASE_DTYPES
 
 Maker = Callable[[dict, "Rand", dict], Any]  # (dims, rand, inputs built so far) -> tensor
 

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ...errors import UserError
-from ..case import CASE_DTYPES, CASE_MODES
+from ...analytic.cases import CASE_DTYPES
+from ...analytic.conventions import MODES as CASE_MODES
 
 
 class Unavailable(Exception):
