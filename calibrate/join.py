@@ -13,12 +13,9 @@ else the datasheet value; each records which (``origin``). ``resource_bounds`` i
 here that calls the roofline module.
 
 Device match: the device name in a result file's metadata (``meta.device.name``, as measure's
-environment records it) must name the spec's device. The rule is explicit (no substring matching):
-the name's words, less the vendor, must all be words of the spec's name, id or form factor, and the
-spec's model word (the first word of its name with letters and digits, e.g. "h200") must be among
-them (a spec name without such a word must match the device's words whole): "NVIDIA H200" matches
-"NVIDIA H200 SXM"; "NVIDIA H200 NVL" and "NVIDIA H100 80GB HBM3" do not. No device matches a
-hypothetical spec.
+environment records it: the CUDA device name, e.g. "NVIDIA H200", or the CPU model) must be one of
+the spec's ``device_names``, exactly (``ssmbench.hwspecs.device_matches``, the one device rule; no
+substring or word matching). No device matches a hypothetical spec.
 A mismatch is an error unless allowed, and then every case is labelled ``device_mismatch``.
 
 A record without a time that a later record of the same case on the same device replaces (a resumed
@@ -33,7 +30,6 @@ skipping them; skipped ones are kept as exclusions too. Nothing is dropped silen
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -41,7 +37,7 @@ from ..analytic import roofline
 from ..analytic.cases import case_cost as analytic_cost
 from ..analytic.cases import case_family
 from ..errors import UserError
-from ..hwspecs import Spec
+from ..hwspecs import Spec, device_matches
 from ..measure.results import ResultFile, latest_by_key
 
 # Resources whose bound times the calibrated models use (roofline names). Device-wide caches carry
@@ -50,7 +46,6 @@ from ..measure.results import ResultFile, latest_by_key
 RESOURCES = ("tensor", "vector", "special_function", "dram")
 RESOURCE_CLASS = {"tensor": "compute", "vector": "compute", "special_function": "compute", "dram": "memory",
                   "cache": "memory", "launch": "fixed overhead"}
-_VENDOR_WORDS = {"nvidia", "amd", "intel", "tesla"}
 _MAX_LISTED = 12
 
 
@@ -104,23 +99,6 @@ def resource_bounds(spec: Spec, op: str, impl: str, dims: Mapping[str, int], dty
     work = {"flops": float(c.flops), "transcendentals": float(c.transcendental),
             "executed_bytes": float(c.executed_bytes), "bytes": float(c.bytes)}
     return Bounds(times, unknown, float(c.launches), used, work, tuple(proj.not_bounded))
-
-
-# Device matching ---------------------------------------------------------------------------------
-
-def _words(text: str | None) -> set[str]:
-    return {w for w in re.split(r"[^a-z0-9]+", (text or "").lower()) if w} - _VENDOR_WORDS
-
-
-def device_matches(spec: Spec, device: str) -> bool:
-    dev = _words(device)
-    spec_words = _words(spec.name) | _words(spec.id) | _words(spec.form_factor)
-    model = [w for w in re.split(r"[^a-z0-9]+", spec.name.lower())
-             if re.search(r"[a-z]", w) and re.search(r"[0-9]", w)]
-    # a name without a model number (some CPUs report "Intel(R) Xeon(R) Processor") must match whole
-    named = model[0] in dev if model else _words(spec.name) <= dev
-    # nothing was ever measured on a hypothetical device
-    return not spec.hypothetical and bool(dev) and dev <= spec_words and named
 
 
 # The joined table ----------------------------------------------------------------------------------
