@@ -20,7 +20,14 @@ import numpy as np
 
 from ..errors import UserError
 from ..output import print_json
-from .roofline import BYTES_CHOICES, LAUNCH_CHOICES, PREFER_CHOICES, RESOURCES, SpecCeilings, SpecTable
+from .roofline import (
+    BYTES_CHOICES,
+    LAUNCH_CHOICES,
+    PREFER_CHOICES,
+    RESOURCES,
+    SpecCeilings,
+    SpecTable,
+)
 from .workloads.phases import PHASES
 
 DEFAULT_MODEL = "mamba2-2.7b"
@@ -303,6 +310,7 @@ def cmd_predict(args) -> int:
 
 def cmd_sweep(args) -> int:
     import time
+
     from . import sweep
     models, specs = _models(args.models), _specs(args.hw)
     phases = [p.strip() for p in args.phases.split(",") if p.strip()]

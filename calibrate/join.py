@@ -13,17 +13,15 @@ else the datasheet value; each records which (``origin``). ``resource_bounds`` i
 here that calls the roofline module.
 
 Device match: the device name in a result file's metadata (``meta.device.name``, as measure's
-environment records it) must name the spec's device. The rule is explicit (no substring matching):
-the name's words, less the vendor, must all be words of the spec's name, id or form factor, and the
-spec's model word (the first word of its name with letters and digits, e.g. "h200") must be among
-them (a spec name without such a word must match the device's words whole): "NVIDIA H200" matches
-"NVIDIA H200 SXM"; "NVIDIA H200 NVL" and "NVIDIA H100 80GB HBM3" do not. No device matches a
-hypothetical spec.
+environment records it: the CUDA device name, e.g. "NVIDIA H200", or the CPU model) must be one of
+the spec's ``device_names``, exactly (``ssmbench.hwspecs.device_matches``, the one device rule; no
+substring or word matching). No device matches a hypothetical spec.
 A mismatch is an error unless allowed, and then every case is labelled ``device_mismatch``.
 
 A record without a time that a later record of the same case on the same device replaces (a resumed
-sweep retries cases that were unavailable, failed or timed out; later by ``started_utc``, then file and
-record order) is kept as an exclusion with status ``superseded``, not counted as a failure. Every
+sweep retries cases that were unavailable, failed or timed out; "later" is measure's one rule,
+``ssmbench.measure.results.latest_by_key``: by ``started_utc``, then file and record order) is kept
+as an exclusion with status ``superseded``, not counted as a failure. Every
 ``ok`` record counts: a repeated measurement (another lease, another seed) is another sample.
 Cases with a failed status are kept as exclusions (status, reason). A case the analytic model cannot
 cost (block/model cases, an op without a rule) is an error naming it, unless the caller allows
@@ -32,7 +30,6 @@ skipping them; skipped ones are kept as exclusions too. Nothing is dropped silen
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -40,8 +37,8 @@ from ..analytic import roofline
 from ..analytic.cases import case_cost as analytic_cost
 from ..analytic.cases import case_family
 from ..errors import UserError
-from ..hwspecs import Spec
-from .sources import ResultFile
+from ..hwspecs import Spec, device_matches
+from ..measure.results import ResultFile, latest_by_key
 
 # Resources whose bound times the calibrated models use (roofline names). Device-wide caches carry
 # the same bytes as DRAM (collinear) and launch overhead is fitted as a time per launch instead
@@ -49,7 +46,6 @@ from .sources import ResultFile
 RESOURCES = ("tensor", "vector", "special_function", "dram")
 RESOURCE_CLASS = {"tensor": "compute", "vector": "compute", "special_function": "compute", "dram": "memory",
                   "cache": "memory", "launch": "fixed overhead"}
-_VENDOR_WORDS = {"nvidia", "amd", "intel", "tesla"}
 _MAX_LISTED = 12
 
 
@@ -105,23 +101,6 @@ def resource_bounds(spec: Spec, op: str, impl: str, dims: Mapping[str, int], dty
     return Bounds(times, unknown, float(c.launches), used, work, tuple(proj.not_bounded))
 
 
-# Device matching ---------------------------------------------------------------------------------
-
-def _words(text: str | None) -> set[str]:
-    return {w for w in re.split(r"[^a-z0-9]+", (text or "").lower()) if w} - _VENDOR_WORDS
-
-
-def device_matches(spec: Spec, device: str) -> bool:
-    dev = _words(device)
-    spec_words = _words(spec.name) | _words(spec.id) | _words(spec.form_factor)
-    model = [w for w in re.split(r"[^a-z0-9]+", spec.name.lower())
-             if re.search(r"[a-z]", w) and re.search(r"[0-9]", w)]
-    # a name without a model number (some CPUs report "Intel(R) Xeon(R) Processor") must match whole
-    named = model[0] in dev if model else _words(spec.name) <= dev
-    # nothing was ever measured on a hypothetical device
-    return not spec.hypothetical and bool(dev) and dev <= spec_words and named
-
-
 # The joined table ----------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -162,14 +141,8 @@ class Joined:
     ceilings: dict[str, dict] = field(default_factory=dict)
 
 
-def _case_field(case: dict, name: str, where: str) -> Any:
-    if name not in case:
-        raise UserError(f"{where}: case record has no {name!r} field; expected a measure result case")
-    return case[name]
-
-
-def _recorded_differs(case: dict, b: Bounds) -> bool:
-    rec = case.get("analytic") or {}
+def _recorded_differs(record: Mapping[str, Any], b: Bounds) -> bool:
+    rec = record.get("analytic") or {}
     for rec_key, work_key in (("flops", "flops"), ("executed_bytes", "executed_bytes")):
         v = rec.get(rec_key)
         if isinstance(v, (int, float)) and abs(float(v) - b.work[work_key]) > 1e-6 * max(abs(float(v)), 1.0):
@@ -181,22 +154,6 @@ def _listing(items: list[str]) -> str:
     head = items[:_MAX_LISTED]
     more = f"\n  ... and {len(items) - len(head)} more" if len(items) > len(head) else ""
     return "\n  " + "\n  ".join(head) + more
-
-
-def _latest_records(results: list[ResultFile]) -> dict[tuple[str, str], tuple[int, int]]:
-    """(device, case key) -> (file index, record index) of that case's latest record: the latest
-    ``started_utc`` (ISO 8601 UTC, so text order is time order), then the later file and record."""
-    best: dict[tuple[str, str], tuple[tuple[str, int, int], tuple[int, int]]] = {}
-    for fi, rf in enumerate(results):
-        dev = rf.device
-        for i, case in enumerate(rf.cases):
-            if not isinstance(case, dict):
-                continue  # the join names the damaged record
-            key = str(case.get("key") or f"{rf.path}: cases[{i}]")
-            rank = (str(case.get("started_utc") or ""), fi, i)
-            if (dev, key) not in best or rank > best[(dev, key)][0]:
-                best[(dev, key)] = (rank, (fi, i))
-    return {k: v[1] for k, v in best.items()}
 
 
 def join(results: list[ResultFile], spec: Spec, prefer: str = "measured", allow_device_mismatch: bool = False,
@@ -220,52 +177,48 @@ def join(results: list[ResultFile], spec: Spec, prefer: str = "measured", allow_
     excluded: list[dict[str, Any]] = []
     unpredicted: list[str] = []
     used_ceilings: dict[str, dict] = {}
-    latest = _latest_records(results)
-    for fi, rf in enumerate(results):
-        dev = rf.device
+    latest = {dev: latest_by_key(results, device=dev) for dev in set(devices)}
+    for rf in results:
+        dev, path = rf.device, str(rf.path)
         mismatch = not device_matches(spec, dev)
-        for i, case in enumerate(rf.cases):
-            where = f"{rf.path}: cases[{i}]"
-            if not isinstance(case, dict):
-                raise UserError(f"{where}: expected a case record (JSON object)")
-            key = str(case.get("key") or where)
-            status = _case_field(case, "status", where)
-            later = latest[(dev, key)]
-            if status != "ok" and later != (fi, i):
-                excluded.append({"key": key, "file": rf.path, "status": "superseded",
+        for rec in rf.records:
+            key = rec.key
+            later = latest[dev][key]
+            if rec.status != "ok" and (later.path, later.index) != (rec.path, rec.index):
+                excluded.append({"key": key, "file": path, "status": "superseded",
                                  "reason": f"a later record of this case on {dev} replaces it "
-                                           f"({results[later[0]].path}: cases[{later[1]}])"})
+                                           f"({later.path}: cases[{later.index}])"})
                 continue
-            if status != "ok":
-                excluded.append({"key": key, "file": rf.path, "status": status,
-                                 "reason": case.get("reason") or "no reason recorded"})
+            if rec.status != "ok":
+                excluded.append({"key": key, "file": path, "status": rec.status,
+                                 "reason": rec.reason or "no reason recorded"})
                 continue
-            t = (case.get("time_s") or {}).get("median")
+            t = (rec.time_s or {}).get("median")
             if not isinstance(t, (int, float)) or not t > 0:
-                raise UserError(f"{where} ({key}): status 'ok' but no positive time_s.median; the result file is damaged")
-            op, impl, dtype, mode = (str(_case_field(case, f, where)) for f in ("op", "impl", "dtype", "mode"))
-            dims = {str(k): int(v) for k, v in dict(_case_field(case, "dims", where)).items()}
+                raise UserError(f"{path}: cases[{rec.index}] ({key}): status 'ok' but no positive time_s.median; "
+                                "the result file is damaged")
             try:
-                family = case_family(op)
-                b = resource_bounds(spec, op, impl, dims, dtype, mode, prefer)
+                case = rec.case
+                family = case_family(case.op)
+                b = resource_bounds(spec, case.op, case.impl, case.dims, case.dtype, case.mode, prefer)
             except UserError as exc:  # unknown op, implementation, mode, dtype or dims: the analytic model says which
                 reason = str(exc)
                 unpredicted.append(f"{key}: {reason}")
-                excluded.append({"key": key, "file": rf.path, "status": "unpredicted", "reason": reason})
+                excluded.append({"key": key, "file": path, "status": "unpredicted", "reason": reason})
                 continue
             if not b.times:
                 reason = f"no resource has a known ceiling on spec {spec.id} (unknown: {', '.join(b.unknown)})"
                 unpredicted.append(f"{key}: {reason}")
-                excluded.append({"key": key, "file": rf.path, "status": "unpredicted", "reason": reason})
+                excluded.append({"key": key, "file": path, "status": "unpredicted", "reason": reason})
                 continue
             used_ceilings.update(b.ceilings)
-            ts = case.get("time_s") or {}
+            ts = rec.time_s or {}
             cases.append(JoinedCase(
-                key=key, op=op, impl=impl, backend=str(case.get("backend") or ""), family=family, dims=dims,
-                dtype=dtype, mode=mode, device=dev, measured_s=float(t),
+                key=key, op=case.op, impl=case.impl, backend=case.backend, family=family, dims=dict(case.dims),
+                dtype=case.dtype, mode=case.mode, device=dev, measured_s=float(t),
                 measured_p20_s=ts.get("p20"), measured_p80_s=ts.get("p80"), bounds=b,
-                source=rf.path, source_sha256=rf.sha256, device_mismatch=mismatch,
-                analytic_changed=_recorded_differs(case, b),
+                source=path, source_sha256=rf.sha256, device_mismatch=mismatch,
+                analytic_changed=_recorded_differs(rec, b),
             ))
     if unpredicted and not skip_unpredicted:
         raise UserError(
@@ -279,7 +232,7 @@ def join(results: list[ResultFile], spec: Spec, prefer: str = "measured", allow_
             by_status[e["status"]] = by_status.get(e["status"], 0) + 1
         summary = ", ".join(f"{n} {s}" for s, n in sorted(by_status.items())) or "none"
         raise UserError(f"no measured case with status 'ok' and an analytic prediction to calibrate on (excluded: {summary})")
-    files = [{"path": rf.path, "sha256": rf.sha256, "device": rf.device, "n_cases": len(rf.cases),
+    files = [{"path": str(rf.path), "sha256": rf.sha256, "device": rf.device, "n_cases": len(rf.cases),
               "complete": rf.complete} for rf in results]
     return Joined(spec.id, spec.name, prefer, cases, excluded, files, sorted(set(devices)),
                   bool(mismatched), used_ceilings)

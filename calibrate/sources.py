@@ -5,61 +5,18 @@ Files are read by measure's own reader (``ssmbench.measure.results.read_results`
 a time; the others are kept as exclusions with their status and reason, never dropped silently.
 
 Calibration never trusts a file it cannot name: every file read is listed with its sha256 (of the
-bytes read) so that a calibrated profile says exactly which measurements it was fitted on. An
-incremental ``.jsonl`` of a run still in progress is read as it stands and flagged incomplete.
+bytes read, ``ResultFile.sha256``) so that a calibrated profile says exactly which measurements it
+was fitted on. An incremental ``.jsonl`` of a run still in progress is read as it stands and
+flagged incomplete.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ..errors import UserError
-from ..measure.results import read_results, result_files
-
-# measure/environment.py records the device (GPU via torch.cuda, or the CPU model) as
-# meta["device"]["name"]; a result without it is an error, not a guess.
-_DEVICE_NAME_PATHS = (("device", "name"),)
-
-
-@dataclass(frozen=True)
-class ResultFile:
-    path: str
-    sha256: str
-    meta: dict[str, Any]
-    cases: list[dict[str, Any]] = field(repr=False)
-    complete: bool = True
-
-    @property
-    def device(self) -> str:
-        return device_name(self.meta, self.path)
-
-
-def device_name(meta: dict[str, Any], where: str = "<result>") -> str:
-    for path in _DEVICE_NAME_PATHS:
-        node: Any = meta
-        for part in path:
-            node = node.get(part) if isinstance(node, dict) else None
-        if isinstance(node, str) and node.strip():
-            return node.strip()
-    wanted = " or ".join("meta." + ".".join(p) for p in _DEVICE_NAME_PATHS)
-    raise UserError(f"{where}: the result metadata names no device ({wanted}); cannot match it to a spec")
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def _read_one(path: Path) -> ResultFile:
-    rf = read_results(path)
-    return ResultFile(str(path), _sha256(path), dict(rf.meta or {}), list(rf.cases), bool(rf.complete))
+from ..measure.results import ResultFile, read_results, result_files
 
 
 def _is_calibration_output(path: Path) -> bool:
@@ -94,9 +51,9 @@ def load_results(paths: list[str | Path]) -> list[ResultFile]:
         r = f.resolve()
         if r not in seen:
             seen.add(r)
-            out.append(_read_one(f))
+            out.append(read_results(f))
     if not any(rf.cases for rf in out):
         raise UserError(
-            "no measured cases: the result file(s) " + ", ".join(rf.path for rf in out) + " hold no cases"
+            "no measured cases: the result file(s) " + ", ".join(str(rf.path) for rf in out) + " hold no cases"
         )
     return out

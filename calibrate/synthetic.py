@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..analytic.cases import Case
 from ..hwspecs import Spec
 from ..measure.results import ResultWriter
 from .join import RESOURCES, resource_bounds
@@ -34,8 +35,7 @@ class SyntheticGroup:
 
 
 def _key(g: SyntheticGroup, dims: dict[str, int]) -> str:
-    d = ",".join(f"{k}={v}" for k, v in sorted(dims.items()))
-    return f"{g.op}/{g.impl}/{g.backend}/{g.dtype}/{g.mode}/{d}"
+    return Case(g.op, g.impl, g.backend, dims, g.dtype, g.mode).key()
 
 
 def true_time(g: SyntheticGroup, spec: Spec, dims: dict[str, int], prefer: str = "measured") -> float:

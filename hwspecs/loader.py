@@ -118,3 +118,27 @@ def get_spec(spec_id_or_path: str) -> Spec:
     if spec_id_or_path not in specs:
         raise SpecError("<builtin>", [f"unknown spec id {spec_id_or_path!r}; known: {', '.join(sorted(specs))}"])
     return specs[spec_id_or_path]
+
+
+def device_matches(spec: Spec, name: str) -> bool:
+    """The one device rule: a device (its name as the driver reports it and measure records it,
+    e.g. "NVIDIA H200") is the spec's device iff the name is one of the spec's ``device_names``,
+    exactly. No substring or word matching. Nothing was ever measured on a hypothetical design: no
+    device matches one, even one derived from a real spec that kept its device_names."""
+    return not spec.hypothetical and name in spec.device_names
+
+
+def spec_for_device(name: str) -> Spec:
+    """The built-in spec of the device named ``name`` (see ``device_matches``); a SpecError naming the
+    known device names when no spec, or several, list it."""
+    specs = load_all()
+    found = [s for s in specs.values() if device_matches(s, name)]
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise SpecError("<builtin>", [f"device {name!r} is listed in the device_names of several specs "
+                                      f"({', '.join(s.id for s in found)}); a device name must name one spec"])
+    known = sorted(f"{n!r} ({s.id})" for s in specs.values() for n in s.device_names)
+    raise SpecError("<builtin>", [f"no built-in spec lists device {name!r} in its device_names; known device "
+                                  f"names: {', '.join(known)}; add the name to the matching spec's device_names "
+                                  "or pass a spec file"])

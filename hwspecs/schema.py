@@ -9,6 +9,9 @@ Layout of a spec file::
 
     schema_version: 1
     id, name, vendor, hypothetical, architecture, form_factor, notes
+    device_names:     optional list of the exact names the driver reports for this device (the name
+                      measure records: torch.cuda's device name, or the CPU model), e.g. ["NVIDIA H200"];
+                      a result matches a spec iff its device name is one of them (never a hypothetical one).
     sources:          {source-id: {title, url, tag}}   tag: P primary, S secondary, R official URL
                                                         not re-read, D derived, A design assumption
     compute:          sm_count, clock_boost, tensor: {dtype: rate}, vector: {dtype: rate},
@@ -249,6 +252,7 @@ class Spec(_Strict):
     architecture: str
     form_factor: str | None = None
     notes: str | None = None
+    device_names: list[str] = Field(default_factory=list)
     sources: dict[str, Source]
     compute: Compute
     memory: dict[str, MemoryLevel]
@@ -263,6 +267,20 @@ class Spec(_Strict):
     def _id(cls, v: str):
         if not _ID.match(v):
             raise ValueError(f"id {v!r} must be lower case letters, digits, '.', '_' or '-'")
+        return v
+
+    @field_validator("device_names", mode="before")
+    @classmethod
+    def _device_names(cls, v):
+        expected = 'expected a list of device names as the driver reports them, e.g. ["NVIDIA H200"]'
+        if not isinstance(v, list):
+            raise ValueError(f"{expected}; got {v!r}")
+        for i, name in enumerate(v):
+            if not isinstance(name, str) or not name.strip() or name != name.strip():
+                raise ValueError(f"[{i}]: {expected}; got {name!r} (a non-empty string without surrounding spaces)")
+        dup = sorted({n for n in v if v.count(n) > 1})
+        if dup:
+            raise ValueError(f"{dup} listed more than once")
         return v
 
     @field_validator("memory", mode="before")

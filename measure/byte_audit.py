@@ -54,7 +54,7 @@ def select_cases(suite_paths: str | list[str], per_backend: int, modes: tuple[st
                  backends: tuple[str, ...] | None = None, exclude: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """The first ``per_backend`` cases of each (kernel backend, op) in the suites, in modes ``modes``,
     of the backends that ``backends`` / ``exclude`` select (see ``backend_selected``)."""
-    from .case import is_composite
+    from ..analytic.cases import is_composite
     from .suite import load_suite
 
     paths = [suite_paths] if isinstance(suite_paths, str) else suite_paths
@@ -112,7 +112,7 @@ def _child(cases_file: str, sidecar: str) -> int:
     """Run under ncu: each case's one profiled call, delimited by a marker kernel."""
     import torch
 
-    from .case import Case
+    from ..analytic.cases import Case
     from .backends.base import Unavailable, get_backend
     from .sweep import case_seed
 

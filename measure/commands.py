@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import UserError
 from rich.table import Table
 
+from ..errors import UserError
 from ..output import console, print_json, print_table
 
 STATUS_EXIT = "exit code 1 when any case failed its correctness check or raised an error, else 0"

@@ -16,7 +16,6 @@ from typing import Any
 
 from ..provenance import host_meta, utc_now  # noqa: F401  (utc_now is part of this module's API)
 
-
 # (label, distribution names to try, import name for a __version__ fallback)
 LIBRARIES = (
     ("torch", ("torch",), "torch"),

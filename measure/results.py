@@ -13,14 +13,18 @@ kill loses only that unfinished line.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 import math
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Collection, Iterable, Iterator, Sequence
 
+from ..analytic.cases import Case
 from ..errors import UserError
 from ..files import read_user_text
 
@@ -121,6 +125,50 @@ class ResultWriter:
             self._fh.close()
 
 
+@dataclass(frozen=True, eq=False)
+class Record(Mapping):
+    """One case record of a result file, typed: its identity, status and timing, and where it is
+    stored (``path``, ``index`` in the file's cases). Mapping access (``record["time_s"]``) gives the
+    fields as stored, so nothing a file holds is lost (analytic counts, roofline, gate, ...)."""
+
+    key: str
+    status: str
+    reason: str | None
+    time_s: Mapping[str, Any] | None
+    energy: Mapping[str, Any] | None
+    started_utc: str | None
+    path: Path
+    index: int
+    raw: Mapping[str, Any] = field(repr=False)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], path: Path, index: int) -> "Record":
+        if not isinstance(d, Mapping):
+            raise ResultsError(f"{path}: cases[{index}] must be an object, got {type(d).__name__}")
+        if "key" not in d or "status" not in d:
+            raise ResultsError(f"{path}: cases[{index}] lacks field(s) "
+                               f"{', '.join(k for k in ('key', 'status') if k not in d)}")
+        return cls(str(d["key"]), d["status"], d.get("reason"), d.get("time_s"), d.get("energy"),
+                   d.get("started_utc"), Path(path), index, d)
+
+    @cached_property
+    def case(self) -> Case:
+        """The case identity; a record whose identity is not a valid case is an error naming it."""
+        try:
+            return Case.from_dict(self.raw)
+        except UserError as exc:
+            raise ResultsError(f"{self.path}: cases[{self.index}] ({self.key}): {exc}") from None
+
+    def __getitem__(self, name: str) -> Any:
+        return self.raw[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.raw)
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+
 @dataclass
 class ResultFile:
     path: Path
@@ -130,6 +178,20 @@ class ResultFile:
     cases: list[dict[str, Any]]
     complete: bool
     notes: list[str] = field(default_factory=list)
+    sha256: str = ""  # of the file's bytes: calibration names exactly the measurements it was fitted on
+
+    @property
+    def records(self) -> list[Record]:
+        return [Record.from_dict(c, self.path, i) for i, c in enumerate(self.cases)]
+
+    @property
+    def device(self) -> str:
+        """The device it was measured on; a file that names none is an error (it cannot be matched to a spec)."""
+        name = measured_on(self)
+        if name is None:
+            raise UserError(f"{self.path}: the result metadata names no device (meta.device.name); "
+                            "cannot match it to a spec")
+        return name
 
 
 def _check_version(path: Path, v: Any) -> int:
@@ -206,10 +268,21 @@ def read_results(path: str | Path) -> ResultFile:
     path = Path(path)
     text = read_user_text(path, ResultsError)
     if path.suffix == ".jsonl":
-        return _read_jsonl(path, text)
-    if path.suffix == ".json":
-        return _read_json(path, text)
-    raise ResultsError(f"{path}: expected a .json or .jsonl result file")
+        rf = _read_jsonl(path, text)
+    elif path.suffix == ".json":
+        rf = _read_json(path, text)
+    else:
+        raise ResultsError(f"{path}: expected a .json or .jsonl result file")
+    rf.sha256 = _sha256(path)
+    return rf
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 _STEM = re.compile(r"^.+?-(?P<stamp>\d{8}T\d{6}(\.\d{6})?Z)-\d+(-(?P<i>\d+))?$")
@@ -238,9 +311,11 @@ def read_dir(out_dir: str | Path) -> list[ResultFile]:
 
 
 def measured_on(rf: ResultFile) -> str | None:
-    """The name of the device a result file was measured on (``meta.device.name``), or None."""
+    """The name of the device a result file was measured on (``meta.device.name``, as
+    measure/environment.py records it: the CUDA device name or the CPU model), or None."""
     dev = rf.meta.get("device")
-    return dev.get("name") if isinstance(dev, dict) else None
+    name = dev.get("name") if isinstance(dev, dict) else None
+    return name.strip() if isinstance(name, str) and name.strip() else None
 
 
 @dataclass
@@ -262,26 +337,41 @@ def finished_keys(out_dirs: str | Path | Iterable[str | Path], device: str | Non
     With ``device`` (a device name as the metadata records it, e.g. "NVIDIA H200"), only files
     measured on a device of that exact name count: a case timed on another GPU model is not a
     finished case of this one, so resuming never mixes two devices into one dataset. The files set
-    aside are listed with their device.
+    aside are listed with their device. A case is finished when it has a finished record
+    (``latest_by_key`` with ``statuses=FINISHED``): a later retry that failed does not undo it.
     """
     dirs = [out_dirs] if isinstance(out_dirs, (str, Path)) else list(out_dirs)
-    keys: set[str] = set()
-    files: list[str] = []
+    kept: list[ResultFile] = []
     other: dict[str, str | None] = {}
     for d in dirs:
         for rf in read_dir(d):
             if device is not None and measured_on(rf) != device:
                 other[str(rf.path)] = measured_on(rf)
                 continue
-            files.append(str(rf.path))
-            keys.update(c["key"] for c in rf.cases if c["status"] in FINISHED)
-    return ResumeSet(keys, files, other)
+            kept.append(rf)
+    keys = set(latest_by_key(kept, device=device, statuses=FINISHED))
+    return ResumeSet(keys, [str(rf.path) for rf in kept], other)
 
 
-def latest_by_key(files: Iterable[ResultFile]) -> dict[str, dict[str, Any]]:
-    """One record per case key: the one from the latest file (files are given oldest first)."""
-    out: dict[str, dict[str, Any]] = {}
-    for rf in files:
-        for c in rf.cases:
-            out[c["key"]] = c
-    return out
+def latest_by_key(files: Sequence[ResultFile], device: str | None = None,
+                  statuses: Collection[str] | None = None) -> dict[str, Record]:
+    """One record per case key: the latest, by ``started_utc`` (ISO 8601 UTC, so text order is time
+    order; a record without one is older than any with one), then the later file (files are given
+    oldest first), then the later record in its file.
+
+    ``device``: only files measured on a device of exactly that name (``measured_on``); one device's
+    record never replaces another's. ``statuses``: only records with one of these statuses (resume
+    asks for the latest *finished* record). This is the one rule for "which record of a case stands":
+    ``finished_keys`` (resume) and calibration's superseded records both use it.
+    """
+    best: dict[str, tuple[tuple[str, int, int], Record]] = {}
+    for fi, rf in enumerate(files):
+        if device is not None and measured_on(rf) != device:
+            continue
+        for rec in rf.records:
+            if statuses is not None and rec.status not in statuses:
+                continue
+            rank = (str(rec.started_utc or ""), fi, rec.index)
+            if rec.key not in best or rank > best[rec.key][0]:
+                best[rec.key] = (rank, rec)
+    return {k: v[1] for k, v in best.items()}

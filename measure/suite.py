@@ -33,9 +33,10 @@ from typing import Any
 
 import yaml
 
+from ..analytic.cases import CASE_DTYPES, Case, is_composite
+from ..analytic.conventions import MODES
 from ..errors import UserError
 from ..files import UniqueKeyLoader, read_user_text
-from .case import CASE_DTYPES, CASE_MODES, Case, is_composite
 
 SCHEMA_VERSION = 1
 TOP_KEYS = {"schema_version", "name", "description", "entries"}
@@ -128,8 +129,8 @@ def _entry_cases(e: dict[str, Any], index: int, where: str) -> tuple[list[SuiteC
             fail(f"backend {backend_name!r} does not take dtype {dt!r}; it takes {', '.join(backend.dtypes)}")
     modes = _as_list(e["modes"])
     for m in modes:
-        if m not in CASE_MODES:
-            fail(f"mode {m!r} is not one of {', '.join(CASE_MODES)}")
+        if m not in MODES:
+            fail(f"mode {m!r} is not one of {', '.join(MODES)}")
         if m not in backend.modes:
             fail(f"backend {backend_name!r} does not run mode {m!r}; it runs {', '.join(backend.modes)}")
         if op is not None and not op_impl.supports(m):

@@ -38,15 +38,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ..analytic.cases import BLOCK_PREFIX, Case, case_cost, is_composite
 from . import energy as energy_mod
-from .case import Case, is_composite
+from .backends.base import Unavailable, get_backend
 from .environment import collect, device_name, utc_now
 from .gate import check
 from .results import ResultWriter, ResumeSet, finished_keys
-from .backends.base import Unavailable, get_backend
 from .suite import SuiteCase
 from .timing import CaptureFailed, TimingSettings, make_timed_callable, time_call
-
 
 RECORD_FIELDS = ("tokens", "notes", "gate", "analytic", "time_s", "timing", "peak_memory_bytes", "memory",
                  "achieved", "roofline_fraction", "energy", "clocks", "temperature_c")
@@ -110,10 +109,8 @@ def _f(x: Any) -> float:
 
 def analytic_block(case: Case) -> tuple[dict[str, Any] | None, Any, str | None]:
     """(analytic record, Cost, reason when there is none)."""
-    if is_composite(case.op) and not case.op.startswith("block:"):
+    if is_composite(case.op) and not case.op.startswith(BLOCK_PREFIX):
         return None, None, "model-level cases carry no analytic cost: the workload layer costs blocks, not these"
-    from ..analytic.cases import case_cost
-
     c = case_cost(case.op, dict(case.dims), impl=case.impl, mode=case.mode, dtype=case.dtype)
     rec = {
         "label": "analytic count",

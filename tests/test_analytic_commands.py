@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 
 import pytest
-
-import ssmbench.cli as cli
 from ssmbench.analytic import registry
 from ssmbench.analytic.cost import Cost
 from ssmbench.analytic.registry import Impl, Op, cost, divisible, register
 from ssmbench.analytic.symbols import B, C, L
+
+import ssmbench.cli as cli
 
 
 @pytest.fixture

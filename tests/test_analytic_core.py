@@ -5,13 +5,22 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import sympy as sp
-
 from ssmbench.analytic import registry
 from ssmbench.analytic.cost import ZERO, Cost, traffic
 from ssmbench.analytic.registry import (
-    AnalyticError, Impl, Op, all_ops, compiled_cost, cost, divisible, get_op, register, symbolic_cost,
+    AnalyticError,
+    Impl,
+    Op,
+    all_ops,
+    compiled_cost,
+    cost,
+    divisible,
+    get_op,
+    register,
+    symbolic_cost,
 )
 from ssmbench.analytic.symbols import B, C, D, L, symbol
+
 from ssmbench.errors import UserError
 
 

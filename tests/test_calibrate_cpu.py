@@ -3,8 +3,9 @@ CPU) -> calibrate -> gap (Markdown, JSON, plot).
 
 The CPU spec is built here from what ``ssmbench probe`` measured on this machine (its ``measured:``
 entries: copy bandwidth and matmul rates), with every datasheet value unknown, and is named after
-the CPU that measure records, so that the results match it by the device rule. Timings on a shared
-CI machine are noisy: this test checks the flow and its labels, not the accuracy of the fit.
+the CPU that measure records and lists that name in its device_names, so that the results match it
+by the device rule. Timings on a shared CI machine are noisy: this test checks the flow and its
+labels, not the accuracy of the fit.
 """
 
 import json
@@ -34,6 +35,7 @@ def cpu_spec(name: str, measured: list) -> dict:
 
     return {
         "schema_version": 1, "id": "ci-cpu", "name": name, "vendor": "unknown", "hypothetical": False,
+        "device_names": [name],
         "architecture": "the CPU this test runs on", "sources": {},
         "compute": {"sm_count": unknown(), "clock_boost": unknown(),
                     "tensor": {d: unknown("see measured") for d in ("fp32", "bf16", "fp16")},

@@ -4,16 +4,22 @@ import itertools
 import json
 
 import pytest
-
-import ssmbench.cli as cli
-from ssmbench.calibrate.join import device_matches, join
+from ssmbench.calibrate.join import join
 from ssmbench.calibrate.models import RooflineConst
 from ssmbench.calibrate.profile import read_profile
 from ssmbench.calibrate.sources import load_results
 from ssmbench.calibrate.synthetic import SyntheticGroup, write_synthetic
-from ssmbench.errors import UserError
-from ssmbench.hwspecs import get_spec
+from ssmbench.hwspecs import (
+    SpecError,
+    device_matches,
+    get_spec,
+    load_all,
+    spec_for_device,
+)
 from ssmbench.measure.results import ResultWriter
+
+import ssmbench.cli as cli
+from ssmbench.errors import UserError
 
 TRUTH = RooflineConst({"t0_s_per_launch": 4e-6, "eff": 0.7})
 SHAPES = [dict(B=1, L=L, D=D) for L, D in itertools.product([128, 1024, 8192], [1024, 4096])]
@@ -44,7 +50,8 @@ def _raw(tmp_path, cases, device="NVIDIA H200"):
 
 @pytest.mark.parametrize("device, expected", [
     ("NVIDIA H200", True),
-    ("NVIDIA H200 SXM", True),
+    ("NVIDIA H200 SXM", False),  # not a name the driver reports: exact names only, no word matching
+    ("nvidia h200", False),
     ("NVIDIA H200 NVL", False),
     ("NVIDIA H100 80GB HBM3", False),
     ("NVIDIA H20", False),
@@ -53,6 +60,33 @@ def _raw(tmp_path, cases, device="NVIDIA H200"):
 ])
 def test_device_match_rule(spec, device, expected):
     assert device_matches(spec, device) is expected
+
+
+def test_spec_for_device():
+    assert spec_for_device("NVIDIA H200").id == "h200-sxm"
+    assert spec_for_device("NVIDIA H100 80GB HBM3").id == "h100-sxm"
+    with pytest.raises(SpecError) as exc:
+        spec_for_device("NVIDIA H300")
+    msg = str(exc.value)
+    assert "'NVIDIA H300'" in msg and "known device names" in msg and "'NVIDIA H200' (h200-sxm)" in msg
+    specs = load_all()
+    names = [n for s in specs.values() for n in s.device_names]
+    assert len(names) == len(set(names))  # each name names one spec
+    assert all(not s.device_names for s in specs.values() if s.hypothetical)
+    assert all(spec_for_device(n) is not None for n in names)
+    # a hypothetical design derived from a real spec never matches a device, even with its names
+    derived = get_spec("h200-sxm").model_copy(update={"hypothetical": True})
+    assert derived.device_names == ["NVIDIA H200"] and not device_matches(derived, "NVIDIA H200")
+
+
+def test_several_specs_with_one_device_name_is_an_error(monkeypatch):
+    import ssmbench.hwspecs.loader as loader
+
+    h200 = get_spec("h200-sxm")
+    twin = h200.model_copy(update={"id": "h200-twin"})
+    monkeypatch.setattr(loader, "load_all", lambda: {"h200-sxm": h200, "h200-twin": twin})
+    with pytest.raises(SpecError, match=r"several specs \(h200-sxm, h200-twin\)"):
+        spec_for_device("NVIDIA H200")
 
 
 def test_empty_results_directory(tmp_path, monkeypatch, capsys):

@@ -10,14 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-
-import ssmbench.cli as cli
 from ssmbench.calibrate.estimate import calibrated_estimate, estimate_detail
 from ssmbench.calibrate.models import MaxEff, Overlap, SizeEff
 from ssmbench.calibrate.profile import read_profile
 from ssmbench.calibrate.synthetic import SyntheticGroup, true_time, write_synthetic
 from ssmbench.calibrate.transfer import TRANSFER_WIDEN
 from ssmbench.hwspecs import builtin_dir, get_spec, load_spec
+
+import ssmbench.cli as cli
 
 NOISE = 0.03
 LINEAR = [dict(B=1, L=L, I=I, O=O) for L, I, O in itertools.product([16, 512, 4096], [1024, 4096], [2048, 8192])]

@@ -5,11 +5,25 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from ssmbench.calibrate.crossval import choose, conformal, evaluate, leave_shape_out, loso_coverage
+from ssmbench.calibrate.crossval import (
+    choose,
+    conformal,
+    evaluate,
+    leave_shape_out,
+    loso_coverage,
+)
 from ssmbench.calibrate.join import RESOURCES
-from ssmbench.calibrate.models import (MODELS, Features, MaxEff, Overlap, RooflineConst, SizeEff, SumNNLS,
-                                       active_resources, model_from_dict)
+from ssmbench.calibrate.models import (
+    MODELS,
+    Features,
+    MaxEff,
+    Overlap,
+    RooflineConst,
+    SizeEff,
+    SumNNLS,
+    active_resources,
+    model_from_dict,
+)
 
 
 def _features(n=40, seed=0, resources=("tensor", "dram"), launches=1.0):

@@ -75,15 +75,24 @@ def test_suites_cover_every_family_with_200_kernel_cases():
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
-from ssmbench.measure import gate  # noqa: E402
-from ssmbench.measure.case import Case  # noqa: E402
+from ssmbench.analytic.cases import Case  # noqa: E402
 from ssmbench.analytic.ops.conv1d import ref as CV  # noqa: E402
 from ssmbench.analytic.ops.delta_rule import ref as DR  # noqa: E402
 from ssmbench.analytic.ops.mamba1 import ref as M1  # noqa: E402
 from ssmbench.analytic.ops.mamba3 import ref as M3  # noqa: E402
 from ssmbench.analytic.ops.ssd import ref as SSD  # noqa: E402
-from ssmbench.measure import extensions  # noqa: E402
-from ssmbench.measure.backends import blocks, causal_conv1d, fla, flash_attn, mamba_ssm, sdpa  # noqa: E402
+from ssmbench.measure import (
+    extensions,  # noqa: E402
+    gate,  # noqa: E402
+)
+from ssmbench.measure.backends import (  # noqa: E402
+    blocks,
+    causal_conv1d,
+    fla,
+    flash_attn,
+    mamba_ssm,
+    sdpa,
+)
 from ssmbench.measure.backends.base import get_backend  # noqa: E402
 
 CPU = torch.device("cpu")

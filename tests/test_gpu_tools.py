@@ -56,8 +56,9 @@ NCU_CSV = '''==PROF== Connected to process 123
 
 
 def test_byte_audit_parses_ncu_csv_and_splits_cases():
-    from ssmbench.errors import UserError
     from ssmbench.measure.byte_audit import parse_ncu_csv, split_by_marker
+
+    from ssmbench.errors import UserError
 
     kernels = parse_ncu_csv(NCU_CSV)
     assert [k["name"][:8] for k in kernels] == ["kernel_a", "spin_ker", "kernel_b", "kernel_c", "spin_ker"]

@@ -3,7 +3,6 @@
 import json
 
 import pytest
-
 from ssmbench.hwspecs import builtin_dir, load_all
 
 SPECS = load_all()

@@ -98,6 +98,13 @@ MUTATIONS = [
     ("schema-version", _set(["schema_version"], 2), ["schema_version: expected 1, got 2"]),
     ("bad-id", _set(["id"], "H200 SXM"), ["id", "lower case"]),
     ("bool-as-value", _set(["power", "tdp", "value"], True), ["power.tdp", "got True"]),
+    ("device-names-not-a-list", _set(["device_names"], "NVIDIA H200"),
+     ["device_names", "expected a list of device names", "got 'NVIDIA H200'"]),
+    ("device-names-not-strings", _set(["device_names"], ["NVIDIA H200", 200]),
+     ["device_names", "[1]", "expected a list of device names", "got 200"]),
+    ("device-names-padded", _set(["device_names"], [" NVIDIA H200"]), ["device_names", "surrounding spaces"]),
+    ("device-names-twice", _set(["device_names"], ["NVIDIA H200", "NVIDIA H200"]),
+     ["device_names", "more than once"]),
 ]
 
 

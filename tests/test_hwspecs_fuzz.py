@@ -9,7 +9,6 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from ssmbench.hwspecs import SpecError, builtin_dir, load_spec, parse_spec
 from ssmbench.hwspecs.schema import Spec
 

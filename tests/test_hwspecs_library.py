@@ -5,7 +5,6 @@ the notes quote), derived values agree with their stated formula, and ceilings p
 import re
 
 import pytest
-
 from ssmbench.hwspecs import builtin_dir, ceiling, load_all, load_spec
 
 EXPECTED_IDS = {

@@ -6,7 +6,6 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from ssmbench.hwspecs import units
 from ssmbench.hwspecs.units import UnitError, format_quantity, parse
 

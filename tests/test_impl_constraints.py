@@ -8,12 +8,21 @@ import json
 
 import numpy as np
 import pytest
-
-import ssmbench.cli as cli
 from ssmbench.analytic import registry
 from ssmbench.analytic.cost import Cost
-from ssmbench.analytic.registry import AnalyticError, Constraint, Impl, Op, compiled_cost, cost, divisible, in_range
+from ssmbench.analytic.registry import (
+    AnalyticError,
+    Constraint,
+    Impl,
+    Op,
+    compiled_cost,
+    cost,
+    divisible,
+    in_range,
+)
 from ssmbench.analytic.symbols import B, L
+
+import ssmbench.cli as cli
 
 CONV_RULE = "K must be between 2 and 4 (the causal-conv1d kernels support widths 2, 3 and 4)"
 MIMO_RANK_RULE = "M (MIMO rank) must divide 64"

@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import pytest
 import sympy as sp
-
-from ssmbench.analytic.ops.common.kernels import STREAM_BLOCK, Kernel, Tensor, kernel_chain, with_io
+from ssmbench.analytic.ops.common.kernels import (
+    STREAM_BLOCK,
+    Kernel,
+    Tensor,
+    kernel_chain,
+    with_io,
+)
 from ssmbench.analytic.symbols import B, L, N
 
 X = Tensor("x", "activations", B * L, 2)  # [B, L]

@@ -6,7 +6,6 @@ import math
 from types import SimpleNamespace
 
 import pytest
-
 from ssmbench.measure import energy
 
 

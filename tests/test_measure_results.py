@@ -3,9 +3,19 @@
 import json
 
 import pytest
+from ssmbench.measure.results import (
+    SCHEMA_VERSION,
+    ResultsError,
+    ResultWriter,
+    finished_keys,
+    jsonable,
+    latest_by_key,
+    read_dir,
+    read_results,
+    result_files,
+)
 
-from ssmbench.measure.results import SCHEMA_VERSION, ResultsError, ResultWriter, finished_keys, jsonable, \
-    latest_by_key, read_dir, read_results, result_files
+from ssmbench.errors import UserError
 
 
 def _rec(key="linear/cublas/x/fp32/fwd/B=1", status="ok", **kw):
@@ -135,3 +145,81 @@ def test_finished_keys_count_only_files_of_the_same_device(tmp_path):
     assert list(only.other_device.values()) == ["NVIDIA H100 80GB HBM3"]
     assert only.files == [str(result_files(h200)[0])]
     assert only.to_dict()["ignored_other_device"] == only.other_device
+
+
+def test_records_are_typed_and_a_malformed_identity_names_the_file(tmp_path):
+    from ssmbench.analytic.cases import Case
+
+    w = ResultWriter(tmp_path, {"device": {"name": " NVIDIA H200 "}}, {})
+    w.add(_rec("a", time_s={"median": 1e-3}, started_utc="2026-12-02T10:00:00Z"))
+    w.add({**_rec("bad"), "dims": {"B": 0}})
+    rf = read_results(w.finish())
+    assert len(rf.sha256) == 64 and rf.device == "NVIDIA H200"  # measured_on strips the name
+    good, bad = rf.records
+    assert good.case == Case("linear", "cublas", "x", {"B": 1}, "fp32", "fwd")
+    assert (good.status, good.time_s, good.started_utc, good.index) == ("ok", {"median": 1e-3},
+                                                                          "2026-12-02T10:00:00Z", 0)
+    assert good["time_s"] == {"median": 1e-3} and dict(good) == rf.cases[0]  # the stored fields, as stored
+    with pytest.raises(ResultsError, match=r"run-.*\.json: cases\[1\] \(bad\): .*dimension B"):
+        bad.case
+    w = ResultWriter(tmp_path / "nameless", {}, {})
+    w.add(_rec("a"))
+    with pytest.raises(UserError, match="names no device"):
+        read_results(w.finish()).device
+
+
+def _history(tmp_path):
+    """Records of four cases over three runs on one device, and one run on another device."""
+    base = dict(op="rmsnorm", impl="torch_eager", backend="torch_ref", dtype="bf16", mode="fwd")
+
+    def rec(L, status, t):
+        key = f"rmsnorm/torch_eager/torch_ref/bf16/fwd/B=1,D=1024,L={L}"
+        return {**base, "dims": {"B": 1, "L": L, "D": 1024}, "key": key, "status": status,
+                "reason": None if status == "ok" else f"{status} at {t}",
+                "time_s": {"median": 1e-5 * L / 128} if status == "ok" else None, "started_utc": t}
+
+    runs = [("NVIDIA H200", [rec(128, "timeout", "T1"), rec(256, "ok", "T1"), rec(512, "error", "T1")]),
+            ("NVIDIA H200", [rec(128, "ok", "T2"), rec(256, "unavailable", "T2"), rec(1024, "failed_check", "T3")]),
+            # an older record in a later file: started_utc decides, not the file order
+            ("NVIDIA H200", [rec(1024, "oom", "T0"), rec(512, "error", "T2")]),
+            ("NVIDIA H100 80GB HBM3", [rec(512, "ok", "T9")])]
+    paths = []
+    for i, (dev, recs) in enumerate(runs):
+        w = ResultWriter(tmp_path / f"d{i}", {"device": {"type": "cuda", "name": dev}}, {})
+        for r in recs:
+            w.add(r)
+        paths.append(w.finish())
+    return paths
+
+
+def test_resume_and_calibration_use_one_latest_rule(tmp_path):
+    import ssmbench.calibrate.join as join_mod
+    from ssmbench.calibrate.sources import load_results
+    from ssmbench.hwspecs import get_spec
+    from ssmbench.measure import results as results_mod
+
+    assert join_mod.latest_by_key is results_mod.latest_by_key
+    paths = _history(tmp_path)
+    files = [read_results(p) for p in paths]
+    latest = latest_by_key(files, device="NVIDIA H200")
+    assert {k.split("L=")[1]: (r.status, r.started_utc) for k, r in latest.items()} == {
+        "128": ("ok", "T2"), "256": ("unavailable", "T2"), "512": ("error", "T2"), "1024": ("failed_check", "T3")}
+    # resume: a case is finished when it has a finished record on this device (the latest finished one)
+    resumed = finished_keys([p.parent for p in paths], device="NVIDIA H200")
+    assert resumed.keys == set(latest_by_key(files, device="NVIDIA H200", statuses=results_mod.FINISHED))
+    assert {k.split("L=")[1] for k in resumed.keys} == {"128", "256", "1024"}
+    # calibration: every record that is not ok and not the latest of its case on its device is superseded,
+    # and names the latest record; the latest non-ok records are exclusions with their own status
+    joined = join_mod.join(load_results(paths[:3]), get_spec("h200-sxm"))
+    superseded = sorted((e["key"].split("L=")[1], e["reason"]) for e in joined.excluded if e["status"] == "superseded")
+    expected = []
+    for rf in files[:3]:
+        for r in rf.records:
+            last = latest[r.key]
+            if r.status != "ok" and (last.path, last.index) != (r.path, r.index):
+                expected.append((r.key.split("L=")[1], f"a later record of this case on NVIDIA H200 replaces it "
+                                                       f"({last.path}: cases[{last.index}])"))
+    assert superseded == sorted(expected) and len(expected) == 3  # 128 timeout, 512 error T1, 1024 oom T0
+    others = {e["key"].split("L=")[1]: e["status"] for e in joined.excluded if e["status"] != "superseded"}
+    assert others == {k.split("L=")[1]: r.status for k, r in latest.items() if r.status != "ok"}
+    assert sorted(c.key.split("L=")[1] for c in joined.cases) == ["128", "256"]

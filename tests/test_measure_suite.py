@@ -6,10 +6,11 @@ import pytest
 
 pytest.importorskip("torch")
 
-from ssmbench.errors import UserError
-from ssmbench.measure.case import Case
+from ssmbench.analytic.cases import Case
 from ssmbench.measure.backends.base import all_backends, get_backend
 from ssmbench.measure.suite import SuiteError, load_suite, parse_suite
+
+from ssmbench.errors import UserError
 
 
 def test_case_key_is_stable_and_sorted():
@@ -131,3 +132,26 @@ def test_cpu_smoke_covers_every_torch_ref_op_and_mode():
     # at least one backward and one decode case, so those paths run in CI
     assert any(m == "bwd" for _, m in covered) and any(m == "decode" for _, m in covered)
     assert get_backend("torch_ref", "linear").impl == "cublas"
+
+
+def test_one_case_type_and_vocabulary():
+    """Case and its vocabularies live in analytic.cases; the modes are the analytic conventions' MODES."""
+    import importlib
+    import subprocess
+    import sys
+
+    from ssmbench.analytic import cases, conventions
+
+    assert cases.COMPOSITE_PREFIXES == (cases.BLOCK_PREFIX, cases.MODEL_PREFIX) == ("block:", "model:")
+    assert cases.is_composite("block:mamba2") and cases.is_composite("model:x") and not cases.is_composite("ssd")
+    assert not hasattr(cases, "CASE_MODES")
+    with pytest.raises(UserError, match="mode 'prefill' is not one of " + ", ".join(conventions.MODES)):
+        Case("linear", "cublas", "torch_ref", {"B": 1}, "bf16", "prefill")
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("ssmbench.measure.case")
+    # analytic stays free of torch and of measure: importing the case identity loads neither
+    code = ("import sys; import ssmbench.analytic.cases as c; c.case_family('ssd'); "
+            "bad = sorted(m for m in sys.modules if m == 'torch' or m.startswith(('ssmbench.measure', "
+            "'ssmbench.calibrate', 'ssmbench.figures'))); print(bad); sys.exit(1 if bad else 0)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -12,11 +12,17 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ssmbench.measure.case import Case
+from ssmbench.analytic.cases import Case
+from ssmbench.measure.backends.base import (
+    Backend,
+    Prepared,
+    Unavailable,
+    get_backend,
+    register_backend,
+    unregister_backend,
+)
 from ssmbench.measure.gate import check
 from ssmbench.measure.results import ResultWriter, read_dir, read_results, result_files
-from ssmbench.measure.backends.base import Backend, Prepared, Unavailable, get_backend, register_backend, \
-    unregister_backend
 from ssmbench.measure.suite import parse_suite
 from ssmbench.measure.sweep import SweepConfig, case_seed, run_sweep
 from ssmbench.measure.timing import TimingSettings
@@ -161,7 +167,7 @@ def test_keyboard_interrupt_loses_no_finished_case(tmp_path, backends):
 KILL_SCRIPT = textwrap.dedent("""
     import os, signal, sys
     from pathlib import Path
-    from ssmbench.measure.case import Case
+    from ssmbench.analytic.cases import Case
     from ssmbench.measure.backends.base import Backend, get_backend, register_backend
     from ssmbench.measure.suite import parse_suite
     from ssmbench.measure.sweep import SweepConfig, run_sweep
@@ -199,7 +205,7 @@ def test_sigkill_mid_sweep_loses_no_finished_case(tmp_path):
 HANG_SCRIPT = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from ssmbench.measure.case import Case
+    from ssmbench.analytic.cases import Case
     from ssmbench.measure.backends.base import Backend, get_backend, register_backend
     from ssmbench.measure.suite import parse_suite
     from ssmbench.measure.sweep import SweepConfig, run_sweep

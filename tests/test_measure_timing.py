@@ -7,7 +7,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from ssmbench.measure.timing import TimingResult, TimingSettings, make_timed_callable, time_call
+from ssmbench.measure.timing import (
+    TimingResult,
+    TimingSettings,
+    make_timed_callable,
+    time_call,
+)
 
 CPU = torch.device("cpu")
 

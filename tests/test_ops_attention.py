@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from ssmbench.analytic.conventions import CAUSAL_FRACTION as _CF
 from ssmbench.analytic.ops.attention.decode import SPLITKV_CHUNK
 from ssmbench.analytic.ops.attention.flash import fa_smem_fwd
 from ssmbench.analytic.registry import AnalyticError, cost, get_op, symbolic_cost
 from ssmbench.analytic.symbols import L as L_SYM
 from ssmbench.analytic.symbols import P as P_SYM
+
 from ssmbench.errors import UserError
 
 OPS = ("attention_causal", "attention_full")

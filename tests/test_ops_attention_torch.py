@@ -5,14 +5,12 @@ kernels PyTorch dispatches for the naive reference."""
 from __future__ import annotations
 
 import pytest
-
 from ssmbench.analytic.conventions import CAUSAL_FRACTION as _CF
 from ssmbench.analytic.registry import cost
 
 torch = pytest.importorskip("torch")
-from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
-
 from ssmbench.analytic.ops.attention.ref import attention_ref, causal_mask  # noqa: E402
+from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 CAUSAL_FRACTION = float(_CF)
 

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from ssmbench.analytic.registry import cost, get_op
 
 OURS = ("rmsnorm", "layernorm", "gated_rmsnorm", "silu", "softplus", "silu_gate", "softmax", "embedding",

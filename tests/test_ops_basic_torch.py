@@ -8,10 +8,6 @@ import pytest
 
 torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
-from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
-from torch.utils._pytree import tree_flatten  # noqa: E402
-from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
-
 from ssmbench.analytic.ops.elementwise import ref as elementwise  # noqa: E402
 from ssmbench.analytic.ops.embedding import ref as embedding  # noqa: E402
 from ssmbench.analytic.ops.mlp import ref as mlp  # noqa: E402
@@ -19,6 +15,9 @@ from ssmbench.analytic.ops.mlp import ref as moe  # noqa: E402
 from ssmbench.analytic.ops.norm import ref as norms  # noqa: E402
 from ssmbench.analytic.ops.softmax import ref as softmax  # noqa: E402
 from ssmbench.analytic.registry import cost  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+from torch.utils._pytree import tree_flatten  # noqa: E402
+from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from ssmbench.analytic.ops.delta_rule.chunked import solve_tril_flops
 from ssmbench.analytic.registry import AnalyticError, cost, get_op
 from ssmbench.analytic.symbols import B as B_SYM
@@ -141,9 +140,11 @@ def test_registration():
 
 # References and FLOP counter ----------------------------------------------------------------------
 torch = pytest.importorskip("torch")
+from ssmbench.analytic.ops.delta_rule.ref import (  # noqa: E402
+    gated_delta_rule_chunked_ref,
+    gated_delta_rule_ref,
+)
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
-
-from ssmbench.analytic.ops.delta_rule.ref import gated_delta_rule_chunked_ref, gated_delta_rule_ref  # noqa: E402
 
 
 def _inputs(B, L, H, P, Pv, seed=0, decay=1.0):

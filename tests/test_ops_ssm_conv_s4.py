@@ -3,7 +3,6 @@
 import math
 
 import pytest
-
 from ssmbench.analytic.registry import AnalyticError, cost
 
 B, L, E, K, N = 2, 16, 3, 4, 5
@@ -63,8 +62,8 @@ def test_conv1d_decode_formulas(dtype, e):
 
 def test_conv1d_flop_counter():
     torch = pytest.importorskip("torch")
-    from torch.utils.flop_counter import FlopCounterMode
     from ssmbench.analytic.ops.conv1d.ref import conv1d_ref
+    from torch.utils.flop_counter import FlopCounterMode
     x = torch.randn(B, E, L, dtype=torch.float64)
     w, b = torch.randn(E, K, dtype=torch.float64), torch.randn(E, dtype=torch.float64)
     with FlopCounterMode(display=False) as fc:
@@ -77,7 +76,11 @@ def test_conv1d_flop_counter():
 
 def test_conv1d_references_agree():
     torch = pytest.importorskip("torch")
-    from ssmbench.analytic.ops.conv1d.ref import conv1d_causal_ref, conv1d_ref, conv1d_update_ref
+    from ssmbench.analytic.ops.conv1d.ref import (
+        conv1d_causal_ref,
+        conv1d_ref,
+        conv1d_update_ref,
+    )
     torch.manual_seed(0)
     x = torch.randn(B, E, L, dtype=torch.float64)
     w, b = torch.randn(E, K, dtype=torch.float64), torch.randn(E, dtype=torch.float64)
@@ -120,8 +123,8 @@ def test_s4_recurrent_formula():
 def test_s4_fft_not_counted_by_flop_counter():
     """FlopCounterMode counts the Vandermonde einsum as a real bmm (2 E N L) and no FFT."""
     torch = pytest.importorskip("torch")
-    from torch.utils.flop_counter import FlopCounterMode
     from ssmbench.analytic.ops.s4.ref import s4_fft_ref
+    from torch.utils.flop_counter import FlopCounterMode
     u, log_dt, A, C, D = _s4_inputs(torch)
     with FlopCounterMode(display=False) as fc:
         s4_fft_ref(u, log_dt, A, C, D)
@@ -140,7 +143,12 @@ def _s4_inputs(torch):
 
 def test_s4_fft_and_recurrent_agree():
     torch = pytest.importorskip("torch")
-    from ssmbench.analytic.ops.s4.ref import (s4_discretize_ref, s4_fft_ref, s4_recurrent_ref, s4_step_ref)
+    from ssmbench.analytic.ops.s4.ref import (
+        s4_discretize_ref,
+        s4_fft_ref,
+        s4_recurrent_ref,
+        s4_step_ref,
+    )
     u, log_dt, A, C, D = _s4_inputs(torch)
     y = s4_fft_ref(u, log_dt, A, C, D)
     torch.testing.assert_close(s4_recurrent_ref(u, log_dt, A, C, D), y, rtol=1e-10, atol=1e-10)

@@ -46,7 +46,12 @@ def conv_cases(dtype):
 
 
 def s4_cases(dtype):
-    from ssmbench.analytic.ops.s4.ref import s4_discretize_ref, s4_fft_ref, s4_recurrent_ref, s4_step_ref
+    from ssmbench.analytic.ops.s4.ref import (
+        s4_discretize_ref,
+        s4_fft_ref,
+        s4_recurrent_ref,
+        s4_step_ref,
+    )
     B, L, E, N = 2, 16, 8, 4
     f = torch.float32
     u = _r(B, E, L, dtype=DT[dtype])
@@ -63,7 +68,11 @@ def s4_cases(dtype):
 
 
 def mamba1_cases(dtype):
-    from ssmbench.analytic.ops.mamba1.ref import mamba1_scan_loop_ref, mamba1_scan_ref, mamba1_step_ref
+    from ssmbench.analytic.ops.mamba1.ref import (
+        mamba1_scan_loop_ref,
+        mamba1_scan_ref,
+        mamba1_step_ref,
+    )
     B, L, E, N = 2, 8, 16, 4
     d, f = DT[dtype], torch.float32
     u, delta, z = _r(B, E, L, dtype=d), _r(B, E, L, dtype=d), _r(B, E, L, dtype=d)
@@ -79,7 +88,11 @@ def mamba1_cases(dtype):
 
 
 def ssd_cases(dtype):
-    from ssmbench.analytic.ops.ssd.ref import ssd_quadratic_ref, ssd_recurrent_ref, ssd_step_ref
+    from ssmbench.analytic.ops.ssd.ref import (
+        ssd_quadratic_ref,
+        ssd_recurrent_ref,
+        ssd_step_ref,
+    )
     B, L, H, P, N, G = 2, 16, 4, 8, 8, 2
     d, f = DT[dtype], torch.float32
     x, dt = _r(B, L, H, P, dtype=d), _r(B, L, H, dtype=d, shift=-1)

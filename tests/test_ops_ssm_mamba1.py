@@ -1,7 +1,6 @@
 """mamba1_scan: cost formulas, FLOP-counter cross-check of the naive scan, reference agreement."""
 
 import pytest
-
 from ssmbench.analytic.registry import cost
 
 B, L, E, N = 2, 16, 3, 4
@@ -64,8 +63,8 @@ def test_naive_and_loop_formulas():
 
 def test_naive_flop_counter():
     torch = pytest.importorskip("torch")
-    from torch.utils.flop_counter import FlopCounterMode
     from ssmbench.analytic.ops.mamba1.ref import mamba1_scan_ref
+    from torch.utils.flop_counter import FlopCounterMode
     args = _inputs(torch)
     with FlopCounterMode(display=False) as fc:
         mamba1_scan_ref(*args)
@@ -85,7 +84,11 @@ def _inputs(torch, L_=L):
 def test_fused_semantics_match_naive(chunk):
     """The fused kernel's chunked associative scan (carried prefix) equals selective_scan_ref."""
     torch = pytest.importorskip("torch")
-    from ssmbench.analytic.ops.mamba1.ref import (mamba1_scan_chunked_ref, mamba1_scan_loop_ref, mamba1_scan_ref)
+    from ssmbench.analytic.ops.mamba1.ref import (
+        mamba1_scan_chunked_ref,
+        mamba1_scan_loop_ref,
+        mamba1_scan_ref,
+    )
     args = _inputs(torch, 13)
     y, h = mamba1_scan_ref(*args)
     yl, hl = mamba1_scan_loop_ref(*args)

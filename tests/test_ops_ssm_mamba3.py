@@ -2,7 +2,6 @@
 agreement (chunked vs recurrent vs decode steps), SISO's independence of M, MIMO constraints."""
 
 import pytest
-
 from ssmbench.analytic.registry import AnalyticError, cost
 
 B, L, H, P, N = 1, 128, 2, 4, 8
@@ -70,8 +69,11 @@ def _inputs(torch, M, L_=L):
 
 def test_flop_counter_matches_tensor_flops():
     torch = pytest.importorskip("torch")
+    from ssmbench.analytic.ops.mamba3.ref import (
+        mamba3_mimo_chunked_ref,
+        mamba3_siso_chunked_ref,
+    )
     from torch.utils.flop_counter import FlopCounterMode
-    from ssmbench.analytic.ops.mamba3.ref import mamba3_mimo_chunked_ref, mamba3_siso_chunked_ref
     with FlopCounterMode(display=False) as fc:
         mamba3_siso_chunked_ref(*_inputs(torch, 1))
     assert fc.get_total_flops() == cost("mamba3", SISO, "siso", "fwd", "bf16").tensor["bf16"]
@@ -85,8 +87,13 @@ def test_flop_counter_matches_tensor_flops():
 @pytest.mark.parametrize("M", [1, 2])
 def test_references_agree(M):
     torch = pytest.importorskip("torch")
-    from ssmbench.analytic.ops.mamba3.ref import (mamba3_chunked_ref, mamba3_mimo_chunked_ref,
-                                                  mamba3_recurrent_ref, mamba3_siso_chunked_ref, mamba3_step_ref)
+    from ssmbench.analytic.ops.mamba3.ref import (
+        mamba3_chunked_ref,
+        mamba3_mimo_chunked_ref,
+        mamba3_recurrent_ref,
+        mamba3_siso_chunked_ref,
+        mamba3_step_ref,
+    )
     L_ = 24
     Q, K, V, ADT, DT, Trap, Qb, Kb, Ang, D, Z = args = _inputs(torch, M, L_)
     proj = [torch.randn(H, M, P, dtype=torch.float64) for _ in range(3)] if M > 1 else [None] * 3

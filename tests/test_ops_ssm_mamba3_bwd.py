@@ -2,8 +2,8 @@
 compulsory, monotone in every dimension, and autograd's matmul FLOPs on the chunked reference."""
 
 import pytest
-from hypothesis import given, settings, strategies as st
-
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from ssmbench.analytic.registry import cost
 
 B, L, H, P, N = 1, 128, 2, 4, 8
@@ -84,8 +84,8 @@ def test_flop_counter_backward():
     runs the dQK / dD reductions as ones-vector dots (2 P + 2) but the q.k gradient on the vector
     units (-4 N): the rule is autograd's count plus exactly these."""
     torch = pytest.importorskip("torch")
-    from torch.utils.flop_counter import FlopCounterMode
     from ssmbench.analytic.ops.mamba3.ref import mamba3_siso_chunked_ref
+    from torch.utils.flop_counter import FlopCounterMode
     args = _inputs(torch)
     y, _ = mamba3_siso_chunked_ref(*args)
     with FlopCounterMode(display=False) as fc:

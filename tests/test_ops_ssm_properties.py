@@ -8,7 +8,6 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from ssmbench.analytic.registry import AnalyticError, cost, get_op
 
 SETTINGS = settings(max_examples=30, deadline=None)

@@ -3,9 +3,14 @@ FLOP-counter cross-checks and reference agreement."""
 
 import pytest
 import sympy as sp
-
 from ssmbench.analytic.registry import AnalyticError, cost, get_op, symbolic_cost
-from ssmbench.analytic.symbols import B as Bs, C as Cs, G as Gs, H as Hs, L as Ls, N as Ns, P as Ps
+from ssmbench.analytic.symbols import B as Bs
+from ssmbench.analytic.symbols import C as Cs
+from ssmbench.analytic.symbols import G as Gs
+from ssmbench.analytic.symbols import H as Hs
+from ssmbench.analytic.symbols import L as Ls
+from ssmbench.analytic.symbols import N as Ns
+from ssmbench.analytic.symbols import P as Ps
 
 B, L, H, P, N, G, C = 2, 32, 4, 3, 5, 2, 8
 DIMS = dict(B=B, L=L, H=H, P=P, N=N, G=G, C=C)
@@ -117,8 +122,8 @@ def _inputs(torch, L_=L):
 def test_flop_counter_chunked_and_quadratic():
     """FlopCounterMode counts the references' masked products in full: subtract the upper triangle."""
     torch = pytest.importorskip("torch")
-    from torch.utils.flop_counter import FlopCounterMode
     from ssmbench.analytic.ops.ssd.ref import ssd_chunked_ref, ssd_quadratic_ref
+    from torch.utils.flop_counter import FlopCounterMode
     args = _inputs(torch)
     with FlopCounterMode(display=False) as fc:
         ssd_chunked_ref(*args, C)
@@ -133,7 +138,12 @@ def test_flop_counter_chunked_and_quadratic():
 @pytest.mark.parametrize("chunk", [1, 4, L])
 def test_references_agree(chunk):
     torch = pytest.importorskip("torch")
-    from ssmbench.analytic.ops.ssd.ref import (ssd_chunked_ref, ssd_quadratic_ref, ssd_recurrent_ref, ssd_step_ref)
+    from ssmbench.analytic.ops.ssd.ref import (
+        ssd_chunked_ref,
+        ssd_quadratic_ref,
+        ssd_recurrent_ref,
+        ssd_step_ref,
+    )
     args = _inputs(torch)
     y, h = ssd_recurrent_ref(*args)
     for yy, hh in (ssd_chunked_ref(*args, chunk), ssd_quadratic_ref(*args)):

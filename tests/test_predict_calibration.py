@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-import ssmbench.cli as cli
 from ssmbench.calibrate.estimate import calibrated_estimate
 from ssmbench.calibrate.models import MaxEff, Overlap
 from ssmbench.calibrate.synthetic import SyntheticGroup, true_time, write_synthetic
 from ssmbench.calibrate.transfer import TRANSFER_MIN_LOG
 from ssmbench.hwspecs import builtin_dir, get_spec
+
+import ssmbench.cli as cli
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL_RESULTS = ROOT / "results" / "h200" / "2026-12-02" / "calibration-torchref"

@@ -6,7 +6,6 @@ import ast
 from pathlib import Path
 
 import pytest
-
 from ssmbench.analytic import registry
 from ssmbench.analytic.conventions import MODES
 from ssmbench.measure.backends.base import all_backends

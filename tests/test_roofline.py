@@ -9,11 +9,18 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from ssmbench.analytic.cost import Cost
-from ssmbench.analytic.roofline import (COL, RESOURCES, SpecTable, project, project_work, work_array)
-from ssmbench.errors import UserError
+from ssmbench.analytic.roofline import (
+    COL,
+    RESOURCES,
+    SpecTable,
+    project,
+    project_work,
+    work_array,
+)
 from ssmbench.hwspecs import parse_spec
+
+from ssmbench.errors import UserError
 
 # Round numbers so that every expected bound is a short formula.
 TENSOR_BF16 = 100e12  # FLOP/s

@@ -3,15 +3,18 @@ state only on SSM layers, MoE active parameters), plans, the vectorized analysis
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
-
 from ssmbench.analytic import sweep
 from ssmbench.analytic.registry import AnalyticError, cost
 from ssmbench.analytic.roofline import RESOURCES, SpecTable, project
 from ssmbench.analytic.workloads.evaluate import analyze
-from ssmbench.analytic.workloads.models import ModelError, builtin_models, get_model, parse_model
+from ssmbench.analytic.workloads.models import (
+    ModelError,
+    builtin_models,
+    get_model,
+    parse_model,
+)
 from ssmbench.analytic.workloads.phases import plan
 from ssmbench.analytic.workloads.report import predict
 from ssmbench.hwspecs import get_spec
@@ -267,7 +270,6 @@ power: {tdp: {value: 100 W, source: a}, idle: {value: 10 W, source: a}}
 
 def test_energy_estimate_where_the_spec_has_energy_data():
     import yaml
-
     from ssmbench.analytic.roofline import COL, TENSOR_DTYPES
     from ssmbench.hwspecs import parse_spec
 

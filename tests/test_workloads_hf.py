@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from ssmbench.analytic.workloads.hf_config import SUPPORTED, load_hf_config
 from ssmbench.analytic.workloads.models import ModelError, get_model
 

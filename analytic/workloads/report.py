@@ -32,7 +32,15 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import UserError
-from ..roofline import COL, LABEL, RESOURCES, TENSOR_DTYPES, SpecTable, describe, not_bounded_reasons
+from ..roofline import (
+    COL,
+    LABEL,
+    RESOURCES,
+    TENSOR_DTYPES,
+    SpecTable,
+    describe,
+    not_bounded_reasons,
+)
 from .evaluate import COMPUTE_RESOURCES, GridResult, analyze, call_shape
 from .models import Model
 
@@ -294,7 +302,8 @@ def add_calibration(r: dict, profile, spec, backends: dict[str, str] | None = No
     ``backends`` (op -> backend) picks a group where the profile calibrates an op with several.
     """
     from ...calibrate.estimate import sum_estimates
-    from ...calibrate.transfer import TRANSFER_RULE, label as transfer_label
+    from ...calibrate.transfer import TRANSFER_RULE
+    from ...calibrate.transfer import label as transfer_label
     backends = dict(backends or {})
     stray = sorted(set(backends) - {o["op"] for o in r["ops"]})
     if stray:

@@ -16,8 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ...analytic.cases import CASE_DTYPES
+from ...analytic.conventions import MODES as CASE_MODES
 from ...errors import UserError
-from ..case import CASE_DTYPES, CASE_MODES
 
 
 class Unavailable(Exception):

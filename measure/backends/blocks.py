@@ -39,8 +39,8 @@ from __future__ import annotations
 import contextlib
 import copy
 
-from ..extensions import bind_causal_conv1d, import_mamba_ssm
 from ...analytic.registry import reference as registry_reference
+from ..extensions import bind_causal_conv1d, import_mamba_ssm
 from .base import Backend, Prepared, Unavailable, register_backend
 from .common import Rand, as_list, dims_of, require_cuda, torch_dtype
 

@@ -15,6 +15,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ...cases import CASE_DTYPES
+
 Maker = Callable[[dict, Any, dict], Any]  # (dims, rand, inputs built so far) -> tensor
 
 
@@ -43,7 +45,7 @@ class Recipe:
     step: tuple[Input, ...] | None = None
     l1_decode: bool = True
     backend: str = "torch_ref"
-    dtypes: tuple[str, ...] = ("fp32", "bf16", "fp16")
+    dtypes: tuple[str, ...] = CASE_DTYPES
     tokens: Callable[[dict], int] = _tok
     exclude_modes: tuple[str, ...] = ()
     notes: str = ""
