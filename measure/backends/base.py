@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ...analytic.cases import CASE_DTYPES
-from ...analytic.conventions import MODES as CASE_MODES
+from ...analytic.conventions import MODES
 from ...errors import UserError
 
 
@@ -51,10 +51,10 @@ class Backend:
     dtypes: tuple[str, ...] = CASE_DTYPES  # added by measure-core: dtypes the backend accepts
 
     def __post_init__(self):
-        bad_modes = [m for m in self.modes if m not in CASE_MODES]
+        bad_modes = [m for m in self.modes if m not in MODES]
         if bad_modes or not self.modes:
             raise ValueError(f"backend {self.name} ({self.op}): modes {list(self.modes)} must be a non-empty "
-                             f"subset of {list(CASE_MODES)}")
+                             f"subset of {list(MODES)}")
         bad_dev = [d for d in self.devices if d not in ("cpu", "cuda")]
         if bad_dev or not self.devices:
             raise ValueError(f"backend {self.name} ({self.op}): devices {list(self.devices)} must be a non-empty "
