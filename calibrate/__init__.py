@@ -5,5 +5,5 @@ per-resource bound times on a spec) -> ``fit`` (per group: model forms of ``mode
 leave-shape-out cross-validation in ``crossval``, intervals from held-out residuals) -> ``profile``
 (versioned calibration file with provenance) -> ``gap`` / ``report`` / ``plots`` (the gap report),
 ``estimate`` (calibrated estimates for ``predict``), ``transfer`` (applying a profile to another
-spec). CLI: ``commands`` (``ssmbench calibrate``, ``ssmbench gap``).
+spec). CLI: ``ssmbench.commands.calibrate`` (``ssmbench calibrate``, ``ssmbench gap``).
 """

@@ -10,7 +10,7 @@ Every value printed carries its unit and says what it is:
 - ``absent``     the spec does not list the key at all (e.g. a dtype the device does not support).
 
 Which of a measured and a datasheet value a projection uses is chosen by ``--prefer`` through
-``ceilings.ceiling``, exactly as the analytic model chooses it.
+``ssmbench.hwspecs.ceilings.ceiling``, exactly as the analytic model chooses it.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..output import console, print_json
-from . import units
-from .ceilings import ceiling
-from .loader import SpecError, get_spec, load_all, load_spec
-from .schema import DTYPES, MEMORY_LEVELS, Spec
+from ..hwspecs import units
+from ..hwspecs.ceilings import ceiling
+from ..hwspecs.loader import SpecError, get_spec, load_all, load_spec
+from ..hwspecs.schema import DTYPES, MEMORY_LEVELS, Spec
 
 # The columns of ``specs list``: (header, dotted key).
 LIST_COLUMNS = (

@@ -100,9 +100,9 @@ def _result_dir(d: str) -> Path:
 
 def cmd_measure(args) -> int:
     from ..hwspecs import get_spec
-    from .suite import load_suite
-    from .sweep import SweepConfig, run_sweep, select, torch_device
-    from .timing import TimingSettings
+    from ..measure.suite import load_suite
+    from ..measure.sweep import SweepConfig, run_sweep, select, torch_device
+    from ..measure.timing import TimingSettings
 
     if args.limit is not None and args.limit < 1:
         raise UserError(f"--limit must be at least 1, got {args.limit}")
@@ -197,8 +197,8 @@ def cmd_measure(args) -> int:
 
 
 def cmd_probe(args) -> int:
-    from .probe import ProbeSizes, run_probe, write_probe
-    from .sweep import torch_device
+    from ..measure.probe import ProbeSizes, run_probe, write_probe
+    from ..measure.sweep import torch_device
 
     out = Path(args.out)
     if out.exists():  # fail before spending time measuring

@@ -14,9 +14,9 @@ from typing import Any
 import sympy as sp
 
 from ..output import print_json, print_table
-from .conventions import MODES
-from .registry import AnalyticError, Op, all_ops, get_op, symbolic_cost, validate_dims
-from .symbols import DESCRIPTIONS, SYMBOLS
+from ..analytic.conventions import MODES
+from ..analytic.registry import AnalyticError, Op, all_ops, get_op, symbolic_cost, validate_dims
+from ..analytic.symbols import DESCRIPTIONS, SYMBOLS
 
 LABEL = "analytic count"
 DIMS_FORMAT = "NAME=INTEGER pairs separated by commas, e.g. B=1,L=4096,D=2048"

@@ -1,4 +1,5 @@
-"""Commands ``models``, ``predict``, ``sweep`` and ``plot`` (``register(subparsers)``, see ssmbench/cli.py).
+"""Commands ``models``, ``predict`` and ``sweep`` (``register(subparsers)``, see ssmbench/cli.py;
+``plot`` is in plot.py).
 
 Every number printed is an analytic bound or an analytic estimate (memory, energy), with its unit; the
 spec's ceilings are printed with their origin (measured / datasheet) and provenance. ``predict
@@ -20,8 +21,8 @@ import numpy as np
 
 from ..errors import UserError
 from ..output import print_json
-from .roofline import BYTES_CHOICES, LAUNCH_CHOICES, PREFER_CHOICES, RESOURCES, SpecCeilings, SpecTable
-from .workloads.phases import PHASES
+from ..analytic.roofline import BYTES_CHOICES, LAUNCH_CHOICES, PREFER_CHOICES, RESOURCES, SpecCeilings
+from ..analytic.workloads.phases import PHASES
 
 DEFAULT_MODEL = "mamba2-2.7b"
 DEFAULT_SPEC = "h200-sxm"
@@ -69,14 +70,14 @@ def _unit(key: str) -> str:
     return "s" if key.startswith("launch.") else ""
 
 
-def _models(text: str):
-    from .workloads.models import builtin_models, get_model
+def parse_models(text: str):
+    from ..analytic.workloads.models import builtin_models, get_model
     if text == "all":
         return list(builtin_models().values())
     return [get_model(t.strip()) for t in text.split(",") if t.strip()]
 
 
-def _specs(text: str):
+def parse_specs(text: str):
     from ..hwspecs import get_spec, load_all
     if text == "all":
         return list(load_all().values())
@@ -97,7 +98,7 @@ def _impls(pairs: list[str] | None) -> dict[str, str]:
     return _pairs(pairs, "--impl", "implementation", "attention_causal=fa3")
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+def common_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", default="bf16", choices=DTYPE_CHOICES, help="storage dtype of weights and activations")
     p.add_argument("--prefer", default="measured", choices=PREFER_CHOICES,
                    help="ceilings: the spec's measured (attained) values where present, or the datasheet's")
@@ -108,7 +109,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 # models -------------------------------------------------------------------------------------------
 
 def cmd_models_list(args) -> int:
-    from .workloads.models import builtin_models
+    from ..analytic.workloads.models import builtin_models
     rows = [m.summary() for m in builtin_models().values()]
     if args.json:
         print_json({"models": rows})
@@ -124,7 +125,7 @@ def cmd_models_list(args) -> int:
 
 
 def cmd_models_show(args) -> int:
-    from .workloads.models import get_model
+    from ..analytic.workloads.models import get_model
     m = get_model(args.model)
     data = {**m.summary(), "blocks": {k: v.model_dump() for k, v in m.spec.blocks.items()},
             "layer_sequence": [list(layer) for layer in m.layer_sequence],
@@ -135,10 +136,10 @@ def cmd_models_show(args) -> int:
 
 # predict ------------------------------------------------------------------------------------------
 
-def _predict_from_args(args) -> dict:
+def predict_from_args(args) -> dict:
     from ..hwspecs import get_spec
-    from .workloads.models import get_model
-    from .workloads.report import predict
+    from ..analytic.workloads.models import get_model
+    from ..analytic.workloads.report import predict
     model, spec = get_model(args.model), get_spec(args.hw)
     return predict(model, spec, args.phase, args.batch, args.seqlen, args.context, dtype=args.dtype,
                    prefer=args.prefer, launch=args.launch, bytes_basis=args.bytes_basis,
@@ -267,12 +268,12 @@ def _calibrate(r: dict, args) -> None:
         return
     from ..calibrate.profile import read_profile
     from ..hwspecs import get_spec
-    from .workloads.report import add_calibration
+    from ..analytic.workloads.report import add_calibration
     add_calibration(r, read_profile(args.calibration), get_spec(args.hw), backends)
 
 
 def cmd_predict(args) -> int:
-    r = _predict_from_args(args)
+    r = predict_from_args(args)
     _calibrate(r, args)
     if args.plot:
         from ..figures._common import save
@@ -303,8 +304,8 @@ def cmd_predict(args) -> int:
 
 def cmd_sweep(args) -> int:
     import time
-    from . import sweep
-    models, specs = _models(args.models), _specs(args.hw)
+    from ..analytic import sweep
+    models, specs = parse_models(args.models), parse_specs(args.hw)
     phases = [p.strip() for p in args.phases.split(",") if p.strip()]
     batches = sweep.parse_int_list(args.batch, "--batch")
     lengths = sweep.parse_int_list(args.seqlen, "--seqlen")
@@ -333,62 +334,6 @@ def cmd_sweep(args) -> int:
               file=sys.stderr)
     else:
         sys.stdout.write(text)
-    return 0
-
-
-# plot ---------------------------------------------------------------------------------------------
-
-def _origins(sc: SpecCeilings) -> set[str]:
-    return {c.origin for c in (*sc.tensor.values(), sc.vector, sc.special_function, sc.dram)}
-
-
-def cmd_plot(args) -> int:
-    from ..figures._common import check_path, save
-    from ..hwspecs import get_spec
-    from .workloads.evaluate import analyze
-    check_path(args.out)
-    spec = get_spec(args.hw)
-    sc = SpecCeilings.of(spec, args.prefer)
-    if args.kind == "roofline":
-        from ..figures.roofline import roofline_figure
-        ops = None
-        if args.model != "none":
-            args.model = args.model.split(",")[0]
-            args.seqlen = args.seqlen or 4096
-            ns = argparse.Namespace(**{**vars(args), "context": None, "impl": None, "recompute": False,
-                                       "logits": "last", "launch": None})
-            r = _predict_from_args(ns)
-            ops = r["ops"]
-            title = (f"Roofline, analytic bound: {r['model']['id']} {r['phase']} B={r['batch']} L={r['seqlen']} "
-                     f"on {spec.id} ({args.prefer} ceilings where present)")
-        save(roofline_figure(sc, ops, title if ops else None), args.out)
-    else:
-        from . import sweep
-        lengths = np.array(sweep.parse_int_list(args.lengths, "--lengths"), dtype=float)
-        table = SpecTable.of([spec], args.prefer)
-        models = _models(args.model)
-        if args.kind == "scaling":
-            from ..figures.scaling import scaling_figure
-            series = []
-            for m in models:
-                res = analyze(m, args.phase, table, [args.batch], lengths, dtype=args.dtype,
-                              bytes_basis=args.bytes_basis)
-                t = np.where(res.fits[0, 0], res.time_s[0, 0], np.nan) / res.tokens[0]
-                series.append({"model": m.id, "family": m.spec.family, "lengths": lengths, "time_per_token_s": t})
-            save(scaling_figure(series, spec.id, args.phase, args.batch, _origins(sc)), args.out)
-        else:
-            from ..figures.crossover import crossover_figure
-            from .workloads.models import get_model
-            model = models[0]
-            base = get_model(args.baseline) if args.baseline else sweep.default_baseline(model)
-            result = sweep.crossover(model, base, spec, args.phase, args.batch, dtype=args.dtype,
-                                     prefer=args.prefer, bytes_basis=args.bytes_basis)
-            ra = analyze(model, args.phase, table, [args.batch], lengths, dtype=args.dtype, bytes_basis=args.bytes_basis)
-            rb = analyze(base, args.phase, table, [args.batch], lengths, dtype=args.dtype, bytes_basis=args.bytes_basis)
-            save(crossover_figure(lengths, ra.time_s[0, 0], rb.time_s[0, 0], result, spec.id, _origins(sc),
-                                  ra.fits[0, 0], rb.fits[0, 0]), args.out)
-            print(result["result"], file=sys.stderr)
-    print(f"wrote {args.out}", file=sys.stderr)
     return 0
 
 
@@ -424,7 +369,7 @@ def register(subparsers) -> None:
     p.add_argument("--calibration-backend", action="append", metavar="OP=BACKEND",
                    help="with --calibration: the backend whose calibration to use for an op the profile "
                         "calibrates with several (e.g. attention_causal=torch.sdpa.flash), repeatable")
-    _common(p)
+    common_options(p)
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print JSON")
     fmt.add_argument("--csv", action="store_true", help="print the per-op rows as CSV")
@@ -439,20 +384,5 @@ def register(subparsers) -> None:
     p.add_argument("--launch", default=None, choices=LAUNCH_CHOICES)
     p.add_argument("--format", choices=("csv", "json"), help="default: from --out's suffix, else csv")
     p.add_argument("--out", help="output file (default: stdout)")
-    _common(p)
+    common_options(p)
     p.set_defaults(func=cmd_sweep)
-
-    p = subparsers.add_parser("plot", help="write a roofline, scaling or crossover figure (.png / .svg)")
-    p.add_argument("kind", choices=("roofline", "scaling", "crossover"))
-    p.add_argument("--out", required=True, help="output file, .png or .svg")
-    p.add_argument("--hw", default=DEFAULT_SPEC, help="spec id or spec file")
-    p.add_argument("--model", default=DEFAULT_MODEL,
-                   help="roofline: model whose ops to plot ('none': ceilings only); scaling: comma list; "
-                        "crossover: the SSM / hybrid model")
-    p.add_argument("--baseline", help="crossover: the attention baseline (default: nearest-size transformer)")
-    p.add_argument("--phase", default="prefill", choices=PHASES)
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--seqlen", type=int, default=None, help="roofline: length of the prediction (default 4096)")
-    p.add_argument("--lengths", default="256:1048576:x2", help="scaling / crossover: lengths on the x axis")
-    _common(p)
-    p.set_defaults(func=cmd_plot)
