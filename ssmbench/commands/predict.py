@@ -266,9 +266,9 @@ def _calibrate(r: dict, args) -> None:
             raise UserError("--calibration-backend needs --calibration FILE "
                             "(a profile written by `ssmbench calibrate`)")
         return
+    from ..calibrate.apply import add_calibration
     from ..calibrate.profile import read_profile
     from ..hwspecs import get_spec
-    from ..analytic.workloads.report import add_calibration
     add_calibration(r, read_profile(args.calibration), get_spec(args.hw), backends)
 
 
