@@ -58,13 +58,13 @@ def register(subparsers) -> None:
 
 
 def cmd_calibrate(args) -> int:
-    from ..hwspecs import get_spec
-    from ..output import print_json, print_table
     from ..calibrate.fit import fit_all
     from ..calibrate.join import join
     from ..calibrate.profile import build_profile, write_profile
     from ..calibrate.report import model_text, pct
     from ..calibrate.sources import load_results
+    from ..hwspecs import get_spec
+    from ..output import print_json, print_table
 
     if Path(args.out).exists() and not args.force:  # before the fit, not after it
         raise UserError(f"{args.out} exists; calibrated profiles are not overwritten "
@@ -120,14 +120,14 @@ def cmd_calibrate(args) -> int:
 
 
 def cmd_gap(args) -> int:
-    from ..hwspecs import get_spec
-    from ..output import print_json
     from ..calibrate.gap import fit_profile_for_gap, gap_report
     from ..calibrate.join import join
-    from ..calibrate.plots import gap_figure
     from ..calibrate.profile import json_text, read_profile
     from ..calibrate.report import gap_markdown
     from ..calibrate.sources import load_results
+    from ..figures.gap import gap_figure
+    from ..hwspecs import get_spec
+    from ..output import print_json
 
     spec = get_spec(args.hw)
     profile = read_profile(args.calibration) if args.calibration else None
