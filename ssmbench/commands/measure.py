@@ -8,9 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-from rich.table import Table
-
-from ..output import console, print_json, print_table
+from ..output import print_json, print_table
 
 STATUS_EXIT = "exit code 1 when any case failed its correctness check or raised an error, else 0"
 
@@ -184,15 +182,10 @@ def cmd_measure(args) -> int:
                + (f"roofline: analytic bound on {spec.id} / measured median" if spec is not None
                   else "roofline: give --hw SPEC")
                + f". Reasons of non-ok cases are in {summary.path}")
-    table = Table(title=f"{len(summary.records)} cases: "
-                  + ", ".join(f"{v} {k}" for k, v in sorted(summary.counts.items())),
-                  caption=caption, caption_justify="left")
-    table.add_column("case", overflow="fold")  # keys are long; never cut them
-    for col in ("status", "median", "FLOP/s", "B/s", "roofline"):
-        table.add_column(col, no_wrap=True)
-    for r in rows:
-        table.add_row(*r)
-    console().print(table)
+    # case keys are long: they fold, never cut; the short columns stay on one line
+    print_table(f"{len(summary.records)} cases: " + ", ".join(f"{v} {k}" for k, v in sorted(summary.counts.items())),
+                ["case", "status", "median", "FLOP/s", "B/s", "roofline"], rows, caption,
+                fold=("case",), no_wrap=("status", "median", "FLOP/s", "B/s", "roofline"))
     return 1 if bad else 0
 
 
