@@ -5,11 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..hwspecs.units import format_quantity
-
-
-def t(v: float | None) -> str:
-    return "-" if v is None else format_quantity(float(v), "time")
+from ..hwspecs.units import format_quantity, format_si
 
 
 def pct(v: float | None, digits: int = 1) -> str:
@@ -121,14 +117,15 @@ def gap_markdown(rep: dict[str, Any]) -> str:
     lines += ["", "## Per case", ""]
     crows = []
     for r in rep["cases"]:
-        iv = "" if r["lo_s"] is None else f" [{t(r['lo_s'])}, {t(r['hi_s'])}]"
+        iv = "" if r["lo_s"] is None else f" [{format_si(r['lo_s'], 's')}, {format_si(r['hi_s'], 's')}]"
         att = r["attribution"]
         att_text = "-" if not att else (f"{att['to']} (" + ", ".join(
             f"{c} {v:.0f}%" for c, v in att["share_pct"].items() if v >= 0.5) + ")")
         crows.append([
             f"{r['op']}/{r['impl']} {r['dtype']} {r['mode']}", dims_text(r["dims"]),
-            f"{t(r['bound_s'])} ({r['bottleneck']})", t(r["measured_s"]), pct(r["roofline_pct"]),
-            ("-" if r["calibrated_s"] is None else f"{t(r['calibrated_s'])}{iv} ({r['label']})"),
+            f"{format_si(r['bound_s'], 's')} ({r['bottleneck']})", format_si(r["measured_s"], "s"),
+            pct(r["roofline_pct"]),
+            ("-" if r["calibrated_s"] is None else f"{format_si(r['calibrated_s'], 's')}{iv} ({r['label']})"),
             pct(r["residual_pct"]), pct(r["heldout_ape_pct"]), att_text,
         ])
     lines += _table(["case", "dims", "bound (analytic, bottleneck)", "measured (median)", "% of roofline",

@@ -1,4 +1,5 @@
-"""Shared helpers of the figures: saving by suffix and the title line every figure carries.
+"""Shared helpers of the figures: the one way a figure starts (``new_figure``), saving by suffix, and the
+phrase every title uses for the origin of its ceilings.
 
 Figures are pure functions of stored data and predictions: they never measure and never evaluate a
 model themselves. matplotlib is used through ``matplotlib.figure.Figure`` (no pyplot state, no
@@ -37,7 +38,7 @@ def origin_phrase(origins: set[str]) -> str:
     return (" and ".join(known) or "no known") + " ceilings"
 
 
-def new_figure(width: float = 8.0, height: float = 5.5) -> tuple[Figure, object]:
+def new_figure(width: float = 8.0, height: float = 5.5, ncols: int = 1) -> tuple[Figure, object]:
+    """The one way a figure starts: (figure, axes), one row of ``ncols`` axes (a single axes for 1)."""
     fig = Figure(figsize=(width, height))
-    ax = fig.add_subplot(1, 1, 1)
-    return fig, ax
+    return fig, fig.subplots(1, ncols)

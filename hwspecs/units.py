@@ -147,8 +147,30 @@ SYMBOL = {
 }
 
 
+# Decimal SI prefixes, largest first.
+SI_PREFIXES = ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""),
+               (1e-3, "m"), (1e-6, "u"), (1e-9, "n"), (1e-12, "p"), (1e-15, "f"))
+
+
+def format_si(value: float | None, unit: str = "", digits: int = 4, smallest: float = 1e-15) -> str:
+    """``value`` with the largest SI prefix it reaches and ``digits`` significant digits ('4.8 TB/s',
+    '512 B', '1.2 G' without a unit), no prefix below ``smallest``; '-' for a missing value (None or
+    NaN). The one number formatter: ``format_quantity`` picks the unit of a kind, and the CLI takes it
+    as ``ssmbench.output.si``; it lives here, beside the parser, because spec checks print quantities
+    too and may not import the CLI."""
+    if value is None or value != value:
+        return "-"
+    mag = abs(value)
+    for scale, prefix in SI_PREFIXES:
+        if scale < smallest:
+            break
+        if mag >= scale:
+            return f"{value / scale:.{digits}g} {prefix}{unit}"
+    return f"{value:.{digits}g} {unit}"
+
+
 def format_quantity(value: float, kind: str, digits: int = 4) -> str:
-    """Format a canonical-unit float with a readable prefix ('4.8 TB/s')."""
+    """Format a canonical-unit float with a readable prefix ('4.8 TB/s', '60 MiB')."""
     unit = SYMBOL[kind]
     if kind == "count":
         return f"{value:g}"
@@ -160,10 +182,4 @@ def format_quantity(value: float, kind: str, digits: int = 4) -> str:
                 if (value * 1000 / scale).is_integer():
                     return f"{value / scale:g} {prefix}{unit}"
                 break
-    prefixes = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""),
-                (1e-3, "m"), (1e-6, "u"), (1e-9, "n"), (1e-12, "p"), (1e-15, "f")]
-    mag = abs(value)
-    for scale, prefix in prefixes:
-        if mag >= scale:
-            return f"{value / scale:.{digits}g} {prefix}{unit}"
-    return f"{value:.{digits}g} {unit}"
+    return format_si(value, unit, digits)

@@ -1,6 +1,6 @@
-"""The ``ssmbench`` command. Each subsystem adds its subcommands through ``register(subparsers)`` in
-its ``commands`` module; every command returns an exit code. Bad input raises ``UserError``, which
-becomes one clear message on stderr and exit code 2, never a traceback.
+"""The ``ssmbench`` command. Each module of ``ssmbench.commands`` (one per subsystem) adds its
+subcommands through ``register(subparsers)``; every command returns an exit code. Bad input raises
+``UserError``, which becomes one clear message on stderr and exit code 2, never a traceback.
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ from . import __version__
 from .errors import UserError
 
 COMMAND_MODULES = (
-    "ssmbench.hwspecs.commands",
-    "ssmbench.analytic.commands",
-    "ssmbench.measure.commands",
-    "ssmbench.analytic.predict_commands",
-    "ssmbench.calibrate.commands",
+    "ssmbench.commands.specs",
+    "ssmbench.commands.ops",
+    "ssmbench.commands.measure",
+    "ssmbench.commands.predict",
+    "ssmbench.commands.plot",
+    "ssmbench.commands.calibrate",
 )
 
 

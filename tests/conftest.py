@@ -41,7 +41,7 @@ def run_cli(monkeypatch, capsys):
     """
     import ssmbench.cli as cli
 
-    monkeypatch.setattr(cli, "COMMAND_MODULES", ("ssmbench.hwspecs.commands",))
+    monkeypatch.setattr(cli, "COMMAND_MODULES", ("ssmbench.commands.specs",))
 
     def run(*argv: str):
         try:

@@ -16,7 +16,7 @@ import ssmbench.cli as cli
 
 @pytest.fixture
 def run(monkeypatch, capsys):
-    monkeypatch.setattr(cli, "COMMAND_MODULES", ("ssmbench.analytic.commands",))
+    monkeypatch.setattr(cli, "COMMAND_MODULES", ("ssmbench.commands.ops",))
 
     def _run(*argv):
         try:

@@ -49,7 +49,7 @@ def cpu_spec(name: str, measured: list) -> dict:
 
 
 def run_cli(monkeypatch, *argv):
-    monkeypatch.setattr(cli, "COMMAND_MODULES", ("ssmbench.measure.commands", "ssmbench.calibrate.commands"))
+    monkeypatch.setattr(cli, "COMMAND_MODULES", ("ssmbench.commands.measure", "ssmbench.commands.calibrate"))
     return cli.main(list(argv))
 
 

@@ -26,7 +26,7 @@ SHAPES = [dict(B=1, L=L, D=D) for L, D in itertools.product([128, 1024, 8192], [
 
 
 def run_cli(monkeypatch, *argv):
-    monkeypatch.setattr(cli, "COMMAND_MODULES", ("ssmbench.calibrate.commands",))
+    monkeypatch.setattr(cli, "COMMAND_MODULES", ("ssmbench.commands.calibrate",))
     return cli.main(list(argv))
 
 

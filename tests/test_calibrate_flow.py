@@ -41,7 +41,7 @@ def _groups():
 
 
 def run_cli(monkeypatch, *argv):
-    monkeypatch.setattr(cli, "COMMAND_MODULES", ("ssmbench.calibrate.commands",))
+    monkeypatch.setattr(cli, "COMMAND_MODULES", ("ssmbench.commands.calibrate",))
     return cli.main(list(argv))
 
 

@@ -192,7 +192,7 @@ def test_validate_in_a_separate_process_has_no_traceback(h200_dict, write_spec):
     h200_dict["memory"]["l2"]["capacity"]["value"] = "200 GB"
     path = write_spec(h200_dict)
     # Only the hwspecs commands are wired in, so that the test does not depend on other subsystems.
-    code = ("import sys, ssmbench.cli as c; c.COMMAND_MODULES = ('ssmbench.hwspecs.commands',); "
+    code = ("import sys, ssmbench.cli as c; c.COMMAND_MODULES = ('ssmbench.commands.specs',); "
             "sys.exit(c.main(sys.argv[1:]))")
     proc = subprocess.run([sys.executable, "-c", code, "specs", "validate", path],
                           capture_output=True, text=True, timeout=120)

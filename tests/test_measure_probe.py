@@ -15,7 +15,7 @@ SMALL = ["--copy-mib", "4", "--matmul-n", "64", "--vector-numel", "4096", "--tar
 def _cli(monkeypatch, argv):
     import ssmbench.cli as cli
 
-    monkeypatch.setattr(cli, "COMMAND_MODULES", ("ssmbench.measure.commands",))
+    monkeypatch.setattr(cli, "COMMAND_MODULES", ("ssmbench.commands.measure",))
     return cli.main(argv)
 
 

@@ -375,7 +375,7 @@ def test_decode_state_is_restored_for_references():
 def _cli(monkeypatch, argv):
     import ssmbench.cli as cli
 
-    monkeypatch.setattr(cli, "COMMAND_MODULES", ("ssmbench.measure.commands",))
+    monkeypatch.setattr(cli, "COMMAND_MODULES", ("ssmbench.commands.measure",))
     return cli.main(argv)
 
 

@@ -26,7 +26,7 @@ import ssmbench.cli as cli
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL_RESULTS = ROOT / "results" / "h200" / "2026-12-02" / "calibration-torchref"
-PREDICT = "ssmbench.analytic.predict_commands"
+PREDICT = "ssmbench.commands.predict"
 MODEL = ("--model", "llama-3.2-1b")  # H = 32, G = 8, P = 64, d_model 2048, 16 layers
 
 LINEAR = [dict(B=1, L=L, I=I, O=O) for L, I, O in itertools.product([16, 512, 4096], [1024, 4096], [2048, 8192])]
@@ -59,7 +59,7 @@ def _run(monkeypatch, modules, *argv):
 def _calibrate(results, out: Path) -> Path:
     mp = pytest.MonkeyPatch()
     try:
-        code, _, err = _run(mp, ("ssmbench.calibrate.commands",), "calibrate", "--results", results,
+        code, _, err = _run(mp, ("ssmbench.commands.calibrate",), "calibrate", "--results", results,
                             "--hw", "h200-sxm", "--out", out)
     finally:
         mp.undo()

@@ -12,13 +12,13 @@ import pytest
 
 import ssmbench.cli as cli
 
-MODULE = "ssmbench.analytic.predict_commands"
+MODULES = ("ssmbench.commands.predict", "ssmbench.commands.plot")
 
 
 @pytest.fixture
 def run(monkeypatch, capsys):
-    # only this module's commands: the test does not depend on other subsystems' command modules
-    monkeypatch.setattr(cli, "COMMAND_MODULES", (MODULE,))
+    # only these modules' commands: the test does not depend on other subsystems' command modules
+    monkeypatch.setattr(cli, "COMMAND_MODULES", MODULES)
 
     def _run(*argv):
         try:
@@ -153,7 +153,7 @@ def test_unknown_phase_is_an_argparse_error(run):
 def test_unsupported_config_json_in_a_real_process(tmp_path):
     cfg = tmp_path / "config.json"
     cfg.write_text(json.dumps({"model_type": "rwkv", "hidden_size": 1}))
-    code = f"import sys, ssmbench.cli as c; c.COMMAND_MODULES = ({MODULE!r},); sys.exit(c.main(sys.argv[1:]))"
+    code = f"import sys, ssmbench.cli as c; c.COMMAND_MODULES = {MODULES!r}; sys.exit(c.main(sys.argv[1:]))"
     p = subprocess.run([sys.executable, "-c", code, "predict", "--model", str(cfg)], capture_output=True, text=True,
                        timeout=120)
     assert p.returncode == 2

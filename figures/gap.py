@@ -1,4 +1,5 @@
-"""Plots of a gap report (pure functions of the report's data; nothing is measured here).
+"""Figure of a gap report (``ssmbench gap --plot``): a pure function of the report's data
+(``ssmbench.calibrate.gap.gap_report``); nothing is measured or fitted here.
 
 Left: measured time against the analytic bound and against the calibrated held-out prediction
 (log-log; the diagonal is perfect agreement). Right: % of roofline (bound / measured) per family.
@@ -11,16 +12,14 @@ from typing import Any
 
 import numpy as np
 
+from ._common import new_figure
+
 
 def gap_figure(rep: dict[str, Any], path: str | Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """Write the figure to ``path`` (any format matplotlib writes; folders are created)."""
     rows = rep["cases"]
     est_label = "transferred" if rep["calibration"]["transferred"] else "calibrated (held-out)"
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 5))
+    fig, (ax1, ax2) = new_figure(12, 5, ncols=2)
     meas = np.array([r["measured_s"] for r in rows])
     bound = np.array([r["bound_s"] for r in rows])
     ax1.scatter(meas, bound, s=14, marker="x", color="0.5", label="bound (analytic)")
@@ -50,5 +49,4 @@ def gap_figure(rep: dict[str, Any], path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=130)
-    plt.close(fig)
     return path

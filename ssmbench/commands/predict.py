@@ -1,4 +1,5 @@
-"""Commands ``models``, ``predict``, ``sweep`` and ``plot`` (``register(subparsers)``, see ssmbench/cli.py).
+"""Commands ``models``, ``predict`` and ``sweep`` (``register(subparsers)``, see ssmbench/cli.py;
+``plot`` is in plot.py).
 
 Every number printed is an analytic bound or an analytic estimate (memory, energy), with its unit; the
 spec's ceilings are printed with their origin (measured / datasheet) and provenance. ``predict
@@ -16,19 +17,10 @@ import csv
 import sys
 from pathlib import Path
 
-import numpy as np
-
+from ..analytic.roofline import BYTES_CHOICES, LAUNCH_CHOICES, PREFER_CHOICES, RESOURCES, SpecCeilings
+from ..analytic.workloads.phases import PHASES
 from ..errors import UserError
-from ..output import print_json
-from .roofline import (
-    BYTES_CHOICES,
-    LAUNCH_CHOICES,
-    PREFER_CHOICES,
-    RESOURCES,
-    SpecCeilings,
-    SpecTable,
-)
-from .workloads.phases import PHASES
+from ..output import print_json, print_table, si
 
 DEFAULT_MODEL = "mamba2-2.7b"
 DEFAULT_SPEC = "h200-sxm"
@@ -36,28 +28,9 @@ DTYPE_CHOICES = ("bf16", "fp16", "fp32")  # one dtype for every op: norms and sc
 TABLE_WIDTH = 150  # the per-op table has ten columns of numbers with units
 
 
-def _si(x: float | None, unit: str, digits: int = 4) -> str:
-    if x is None or (isinstance(x, float) and np.isnan(x)):
-        return "-"
-    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1, ""),
-                           (1e-3, "m"), (1e-6, "u"), (1e-9, "n")):
-        if abs(x) >= factor:
-            return f"{x / factor:.{digits}g} {prefix}{unit}"
-    return f"{x:.{digits}g} {unit}" if x else f"0 {unit}"
-
-
-def print_table(title, columns, rows, caption=None) -> None:
-    """A rich table whose first column (names, ids) never wraps or truncates."""
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-    # plain text, never markup: group keys and reasons hold square brackets ("[torch.sdpa.flash]")
-    table = Table(title=escape(title), caption=None if caption is None else escape(caption), caption_justify="left")
-    for i, c in enumerate(columns):
-        table.add_column(escape(str(c)), no_wrap=(i == 0), overflow="fold")
-    for r in rows:
-        table.add_row(*("" if v is None else escape(str(v)) for v in r))
-    Console(soft_wrap=False, width=max(TABLE_WIDTH, Console().width)).print(table)
+def _table(title, columns, rows, caption=None) -> None:
+    """A table whose first column (names, ids) never wraps; other cells fold rather than truncate."""
+    print_table(title, columns, rows, caption, key_column=True, fold=True, width=TABLE_WIDTH)
 
 
 def _rate(v: float | None) -> str:
@@ -76,14 +49,14 @@ def _unit(key: str) -> str:
     return "s" if key.startswith("launch.") else ""
 
 
-def _models(text: str):
-    from .workloads.models import builtin_models, get_model
+def parse_models(text: str):
+    from ..analytic.workloads.models import builtin_models, get_model
     if text == "all":
         return list(builtin_models().values())
     return [get_model(t.strip()) for t in text.split(",") if t.strip()]
 
 
-def _specs(text: str):
+def parse_specs(text: str):
     from ..hwspecs import get_spec, load_all
     if text == "all":
         return list(load_all().values())
@@ -104,7 +77,7 @@ def _impls(pairs: list[str] | None) -> dict[str, str]:
     return _pairs(pairs, "--impl", "implementation", "attention_causal=fa3")
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+def common_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", default="bf16", choices=DTYPE_CHOICES, help="storage dtype of weights and activations")
     p.add_argument("--prefer", default="measured", choices=PREFER_CHOICES,
                    help="ceilings: the spec's measured (attained) values where present, or the datasheet's")
@@ -115,23 +88,23 @@ def _common(p: argparse.ArgumentParser) -> None:
 # models -------------------------------------------------------------------------------------------
 
 def cmd_models_list(args) -> int:
-    from .workloads.models import builtin_models
+    from ..analytic.workloads.models import builtin_models
     rows = [m.summary() for m in builtin_models().values()]
     if args.json:
         print_json({"models": rows})
         return 0
-    print_table("Built-in models (parameters: analytic count)",
+    _table("Built-in models (parameters: analytic count)",
                 ["id", "family", "layers", "SSM", "attn", "MoE", "params", "active", "KV/token", "state/seq"],
                 [[r["id"], r["family"], r["layers"], r["ssm_blocks"], r["attention_blocks"], r["moe_blocks"],
-                  _si(r["params"], ""), _si(r["active_params"], ""), _si(r["kv_cache_bytes_per_token_bf16"], "B"),
-                  _si(r["state_bytes_per_sequence_bf16"], "B")] for r in rows],
+                  si(r["params"], ""), si(r["active_params"], ""), si(r["kv_cache_bytes_per_token_bf16"], "B"),
+                  si(r["state_bytes_per_sequence_bf16"], "B")] for r in rows],
                 caption="KV/token: KV-cache bytes per token; state/seq: conv + SSM state bytes per sequence; "
                         "at bf16 (SSM state fp32). Parameters: analytic count.")
     return 0
 
 
 def cmd_models_show(args) -> int:
-    from .workloads.models import get_model
+    from ..analytic.workloads.models import get_model
     m = get_model(args.model)
     data = {**m.summary(), "blocks": {k: v.model_dump() for k, v in m.spec.blocks.items()},
             "layer_sequence": [list(layer) for layer in m.layer_sequence],
@@ -142,10 +115,10 @@ def cmd_models_show(args) -> int:
 
 # predict ------------------------------------------------------------------------------------------
 
-def _predict_from_args(args) -> dict:
+def predict_from_args(args) -> dict:
     from ..hwspecs import get_spec
-    from .workloads.models import get_model
-    from .workloads.report import predict
+    from ..analytic.workloads.models import get_model
+    from ..analytic.workloads.report import predict
     model, spec = get_model(args.model), get_spec(args.hw)
     return predict(model, spec, args.phase, args.batch, args.seqlen, args.context, dtype=args.dtype,
                    prefer=args.prefer, launch=args.launch, bytes_basis=args.bytes_basis,
@@ -171,7 +144,7 @@ def _csv_calibrated(o: dict) -> list:
 def _interval(lo: float | None, hi: float | None) -> str:
     if lo is None:
         return "-"
-    return f"{_si(lo, 's', 3)} .. " + ("no upper end" if hi is None else _si(hi, "s", 3))
+    return f"{si(lo, 's', 3)} .. " + ("no upper end" if hi is None else si(hi, "s", 3))
 
 
 def _print_calibrated_ops(r: dict) -> None:
@@ -181,13 +154,13 @@ def _print_calibrated_ops(r: dict) -> None:
     for o in r["ops"]:
         c = o["calibrated"]
         if c is None:
-            rows.append([o["label"], f"{o['impl']}/{o['mode']}", o["count"], _si(o["time_s"], "s"), "-", "-",
+            rows.append([o["label"], f"{o['impl']}/{o['mode']}", o["count"], si(o["time_s"], "s"), "-", "-",
                          "analytic bound (not calibrated)", o["calibration_note"]])
         else:
-            rows.append([o["label"], f"{o['impl']}/{o['mode']}", o["count"], _si(o["time_s"], "s"),
-                         _si(c["estimate_s"], "s"), _interval(c["lo_s"], c["hi_s"]),
+            rows.append([o["label"], f"{o['impl']}/{o['mode']}", o["count"], si(o["time_s"], "s"),
+                         si(c["estimate_s"], "s"), _interval(c["lo_s"], c["hi_s"]),
                          c["label"] + (", extrapolated" if c["extrapolated"] else ""), o["calibration_note"] or ""])
-    print_table(f"Per op: analytic bound and {cal['label']} estimate ({pct} interval), profile {cal['profile']}",
+    _table(f"Per op: analytic bound and {cal['label']} estimate ({pct} interval), profile {cal['profile']}",
                 ["op call", "impl/mode", "x", "analytic bound", f"{cal['label']} estimate", f"{pct} interval",
                  "label", "note"], rows,
                 caption=cal["note"] + ". Times are per model step (x calls). Ops the profile does not cover "
@@ -203,13 +176,13 @@ def _calibrated_total_rows(t: dict) -> list[list[str]]:
         return [["calibrated estimate", "none: the profile calibrates no op of this prediction (see the per-op "
                                         "table); the analytic bound stands"]]
     rows = [[f"{c['label']} estimate (sum over ops)",
-             "-" if c["estimate_s"] is None else f"{_si(c['estimate_s'], 's')} ({pct} interval "
+             "-" if c["estimate_s"] is None else f"{si(c['estimate_s'], 's')} ({pct} interval "
              f"{_interval(c['lo_s'], c['hi_s'])})"]]
     if p is not None and c["not_covered"]:
         rows.append([f"  of which {p['label']} ({p['op_calls']} op calls)",
-                     f"{_si(p['estimate_s'], 's')} ({pct} interval {_interval(p['lo_s'], p['hi_s'])})"])
+                     f"{si(p['estimate_s'], 's')} ({pct} interval {_interval(p['lo_s'], p['hi_s'])})"])
         rows.append([f"  of which analytic bound ({c['bound_part_op_calls']} op calls not calibrated)",
-                     _si(c["bound_part_s"], "s") + ": " + ", ".join(c["not_covered"])])
+                     si(c["bound_part_s"], "s") + ": " + ", ".join(c["not_covered"])])
     rows.append([f"tokens / s ({c['label']} estimate)", _rate(c["tokens_per_s"])])
     rows += [[f"{c['label']} estimate: note", n] for n in c["notes"]]
     return rows
@@ -217,32 +190,32 @@ def _calibrated_total_rows(t: dict) -> list[list[str]]:
 
 def _print_predict(r: dict) -> None:
     t = r["total"]
-    print_table(
+    _table(
         f"Per op: {r['model']['id']} {r['phase']} on {r['spec']['id']} (analytic bound)",
         ["op call", "impl/mode", "x", "tensor FLOP", "vector FLOP", "transc.", "bytes (exec)", "FLOP/B",
          "bound", "bottleneck"],
-        [[o["label"], f"{o['impl']}/{o['mode']}", o["count"], _si(sum(o["flops_tensor"].values()), ""),
-          _si(o["flops_vector"], ""), _si(o["transcendentals"], ""), _si(o["bytes_executed"], "B"),
+        [[o["label"], f"{o['impl']}/{o['mode']}", o["count"], si(sum(o["flops_tensor"].values()), ""),
+          si(o["flops_vector"], ""), si(o["transcendentals"], ""), si(o["bytes_executed"], "B"),
           "-" if o["intensity_flop_per_byte"] is None else f"{o['intensity_flop_per_byte']:.3g}",
-          _si(o["time_s"], "s"), o["bottleneck"] or "-"] for o in r["ops"]])
-    print_table("Per layer block (analytic bound)", ["block", "kind", "count", "time", "per instance", "share", "bottleneck"],
-                [[b["block"], b["kind"], b["count"], _si(b["time_s"], "s"), _si(b["time_per_instance_s"], "s"),
+          si(o["time_s"], "s"), o["bottleneck"] or "-"] for o in r["ops"]])
+    _table("Per layer block (analytic bound)", ["block", "kind", "count", "time", "per instance", "share", "bottleneck"],
+                [[b["block"], b["kind"], b["count"], si(b["time_s"], "s"), si(b["time_per_instance_s"], "s"),
                   "-" if b["share_of_total"] is None else f"{100 * b['share_of_total']:.1f} %", b["bottleneck"] or "-"]
                  for b in r["layers"]])
     if "calibrated" in t:
         _print_calibrated_ops(r)
-    rows = [["analytic bound: time (max per op, summed)", _si(t["time_s_ignoring_capacity"], "s")
+    rows = [["analytic bound: time (max per op, summed)", si(t["time_s_ignoring_capacity"], "s")
              + ("" if t["fits"] else " (ignoring capacity: it does not fit, see below)")],
-            ["analytic bound: sum (no overlap)", _si(t["sum_s"], "s")],
+            ["analytic bound: sum (no overlap)", si(t["sum_s"], "s")],
             ["bottleneck", t["bottleneck"] or "none (no known ceiling)"],
             ["tokens / s (from the analytic bound)", _rate(t["tokens_per_s"])],
-            ["time per token (analytic bound)", _si(t["time_per_token_s"], "s")]]
-    rows += [[f"memory: {k}", _si(v, "B")] for k, v in t["memory_bytes"].items()]
-    rows += [["memory: total / capacity", f"{_si(t['memory_total_bytes'], 'B')} / {_si(t['memory_capacity_bytes'], 'B')}"],
+            ["time per token (analytic bound)", si(t["time_per_token_s"], "s")]]
+    rows += [[f"memory: {k}", si(v, "B")] for k, v in t["memory_bytes"].items()]
+    rows += [["memory: total / capacity", f"{si(t['memory_total_bytes'], 'B')} / {si(t['memory_capacity_bytes'], 'B')}"],
              ["capacity", t["status"]],
-             ["energy (analytic estimate)", _si(t["energy_j"], "J") + f" ({t['energy_note']})"]]
+             ["energy (analytic estimate)", si(t["energy_j"], "J") + f" ({t['energy_note']})"]]
     for regime, v in t.get("regimes", {}).items():
-        rows.append([f"decode, {regime} launches", f"{_si(v['time_s'], 's')}, bottleneck {v['bottleneck']}"
+        rows.append([f"decode, {regime} launches", f"{si(v['time_s'], 's')}, bottleneck {v['bottleneck']}"
                      + (" (launch not bounded: overhead unknown)" if v["launch_not_bounded"] else "")])
     if "compute_bound_batch" in t:
         rows.append(["decode turns compute-bound", t["compute_bound_batch"]["result"]])
@@ -255,11 +228,11 @@ def _print_predict(r: dict) -> None:
         rows.append(["does not fit on chip (working set)", ", ".join(t["ops_not_fitting_on_chip"])])
     for nb in t["not_bounded"]:
         rows.append(["not bounded", nb])
-    print_table(f"Total: {r['model']['id']}, {r['phase']}, batch {r['batch']}, length {r['seqlen']}"
+    _table(f"Total: {r['model']['id']}, {r['phase']}, batch {r['batch']}, length {r['seqlen']}"
                 + (f", context {r['context']}" if r["context"] else "") + f" on {r['spec']['id']}",
                 ["quantity", "value (analytic bound / analytic estimate / calibrated estimate)"], rows,
                 caption="Ceilings: " + "; ".join(
-                    f"{c['key']} = {_si(c['value'], _unit(c['key']))} ({c['origin']})"
+                    f"{c['key']} = {si(c['value'], _unit(c['key']))} ({c['origin']})"
                     for c in r["spec"]["ceilings"] if c["value"])
                 + ". " + " ".join(r["notes"]))
 
@@ -272,14 +245,14 @@ def _calibrate(r: dict, args) -> None:
             raise UserError("--calibration-backend needs --calibration FILE "
                             "(a profile written by `ssmbench calibrate`)")
         return
+    from ..calibrate.apply import add_calibration
     from ..calibrate.profile import read_profile
     from ..hwspecs import get_spec
-    from .workloads.report import add_calibration
     add_calibration(r, read_profile(args.calibration), get_spec(args.hw), backends)
 
 
 def cmd_predict(args) -> int:
-    r = _predict_from_args(args)
+    r = predict_from_args(args)
     _calibrate(r, args)
     if args.plot:
         from ..figures._common import save
@@ -310,9 +283,8 @@ def cmd_predict(args) -> int:
 
 def cmd_sweep(args) -> int:
     import time
-
-    from . import sweep
-    models, specs = _models(args.models), _specs(args.hw)
+    from ..analytic import sweep
+    models, specs = parse_models(args.models), parse_specs(args.hw)
     phases = [p.strip() for p in args.phases.split(",") if p.strip()]
     batches = sweep.parse_int_list(args.batch, "--batch")
     lengths = sweep.parse_int_list(args.seqlen, "--seqlen")
@@ -341,62 +313,6 @@ def cmd_sweep(args) -> int:
               file=sys.stderr)
     else:
         sys.stdout.write(text)
-    return 0
-
-
-# plot ---------------------------------------------------------------------------------------------
-
-def _origins(sc: SpecCeilings) -> set[str]:
-    return {c.origin for c in (*sc.tensor.values(), sc.vector, sc.special_function, sc.dram)}
-
-
-def cmd_plot(args) -> int:
-    from ..figures._common import check_path, save
-    from ..hwspecs import get_spec
-    from .workloads.evaluate import analyze
-    check_path(args.out)
-    spec = get_spec(args.hw)
-    sc = SpecCeilings.of(spec, args.prefer)
-    if args.kind == "roofline":
-        from ..figures.roofline import roofline_figure
-        ops = None
-        if args.model != "none":
-            args.model = args.model.split(",")[0]
-            args.seqlen = args.seqlen or 4096
-            ns = argparse.Namespace(**{**vars(args), "context": None, "impl": None, "recompute": False,
-                                       "logits": "last", "launch": None})
-            r = _predict_from_args(ns)
-            ops = r["ops"]
-            title = (f"Roofline, analytic bound: {r['model']['id']} {r['phase']} B={r['batch']} L={r['seqlen']} "
-                     f"on {spec.id} ({args.prefer} ceilings where present)")
-        save(roofline_figure(sc, ops, title if ops else None), args.out)
-    else:
-        from . import sweep
-        lengths = np.array(sweep.parse_int_list(args.lengths, "--lengths"), dtype=float)
-        table = SpecTable.of([spec], args.prefer)
-        models = _models(args.model)
-        if args.kind == "scaling":
-            from ..figures.scaling import scaling_figure
-            series = []
-            for m in models:
-                res = analyze(m, args.phase, table, [args.batch], lengths, dtype=args.dtype,
-                              bytes_basis=args.bytes_basis)
-                t = np.where(res.fits[0, 0], res.time_s[0, 0], np.nan) / res.tokens[0]
-                series.append({"model": m.id, "family": m.spec.family, "lengths": lengths, "time_per_token_s": t})
-            save(scaling_figure(series, spec.id, args.phase, args.batch, _origins(sc)), args.out)
-        else:
-            from ..figures.crossover import crossover_figure
-            from .workloads.models import get_model
-            model = models[0]
-            base = get_model(args.baseline) if args.baseline else sweep.default_baseline(model)
-            result = sweep.crossover(model, base, spec, args.phase, args.batch, dtype=args.dtype,
-                                     prefer=args.prefer, bytes_basis=args.bytes_basis)
-            ra = analyze(model, args.phase, table, [args.batch], lengths, dtype=args.dtype, bytes_basis=args.bytes_basis)
-            rb = analyze(base, args.phase, table, [args.batch], lengths, dtype=args.dtype, bytes_basis=args.bytes_basis)
-            save(crossover_figure(lengths, ra.time_s[0, 0], rb.time_s[0, 0], result, spec.id, _origins(sc),
-                                  ra.fits[0, 0], rb.fits[0, 0]), args.out)
-            print(result["result"], file=sys.stderr)
-    print(f"wrote {args.out}", file=sys.stderr)
     return 0
 
 
@@ -432,7 +348,7 @@ def register(subparsers) -> None:
     p.add_argument("--calibration-backend", action="append", metavar="OP=BACKEND",
                    help="with --calibration: the backend whose calibration to use for an op the profile "
                         "calibrates with several (e.g. attention_causal=torch.sdpa.flash), repeatable")
-    _common(p)
+    common_options(p)
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print JSON")
     fmt.add_argument("--csv", action="store_true", help="print the per-op rows as CSV")
@@ -447,20 +363,5 @@ def register(subparsers) -> None:
     p.add_argument("--launch", default=None, choices=LAUNCH_CHOICES)
     p.add_argument("--format", choices=("csv", "json"), help="default: from --out's suffix, else csv")
     p.add_argument("--out", help="output file (default: stdout)")
-    _common(p)
+    common_options(p)
     p.set_defaults(func=cmd_sweep)
-
-    p = subparsers.add_parser("plot", help="write a roofline, scaling or crossover figure (.png / .svg)")
-    p.add_argument("kind", choices=("roofline", "scaling", "crossover"))
-    p.add_argument("--out", required=True, help="output file, .png or .svg")
-    p.add_argument("--hw", default=DEFAULT_SPEC, help="spec id or spec file")
-    p.add_argument("--model", default=DEFAULT_MODEL,
-                   help="roofline: model whose ops to plot ('none': ceilings only); scaling: comma list; "
-                        "crossover: the SSM / hybrid model")
-    p.add_argument("--baseline", help="crossover: the attention baseline (default: nearest-size transformer)")
-    p.add_argument("--phase", default="prefill", choices=PHASES)
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--seqlen", type=int, default=None, help="roofline: length of the prediction (default 4096)")
-    p.add_argument("--lengths", default="256:1048576:x2", help="scaling / crossover: lengths on the x axis")
-    _common(p)
-    p.set_defaults(func=cmd_plot)

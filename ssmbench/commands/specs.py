@@ -10,22 +10,18 @@ Every value printed carries its unit and says what it is:
 - ``absent``     the spec does not list the key at all (e.g. a dtype the device does not support).
 
 Which of a measured and a datasheet value a projection uses is chosen by ``--prefer`` through
-``ceilings.ceiling``, exactly as the analytic model chooses it.
+``ssmbench.hwspecs.ceilings.ceiling``, exactly as the analytic model chooses it.
 """
 
 from __future__ import annotations
 
 import math
 
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-
-from ..output import console, print_json
-from . import units
-from .ceilings import ceiling
-from .loader import SpecError, get_spec, load_all, load_spec
-from .schema import DTYPES, MEMORY_LEVELS, Spec
+from ..hwspecs import units
+from ..hwspecs.ceilings import ceiling
+from ..hwspecs.loader import SpecError, get_spec, load_all, load_spec
+from ..hwspecs.schema import DTYPES, MEMORY_LEVELS, Spec
+from ..output import print_json, print_table
 
 # The columns of ``specs list``: (header, dotted key).
 LIST_COLUMNS = (
@@ -97,33 +93,11 @@ def _link_names(spec: Spec) -> dict[str, str]:
     return {f"interconnect.{i}.bandwidth": link.name for i, link in enumerate(spec.interconnect)}
 
 
-_FILE_WIDTH = 160  # widest table written to a file or pipe; free-text columns wrap beyond it
-
-
 def _table(title: str, columns: list[str], rows: list[list], caption: str | None = None,
            wrap: tuple[str, ...] = ()) -> None:
-    """A table like ``output.print_table``, except that every text is escaped (rich reads '[m]' or a
-    source tag '[R]' as markup and drops it), the first column (an id or key) is never cut, other cells
-    break only between words unless named in ``wrap`` (free text), and output that is not a terminal
-    (a file, a pipe) gets up to 160 columns instead of being squeezed into 100."""
-    cells = [[escape("" if v is None else str(v)) for v in r] for r in rows]
-    table = Table(title=escape(title), caption_justify="left")
-    for i, c in enumerate(columns):
-        if i == 0:
-            table.add_column(escape(c), no_wrap=True)
-        elif c in wrap:
-            table.add_column(escape(c), overflow="fold")
-        else:
-            words = [w for r in cells for w in r[i].split()] + escape(c).split()
-            table.add_column(escape(c), min_width=max(map(len, words), default=1))
-    for r in cells:
-        table.add_row(*r)
-    out = console()
-    if not out.is_terminal:
-        natural = out.measure(table, options=out.options.update_width(10_000)).maximum
-        out = Console(soft_wrap=False, width=max(out.width, min(natural, _FILE_WIDTH)))
-    table.caption = None if caption is None else escape(caption)  # after measuring: a caption only wraps
-    out.print(table)
+    """The first column (an id or key) is never cut, columns named in ``wrap`` (free text) fold, and
+    other cells break only between words."""
+    print_table(title, columns, rows, caption, key_column=True, fold=wrap, whole_words=True)
 
 
 def _describe(spec: Spec) -> str:

@@ -7,10 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rich.table import Table
-
 from ..errors import UserError
-from ..output import console, print_json, print_table
+from ..output import print_json, print_table
 
 STATUS_EXIT = "exit code 1 when any case failed its correctness check or raised an error, else 0"
 
@@ -100,9 +98,9 @@ def _result_dir(d: str) -> Path:
 
 def cmd_measure(args) -> int:
     from ..hwspecs import get_spec
-    from .suite import load_suite
-    from .sweep import SweepConfig, run_sweep, select, torch_device
-    from .timing import TimingSettings
+    from ..measure.suite import load_suite
+    from ..measure.sweep import SweepConfig, run_sweep, select, torch_device
+    from ..measure.timing import TimingSettings
 
     if args.limit is not None and args.limit < 1:
         raise UserError(f"--limit must be at least 1, got {args.limit}")
@@ -184,21 +182,16 @@ def cmd_measure(args) -> int:
                + (f"roofline: analytic bound on {spec.id} / measured median" if spec is not None
                   else "roofline: give --hw SPEC")
                + f". Reasons of non-ok cases are in {summary.path}")
-    table = Table(title=f"{len(summary.records)} cases: "
-                  + ", ".join(f"{v} {k}" for k, v in sorted(summary.counts.items())),
-                  caption=caption, caption_justify="left")
-    table.add_column("case", overflow="fold")  # keys are long; never cut them
-    for col in ("status", "median", "FLOP/s", "B/s", "roofline"):
-        table.add_column(col, no_wrap=True)
-    for r in rows:
-        table.add_row(*r)
-    console().print(table)
+    # case keys are long: they fold, never cut; the short columns stay on one line
+    print_table(f"{len(summary.records)} cases: " + ", ".join(f"{v} {k}" for k, v in sorted(summary.counts.items())),
+                ["case", "status", "median", "FLOP/s", "B/s", "roofline"], rows, caption,
+                fold=("case",), no_wrap=("status", "median", "FLOP/s", "B/s", "roofline"))
     return 1 if bad else 0
 
 
 def cmd_probe(args) -> int:
-    from .probe import ProbeSizes, run_probe, write_probe
-    from .sweep import torch_device
+    from ..measure.probe import ProbeSizes, run_probe, write_probe
+    from ..measure.sweep import torch_device
 
     out = Path(args.out)
     if out.exists():  # fail before spending time measuring

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from ..errors import UserError
-from .defaults import DEFAULT_LEVEL, DEFAULT_MIN_SHAPES
+from ..calibrate.defaults import DEFAULT_LEVEL, DEFAULT_MIN_SHAPES
 
 # The commands import the fitting stack (scipy, matplotlib) when they run, not when the CLI builds
 # its parser: every other ssmbench command would otherwise pay for it.
@@ -58,13 +58,13 @@ def register(subparsers) -> None:
 
 
 def cmd_calibrate(args) -> int:
+    from ..calibrate.fit import fit_all
+    from ..calibrate.join import join
+    from ..calibrate.profile import build_profile, write_profile
+    from ..calibrate.report import model_text, pct
+    from ..calibrate.sources import load_results
     from ..hwspecs import get_spec
     from ..output import print_json, print_table
-    from .fit import fit_all
-    from .join import join
-    from .profile import build_profile, write_profile
-    from .report import model_text, pct
-    from .sources import load_results
 
     if Path(args.out).exists() and not args.force:  # before the fit, not after it
         raise UserError(f"{args.out} exists; calibrated profiles are not overwritten "
@@ -120,14 +120,14 @@ def cmd_calibrate(args) -> int:
 
 
 def cmd_gap(args) -> int:
+    from ..calibrate.gap import fit_profile_for_gap, gap_report
+    from ..calibrate.join import join
+    from ..calibrate.profile import json_text, read_profile
+    from ..calibrate.report import gap_markdown
+    from ..calibrate.sources import load_results
+    from ..figures.gap import gap_figure
     from ..hwspecs import get_spec
     from ..output import print_json
-    from .gap import fit_profile_for_gap, gap_report
-    from .join import join
-    from .plots import gap_figure
-    from .profile import json_text, read_profile
-    from .report import gap_markdown
-    from .sources import load_results
 
     spec = get_spec(args.hw)
     profile = read_profile(args.calibration) if args.calibration else None

@@ -13,10 +13,10 @@ from typing import Any
 
 import sympy as sp
 
-from ..output import print_json, print_table
-from .conventions import MODES
-from .registry import AnalyticError, Op, all_ops, get_op, symbolic_cost, validate_dims
-from .symbols import DESCRIPTIONS, SYMBOLS
+from ..analytic.conventions import MODES
+from ..analytic.registry import AnalyticError, Op, all_ops, get_op, symbolic_cost, validate_dims
+from ..analytic.symbols import DESCRIPTIONS, SYMBOLS
+from ..output import print_json, print_table, si
 
 LABEL = "analytic count"
 DIMS_FORMAT = "NAME=INTEGER pairs separated by commas, e.g. B=1,L=4096,D=2048"
@@ -111,11 +111,9 @@ def _number(v: Any) -> int | float:
     return int(v) if v.is_integer else float(v)
 
 
-def _si(v: float) -> str:
-    for div, prefix in ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(v) >= div:
-            return f"{v / div:.3g} {prefix}"
-    return f"{v:.3g}"
+def _approx(v: float) -> str:
+    """'1.23 G' (the unit has its own column); below 1000 the plain number, without a prefix."""
+    return si(v, digits=3, smallest=1e3).rstrip()
 
 
 def _ratio(a: float, b: float) -> float | None:
@@ -169,9 +167,9 @@ def _rows(r: dict[str, Any]) -> list[list[Any]]:
         if value is None:
             rows.append([quantity, "n/a (no bytes)", "", unit, LABEL])
         elif isinstance(value, int):
-            rows.append([quantity, f"{value:,}", _si(value), unit, LABEL])
+            rows.append([quantity, f"{value:,}", _approx(value), unit, LABEL])
         else:
-            rows.append([quantity, f"{value:,.4g}", _si(value), unit, LABEL])
+            rows.append([quantity, f"{value:,.4g}", _approx(value), unit, LABEL])
 
     f, b = r["flops"], r["bytes"]
     if not f["tensor"]:
