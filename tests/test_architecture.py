@@ -156,3 +156,20 @@ def test_the_cli_lists_every_command_module():
     modules = {f"ssmbench.commands.{p.stem}" for p in (ROOT / "ssmbench" / "commands").glob("*.py")
                if p.name != "__init__.py"}
     assert set(cli.COMMAND_MODULES) == modules
+
+
+def test_readme_layout_table_matches_the_tree():
+    """Every folder the README's layout table names exists, and every top-level folder is in it."""
+    import re
+
+    repo = Path(__file__).resolve().parents[1]
+    text = (repo / "README.md").read_text(encoding="utf-8")
+    table = text[text.index("## Layout"):]
+    listed = set(re.findall(r"^\| `([\w.-]+)/` \|", table, flags=re.M))
+    folders = {p.name for p in repo.iterdir() if p.is_dir() and not p.name.startswith(".")
+               and not p.name.endswith(".egg-info") and p.name not in ("build", "dist", "venv", "__pycache__")}
+    assert listed == folders, (sorted(listed - folders), sorted(folders - listed))
+    # the ops packages the table promises: one per family, cost.py beside ref.py
+    for family in (repo / "analytic" / "ops").iterdir():
+        if (family / "__init__.py").exists() and family.name != "common":
+            assert (family / "cost.py").exists() and (family / "ref.py").exists(), family
