@@ -39,16 +39,7 @@ import numpy as np
 
 from ..conventions import nbytes
 from ..registry import AnalyticError, compiled_cost
-from ..roofline import (
-    COL,
-    RESOURCES,
-    TENSOR_DTYPES,
-    WORK_COLUMNS,
-    Projected,
-    SpecTable,
-    project_work,
-    spec_ceiling,
-)
+from ..roofline import COL, RESOURCES, TENSOR_DTYPES, WORK_COLUMNS, Projected, SpecTable, project_work, spec_ceiling
 from .models import Model
 from .phases import OpCall, plan
 

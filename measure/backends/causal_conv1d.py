@@ -23,16 +23,7 @@ from __future__ import annotations
 from ...analytic.registry import reference as registry_reference
 from ..extensions import ensure_extension, import_or_unavailable
 from .base import Backend, register_backend
-from .common import (
-    KernelSpec,
-    Rand,
-    batch_slices,
-    dims_of,
-    prepare_diff,
-    prepare_step,
-    require_cuda,
-    torch_dtype,
-)
+from .common import KernelSpec, Rand, batch_slices, dims_of, prepare_diff, prepare_step, require_cuda, torch_dtype
 
 CC_HINT = "install causal-conv1d 1.x from its sdist (docs/gpu_setup.md)"
 

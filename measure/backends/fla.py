@@ -19,18 +19,8 @@ from __future__ import annotations
 
 from ..extensions import import_or_unavailable
 from .base import Backend, register_backend
-from .common import (
-    KernelSpec,
-    Rand,
-    batch_slices,
-    dims_of,
-    gate_reference,
-    prepare_diff,
-    prepare_step,
-    require_cuda,
-    slice_step_for,
-    torch_dtype,
-)
+from .common import (KernelSpec, Rand, batch_slices, dims_of, gate_reference, prepare_diff, prepare_step, require_cuda,
+                     slice_step_for, torch_dtype)
 
 FLA_HINT = "install fla-core (pure Python + Triton) from its sdist or wheel (docs/gpu_setup.md)"
 

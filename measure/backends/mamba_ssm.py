@@ -50,18 +50,8 @@ from __future__ import annotations
 
 from ..extensions import import_mamba_ssm
 from .base import Backend, register_backend
-from .common import (
-    KernelSpec,
-    Rand,
-    batch_slices,
-    dims_of,
-    gate_reference,
-    prepare_diff,
-    prepare_step,
-    require_cuda,
-    slice_step_for,
-    torch_dtype,
-)
+from .common import (KernelSpec, Rand, batch_slices, dims_of, gate_reference, prepare_diff, prepare_step, require_cuda,
+                     slice_step_for, torch_dtype)
 
 SSD_DECODE_IMPL = "chunked"  # the analytic ssd implementation whose decode rule is selective_state_update
 

@@ -26,16 +26,7 @@ from __future__ import annotations
 import warnings
 
 from .base import Backend, Unavailable, register_backend
-from .common import (
-    KernelSpec,
-    Rand,
-    Slice,
-    dims_of,
-    gate_reference,
-    prepare_diff,
-    require_cuda,
-    torch_dtype,
-)
+from .common import KernelSpec, Rand, Slice, dims_of, gate_reference, prepare_diff, require_cuda, torch_dtype
 
 SDPA = {"torch.sdpa.flash": "FLASH_ATTENTION", "torch.sdpa.cudnn": "CUDNN_ATTENTION",
         "torch.sdpa.efficient": "EFFICIENT_ATTENTION"}

@@ -60,15 +60,8 @@ from ...cost import Cost
 from ...registry import Impl, Op, at_most, divisible, register
 from ...symbols import B, H, L, P, S
 from ..common.kernels import Kernel, Tensor, kernel_chain
-from .common import (
-    check_dtype,
-    kv_cache_bytes_per_token,
-    kv_tensor,
-    matmuls,
-    o_tensor,
-    q_tensor,
-    softmax_row_working_set,
-)
+from .common import (check_dtype, kv_cache_bytes_per_token, kv_tensor, matmuls, o_tensor, q_tensor,
+                     softmax_row_working_set)
 from .decode import GEMM_SMEM_ELEMENTS, fa2_decode, naive_decode, splitkv_rule
 from .flash import flash_rule
 

@@ -50,19 +50,8 @@ from ...conventions import nbytes
 from ...cost import Cost
 from ...symbols import B, H, P, S
 from ..common.kernels import Kernel, Tensor, kernel_chain
-from .common import (
-    F32,
-    FA2_SPLITKV_TILES,
-    check_dtype,
-    kv_tensor,
-    lse_tensor,
-    matmuls,
-    o_tensor,
-    online_softmax,
-    q_tensor,
-    softmax_row_working_set,
-    tile,
-)
+from .common import (F32, FA2_SPLITKV_TILES, check_dtype, kv_tensor, lse_tensor, matmuls, o_tensor, online_softmax,
+                     q_tensor, softmax_row_working_set, tile)
 
 SPLITKV_CHUNK = 512  # keys per split (vLLM PagedAttention v2 PARTITION_SIZE)
 # cuBLAS tile as in linear.py: 2 stages x (128 x 64 + 128 x 64) operand elements in shared memory.

@@ -81,25 +81,8 @@ from ...conventions import nbytes
 from ...cost import Cost
 from ...symbols import B, G, H, L, P, S
 from ..common.kernels import Kernel, Tensor, kernel_chain
-from .common import (
-    F32,
-    FA2_BWD_TILE,
-    FA2_FWD_TILES,
-    FA3_STAGES,
-    GQA,
-    check_dtype,
-    fa3_bwd_tile,
-    fa3_fwd_tiles,
-    kv_tensor,
-    lse_tensor,
-    matmuls,
-    o_tensor,
-    online_softmax,
-    q_tensor,
-    score_entries,
-    select,
-    tile,
-)
+from .common import (F32, FA2_BWD_TILE, FA2_FWD_TILES, FA3_STAGES, GQA, check_dtype, fa3_bwd_tile, fa3_fwd_tiles,
+                     kv_tensor, lse_tensor, matmuls, o_tensor, online_softmax, q_tensor, score_entries, select, tile)
 
 BWD_MATMULS = 5  # per score entry, against the forward's 2: documented, tested (2.5x forward)
 

@@ -17,12 +17,7 @@ Implementations:
 
 from __future__ import annotations
 
-from ...conventions import (
-    FLOPS_PER_FMA,
-    MATMUL_BACKWARD_MULTIPLIER,
-    TENSOR_DTYPE,
-    nbytes,
-)
+from ...conventions import FLOPS_PER_FMA, MATMUL_BACKWARD_MULTIPLIER, TENSOR_DTYPE, nbytes
 from ...cost import Cost
 from ...registry import Impl, Op, register
 from ...symbols import B, I, L, O

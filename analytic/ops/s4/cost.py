@@ -54,16 +54,8 @@ import dataclasses
 
 import sympy as sp
 
-from ...conventions import (
-    COMPLEX_ADD,
-    COMPLEX_DIV,
-    COMPLEX_EXP,
-    COMPLEX_MAC,
-    COMPLEX_MUL,
-    COMPLEX_TIMES_REAL,
-    nbytes,
-    real_fft_flops,
-)
+from ...conventions import (COMPLEX_ADD, COMPLEX_DIV, COMPLEX_EXP, COMPLEX_MAC, COMPLEX_MUL, COMPLEX_TIMES_REAL, nbytes,
+                            real_fft_flops)
 from ...cost import Cost
 from ...registry import Impl, Op, register
 from ...symbols import B, E, L, N

@@ -41,13 +41,7 @@ from ...conventions import nbytes
 from ...cost import Cost
 from ...registry import Impl, Op, register
 from ...symbols import B, H, L, S
-from ..common.kernels import (
-    Kernel,
-    Tensor,
-    kernel_chain,
-    row_working_set,
-    stream_working_set,
-)
+from ..common.kernels import Kernel, Tensor, kernel_chain, row_working_set, stream_working_set
 
 R = B * H * L  # rows
 N = B * H * L * S  # elements, [B, H, L, S]
