@@ -173,3 +173,23 @@ def test_readme_layout_table_matches_the_tree():
     for family in (repo / "analytic" / "ops").iterdir():
         if (family / "__init__.py").exists() and family.name != "common":
             assert (family / "cost.py").exists() and (family / "ref.py").exists(), family
+
+
+def test_pyproject_installs_every_package_folder():
+    """A package folder missing from pyproject.toml imports from a checkout but is absent from an
+    installed wheel: every folder with an ``__init__.py`` under the mapped roots must be listed."""
+    import tomllib
+
+    repo = Path(__file__).resolve().parents[1]
+    cfg = tomllib.loads((repo / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    listed, dirs = set(cfg["packages"]), cfg["package-dir"]
+
+    def folder(package: str) -> Path:  # setuptools: the longest mapped prefix, then one folder a level
+        prefix = max((n for n in dirs if package == n or package.startswith(n + ".")), key=len)
+        return Path(dirs[prefix], *package[len(prefix):].split(".")[1:])
+
+    in_wheel = {folder(n) for n in listed}
+    for root in ("ssmbench", "hwspecs", "analytic", "measure", "calibrate", "figures"):
+        for init in (repo / root).rglob("__init__.py"):
+            rel = init.parent.relative_to(repo)
+            assert rel in in_wheel, f"{rel}: a package folder that pyproject.toml's packages list leaves out"

@@ -32,7 +32,8 @@ def register(subparsers) -> None:
     m.add_argument("--resume-from", action="append", default=[], metavar="DIR",
                    help="also skip cases finished in the result files of DIR (repeatable; same rules as "
                         "--resume), e.g. an earlier run's folder, so that --out holds only this run's file")
-    m.add_argument("--hw", help="hardware spec (built-in id or YAML file) for roofline fractions")
+    m.add_argument("--hw", help="hardware spec (built-in id or YAML file) for roofline fractions "
+                   "(default on a GPU: the built-in spec whose device_names list it; on the CPU: none)")
     m.add_argument("--case-timeout", type=float, metavar="S",
                    help="record a case that gives no result within S seconds as 'timeout' and end the run "
                         "(exit code 124); --resume continues after it")
@@ -96,6 +97,31 @@ def _result_dir(d: str) -> Path:
     return p
 
 
+def _spec_for(device, spec):
+    """The spec for roofline fractions on ``device``, by the one device rule (``device_names``): on a
+    GPU, ``--hw`` omitted means the built-in spec that lists the GPU (none: no fractions, said so);
+    ``--hw`` naming another real GPU's spec is an error (its peaks are not this device's). A
+    hypothetical spec, or any spec on the CPU, is taken as given."""
+    from ..hwspecs import SpecError, device_matches, spec_for_device
+    from ..measure.environment import device_name
+
+    if device.type != "cuda":
+        return spec
+    name = device_name(device)
+    if spec is None:
+        try:
+            return spec_for_device(name)
+        except SpecError as exc:
+            print(f"ssmbench: note: no roofline fractions: {exc}", file=sys.stderr)
+            return None
+    if not spec.hypothetical and not device_matches(spec, name):
+        listed = ", ".join(repr(n) for n in spec.device_names) or "none"
+        raise UserError(f"--hw {spec.id}: this run measures on {name!r}, which is not that spec's device "
+                        f"(its device_names: {listed}); leave --hw out to use the spec that lists {name!r}, "
+                        "or give a hypothetical spec")
+    return spec
+
+
 def cmd_measure(args) -> int:
     from ..hwspecs import get_spec
     from ..measure.suite import load_suite
@@ -122,6 +148,7 @@ def cmd_measure(args) -> int:
             print_table(f"suite {suite.name}: {len(rows)} cases", ["case key", "entry"], rows)
         return 0
     device = torch_device(args.device)
+    spec = _spec_for(device, spec)
     _threads(args.threads)
     target = args.target_time if args.target_time is not None else (0.5 if device.type == "cuda" else 0.05)
     settings = TimingSettings(target_s=target, flush_l2=not args.no_flush,
@@ -199,6 +226,7 @@ def cmd_probe(args) -> int:
     if out.suffix not in (".yaml", ".yml", ".json"):
         raise UserError(f"--out {out}: expected a .yaml, .yml or .json file name")
     device = torch_device(args.device)
+    spec = _spec_for(device, spec)
     _threads(args.threads)
     d = ProbeSizes.default(device.type)
     given = {"copy_mib": args.copy_mib, "matmul_n": args.matmul_n, "vector_numel": args.vector_numel,
