@@ -144,19 +144,20 @@ def model_notes(model: Model, res: GridResult, ops: list[dict]) -> list[str]:
     for block, (window, layers) in model.windowed_attention().items():
         notes.append(f"sliding-window attention: block {block} attends the last {window} tokens on layers "
                      f"{_layers_text(layers)} (of {len(model.layer_sequence)}): its KV cache keeps min(context, "
-                     f"{window}) tokens per sequence, each query attends min(position, {window}) keys")
+                     f"{window}) tokens per sequence, each query attends min(position, {window}) keys.")
     prec = res.precision
     if prec.dtype == "fp8":
         at = {}
         for o in ops:
             at.setdefault(o["dtype"], []).append(o["label"])
         notes.append("--dtype fp8 applies where an op has an fp8 rule: "
-                     + "; ".join(f"{d}: {', '.join(labels)}" for d, labels in at.items()))
+                     + "; ".join(f"{d}: {', '.join(labels)}" for d, labels in at.items()) + ".")
     if model.count_kind("attention"):
-        notes.append(f"KV cache at {prec.kv} ({prec.describe()['kv_dtype_source']})")
+        notes.append(f"KV cache at {prec.kv} ({prec.describe()['kv_dtype_source']}).")
     if model.count_kind("mamba1", "mamba2", "mamba3"):
-        fixed = " (Mamba-3's SSM and angle states fp32, as mamba-ssm allocates them)" if model.count_kind("mamba3") else ""
-        notes.append(f"recurrent (conv + SSM) state at {prec.state} ({prec.describe()['state_dtype_source']}){fixed}")
+        fixed = (" (Mamba-3's SSM and angle states fp32, as mamba-ssm allocates them)"
+                 if model.count_kind("mamba3") else "")
+        notes.append(f"recurrent (conv + SSM) state at {prec.state} ({prec.describe()['state_dtype_source']}){fixed}.")
     return notes
 
 

@@ -9,8 +9,8 @@ count leaves out).
 
 Compulsory bytes: read q [B, H, P] (activations) and the cached k, v [B, G, S, P] (class kv_cache:
 2*G*P*e bytes per token per layer; at ``kv_dtype`` when the rule is given one, registry
-``Impl.storage``: an fp8 cache is read at 1 byte and converted on load), write o [B, H, P]. Not counted: appending the new token's k, v
-to the cache (2*B*G*P*e written; flash_attn_with_kvcache can fuse it, vLLM's reshape_and_cache is a
+``Impl.storage``: an fp8 cache is read at 1 byte and converted on load), write o [B, H, P].
+Not counted: appending the new token's k, v to the cache (2*B*G*P*e written; flash_attn_with_kvcache can fuse it, vLLM's reshape_and_cache is a
 separate kernel): the caller counts it with the cache update. Paged KV (block tables) and its
 gather indexing are not modelled.
 
