@@ -9,8 +9,11 @@
   (adds, multiplies, divides) counts as vector FLOPs, a divide as 1 FLOP.
 - Vector FLOPs are counted at fp32: every kernel modelled here accumulates elementwise and scan
   arithmetic in fp32, whatever its storage dtype.
-- Bytes per element follow the storage dtype (``BYTES_PER_ELEMENT``); recurrent SSM state is fp32
-  (``STATE_DTYPE``), as mamba-ssm keeps it in its kernels and caches.
+- Bytes per element follow the storage dtype (``BYTES_PER_ELEMENT``). Recurrent SSM state is
+  accumulated in fp32 (``STATE_DTYPE``) inside the kernels; the op rules' decode state is fp32 as the
+  measured decode cases keep it, and rules that declare ``state_dtype`` (``registry.Impl.storage``)
+  take the cache's dtype instead: the workload model stores it in the model dtype by default, as
+  mamba-ssm's ``allocate_inference_cache`` does (``workloads/precision.py``).
 - Backward: a matmul's backward is 2x its forward FLOPs (grad wrt input and grad wrt weight);
   elementwise ops and scans state their own backward counts. Recomputation that a kernel does in
   backward (fused scan, FlashAttention) is counted in the backward cost, not hidden.

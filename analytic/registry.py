@@ -55,16 +55,28 @@ def in_range(a: str, lo: int, hi: int, why: str) -> Constraint:
                       f"{a} must be between {lo} and {hi} ({why})")
 
 
+STORAGE_KEYWORDS = ("state_dtype", "kv_dtype")
+
+
 @dataclass(frozen=True)
 class Impl:
     """A named implementation: ``rule(mode, dtype) -> Cost`` of sympy expressions over ``symbols``;
-    ``constraints`` hold for this implementation only, in addition to the op's."""
+    ``constraints`` hold for this implementation only, in addition to the op's. ``storage`` names the
+    storage-dtype keywords the rule also takes (``STORAGE_KEYWORDS``: the dtype of the recurrent state
+    or of the KV cache in device memory, when it differs from ``dtype``); without them the rule keeps
+    the dtype its docstring states (the one the measured kernels use)."""
 
     name: str
     summary: str
-    rule: Callable[[str, str], Cost]
+    rule: Callable[..., Cost]
     modes: tuple[str, ...]
     constraints: tuple[Constraint, ...] = ()
+    storage: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        bad = [k for k in self.storage if k not in STORAGE_KEYWORDS]
+        if bad:
+            raise ValueError(f"implementation {self.name}: unknown storage keyword(s) {bad}; known {STORAGE_KEYWORDS}")
 
     def supports(self, mode: str) -> bool:
         return mode in self.modes or (mode == "fwdbwd" and "fwd" in self.modes and "bwd" in self.modes)
@@ -208,16 +220,28 @@ def _check_mode_dtype(op: Op, impl: Impl, mode: str, dtype: str) -> None:
         raise AnalyticError(f"op {op.name!r} has no dtype {dtype!r}; valid dtypes: {', '.join(op.dtypes)}")
 
 
+def _storage_kwargs(impl: Impl, state_dtype: str | None, kv_dtype: str | None) -> dict[str, str]:
+    """The storage dtypes ``impl``'s rule takes, among those given (the others do not apply to it)."""
+    given = {"state_dtype": state_dtype, "kv_dtype": kv_dtype}
+    for k, v in given.items():
+        if v is not None and v not in BYTES_PER_ELEMENT:
+            raise AnalyticError(f"unknown {k} {v!r}; known: {', '.join(BYTES_PER_ELEMENT)}")
+    return {k: v for k, v in given.items() if v is not None and k in impl.storage}
+
+
 @functools.lru_cache(maxsize=None)
-def symbolic_cost(op_name: str, impl_name: str | None = None, mode: str = "fwd", dtype: str = "bf16") -> Cost:
-    """The symbolic Cost (sympy expressions over the dimension symbols)."""
+def symbolic_cost(op_name: str, impl_name: str | None = None, mode: str = "fwd", dtype: str = "bf16",
+                  state_dtype: str | None = None, kv_dtype: str | None = None) -> Cost:
+    """The symbolic Cost (sympy expressions over the dimension symbols). ``state_dtype`` / ``kv_dtype``
+    reach the rules that declare them (``Impl.storage``)."""
     op = get_op(op_name)
     impl = op.impl(impl_name)
     _check_mode_dtype(op, impl, mode, dtype)
+    kw = _storage_kwargs(impl, state_dtype, kv_dtype)
     if mode == "fwdbwd" and "fwdbwd" not in impl.modes:
-        cost = impl.rule("fwd", dtype) + impl.rule("bwd", dtype)
+        cost = impl.rule("fwd", dtype, **kw) + impl.rule("bwd", dtype, **kw)
     else:
-        cost = impl.rule(mode, dtype)
+        cost = impl.rule(mode, dtype, **kw)
     if not isinstance(cost, Cost):
         raise TypeError(f"op {op.name}/{impl.name}: rule returned {type(cost).__name__}, expected Cost")
     stray = {s.name for s in cost.free_symbols()} - set(op.dims)
@@ -275,10 +299,11 @@ EVAL_BLOCK = 16384
 
 
 @functools.lru_cache(maxsize=None)
-def compiled_cost(op_name: str, impl_name: str | None = None, mode: str = "fwd", dtype: str = "bf16") -> CompiledCost:
+def compiled_cost(op_name: str, impl_name: str | None = None, mode: str = "fwd", dtype: str = "bf16",
+                  state_dtype: str | None = None, kv_dtype: str | None = None) -> CompiledCost:
     op = get_op(op_name)
     impl = op.impl(impl_name)
-    cost = symbolic_cost(op_name, impl.name, mode, dtype)
+    cost = symbolic_cost(op_name, impl.name, mode, dtype, state_dtype, kv_dtype)
     names = {s.name for s in cost.free_symbols()}
     dims = tuple(d for d in op.dims if d in names)
     terms = cost.terms()
@@ -326,9 +351,9 @@ def validate_dims(op: Op, values: Mapping[str, Any], required: tuple[str, ...],
 
 
 def cost(op_name: str, dims: Mapping[str, Any], impl: str | None = None, mode: str = "fwd",
-         dtype: str = "bf16") -> Cost:
+         dtype: str = "bf16", state_dtype: str | None = None, kv_dtype: str | None = None) -> Cost:
     """Numeric Cost of an op; ``dims`` values may be ints or numpy arrays (broadcast together)."""
-    cc = compiled_cost(op_name, impl, mode, dtype)
+    cc = compiled_cost(op_name, impl, mode, dtype, state_dtype, kv_dtype)
     values = validate_dims(cc.op, dims, cc.dims, cc.impl)
     return cc.evaluate(values)
 

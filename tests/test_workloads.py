@@ -75,10 +75,12 @@ def test_kv_cache_only_on_attention_layers():
 
 
 def test_state_only_on_ssm_layers():
-    m = get_model("mamba-130m")  # E = 1536, N = 16, K = 4; conv state bf16, SSM state fp32
-    assert m.state_bytes_per_sequence("bf16") == 24 * (1536 * 4 * 2 + 1536 * 16 * 4)
+    # E = 1536, N = 16, K = 4; conv and SSM state at the state dtype (mamba-ssm: the model dtype)
+    m = get_model("mamba-130m")
+    assert m.state_bytes_per_sequence("bf16") == 24 * (1536 * 4 * 2 + 1536 * 16 * 2)
+    assert m.state_bytes_per_sequence("fp32") == 24 * (1536 * 4 * 4 + 1536 * 16 * 4)
     m2 = get_model("mamba2-130m")  # conv channels E + 2GN = 1536 + 256; state H P N = 24 x 64 x 128
-    assert m2.state_bytes_per_sequence("bf16") == 24 * ((1536 + 256) * 4 * 2 + 24 * 64 * 128 * 4)
+    assert m2.state_bytes_per_sequence("bf16") == 24 * ((1536 + 256) * 4 * 2 + 24 * 64 * 128 * 2)
     for mid in SUITE["transformer"]:
         assert get_model(mid).state_bytes_per_sequence("bf16") == 0
     nem = get_model("nemotron-h-8b")

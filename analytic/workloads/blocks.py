@@ -24,7 +24,7 @@ from typing import Mapping
 from ..cost import Cost
 from ..registry import AnalyticError, compiled_cost, cost
 from .models import parse_model
-from .phases import plan
+from .phases import dim_parts, dim_value, plan
 
 _PHASE = {"fwd": "prefill", "fwdbwd": "train", "decode": "decode"}
 _IMPLS = {"block:gated_mlp": {"eager": {"gated_mlp": "torch_eager"}}}
@@ -77,15 +77,6 @@ def block_cost(op: str, dims: Mapping[str, int], impl: str | None = None, mode: 
         if c.block != "b" or c.label == "b.norm":
             continue
         used = compiled_cost(c.op, c.impl, c.mode, dtype).dims  # decode rules do not use L
-        values = {}
-        for k, v in c.dims:
-            if k not in used:
-                continue
-            if isinstance(v, str):
-                v = grid[v]
-            elif isinstance(v, tuple):
-                var, mult, step = v
-                v = math.ceil(grid[var] / step) * step * mult
-            values[k] = v
+        values = {k: dim_value(grid, *dim_parts(v)) for k, v in c.dims if k in used}
         total = total + cost(c.op, values, impl=c.impl, mode=c.mode, dtype=dtype) * c.count
     return total

@@ -12,15 +12,25 @@ Bottleneck of the model: the resource that bounds the largest share of the total
 
 Memory by class (bytes resident in device memory at the step's peak; analytic estimate):
 
-- weights: all parameters (MoE: every expert) x bytes of the dtype.
-- kv_cache: attention blocks only: kv bytes per token x batch x cached tokens (prefill: the prompt;
-  decode: context + 1; train: none).
-- state: SSM blocks only: conv + SSM state per sequence x batch (prefill and decode; train keeps none).
-- activations: inference: the largest single call's activation inputs plus outputs (compulsory
-  ``activations`` bytes read and written: they coexist while the kernel runs); a lower bound on the
-  peak, which also holds the residual stream and allocator slack. Training: what the forward
-  writes for backward (outputs and intermediates of every call of the prefill plan over all tokens);
-  with recomputation: each layer block's input (B x L x d_in) plus one block's forward writes.
+- weights: all parameters (MoE: every expert) x bytes of the dtype; under fp8 (``precision.py``) the
+  weights that the fp8 calls read (``read.weights`` of those calls, per weight instance) at 1 byte and
+  the rest at bf16.
+- kv_cache: attention blocks only: kv bytes per token at the KV-cache dtype x batch x cached tokens
+  (prefill: the prompt; decode: context + 1; train: none), at most the window of a sliding-window
+  block.
+- state: SSM blocks only: conv + SSM state per sequence at the state dtype x batch (prefill and
+  decode; train keeps none).
+- activations: inference (prefill, decode): the peak live set over the plan's calls. A call holds at
+  once its activation inputs and outputs (compulsory ``read.activations`` + ``write.activations``)
+  and every intermediate it writes (``write.intermediates`` + ``extra_write.intermediates``: a fused
+  MLP's gate and up projections and their product, attention's logsumexp, a scan's chunk states);
+  to that the residual stream is added (B x L x d_model at the dtype: the layer input kept for the
+  residual add while a block runs). The figure is the max over calls of that sum. A Cost keeps no
+  per-kernel timeline, so a call's intermediates count as live together: for a chain whose early
+  intermediates are freed before its last kernel this over-counts by those; allocator slack is not
+  counted. Training: what the forward writes for backward (outputs and intermediates of every call
+  of the prefill plan over all tokens); with recomputation: each layer block's input (B x L x d_in)
+  plus one block's forward writes.
 - train only: gradients (parameters x dtype bytes) and Adam state (fp32 m and v, plus an fp32 master
   copy when the dtype is not fp32: 8 or 12 bytes per parameter; an assumption, stated in outputs).
 
@@ -41,7 +51,8 @@ from ..conventions import nbytes
 from ..registry import AnalyticError, compiled_cost
 from ..roofline import COL, RESOURCES, TENSOR_DTYPES, WORK_COLUMNS, Projected, SpecTable, project_work, spec_ceiling
 from .models import Model
-from .phases import OpCall, plan
+from .phases import OpCall, dim_parts, dim_value, plan
+from .precision import FP8, Precision, as_precision
 
 ADDITIVE = np.array([c not in ("working_set",) for c in WORK_COLUMNS])
 COMPUTE_RESOURCES = ("tensor", "vector", "special_function")
@@ -62,7 +73,7 @@ def _term_columns(key: str) -> tuple[int, ...]:
     raise KeyError(f"cost term {key!r} has no work column")
 
 
-LIVE_TERMS = ("read.activations", "write.activations")
+LIVE_TERMS = ("read.activations", "write.activations", "write.intermediates", "extra_write.intermediates")
 SAVED_TERMS = ("write.activations", "write.intermediates", "extra_write.intermediates")
 
 
@@ -76,6 +87,8 @@ class _Call:
     saved: tuple
     checks: tuple  # (who, constraint): the op's and the implementation's, over the dims this cost uses
     dims: tuple  # the compiled cost's dimensions, in call order
+    dtype: str  # the dtype this call runs at (precision.Precision.op_dtype)
+    weights: tuple  # term indices of read.weights
 
 
 @dataclass(frozen=True)
@@ -88,39 +101,26 @@ class CompiledPlan:
         return len(self.calls)
 
 
-def _dim_arg(v) -> tuple:
-    """A plan dimension as (grid variable or None, constant or multiplier, round up to a multiple of)."""
-    if isinstance(v, str):
-        return (v, 1, 1)
-    if isinstance(v, tuple):
-        return v
-    return (None, v, 1)
-
-
 @functools.lru_cache(maxsize=1024)
-def compile_plan(calls: tuple[OpCall, ...], dtype: str) -> CompiledPlan:
+def compile_plan(calls: tuple[OpCall, ...], dtype: str | Precision) -> CompiledPlan:
+    prec = as_precision(dtype)
     out = []
     for c in calls:
-        cc = compiled_cost(c.op, c.impl, c.mode, dtype)
+        d_call = prec.op_dtype(c.op, c.impl, c.mode)
+        cc = compiled_cost(c.op, c.impl, c.mode, d_call, state_dtype=prec.state, kv_dtype=prec.kv)
         dims = c.dim_map()
         args = []
         for d in cc.dims:
             if d not in dims:
                 raise KeyError(f"plan call {c.label}: op {c.op} needs dimension {d}")
-            args.append(_dim_arg(dims[d]))
+            args.append(dim_parts(dims[d]))
         cols = tuple((i, col) for i, k in enumerate(cc.keys) for col in _term_columns(k))
         live = tuple(i for i, k in enumerate(cc.keys) if k in LIVE_TERMS)
         saved = tuple(i for i, k in enumerate(cc.keys) if k in SAVED_TERMS)
+        weights = tuple(i for i, k in enumerate(cc.keys) if k == "read.weights")
         checks = cc.constraints  # the op's and the implementation's, over dims this cost uses
-        out.append(_Call(c, cc.fn, tuple(args), cols, live, saved, checks, cc.dims))
+        out.append(_Call(c, cc.fn, tuple(args), cols, live, saved, checks, cc.dims, d_call, weights))
     return CompiledPlan(tuple(out), np.array([c.count for c in calls], dtype=float))
-
-
-def _value(grid: dict, var: str | None, mult, step: int):
-    if var is None:
-        return mult
-    v = grid[var]
-    return (np.ceil(v / step) * step if step != 1 else v) * mult
 
 
 def phase_grid(phase: str, batch, length) -> dict:
@@ -134,29 +134,41 @@ def phase_grid(phase: str, batch, length) -> dict:
 def call_shape(call: OpCall, phase: str, batch: float, length: float) -> dict[str, float]:
     """The dimensions of one plan call at one (batch, length) point, as ``evaluate_plan`` costs them."""
     grid = phase_grid(phase, float(batch), float(length))
-    return {d: float(_value(grid, *_dim_arg(v))) for d, v in call.dims}
+    return {d: float(dim_value(grid, *dim_parts(v))) for d, v in call.dims}
+
+
+@dataclass(frozen=True)
+class CallBytes:
+    """Per single call [n_calls, *shape]: live set (LIVE_TERMS), saved for backward (SAVED_TERMS) and
+    weight bytes read (read.weights)."""
+
+    live: np.ndarray
+    saved: np.ndarray
+    weights: np.ndarray
 
 
 def evaluate_plan(cp: CompiledPlan, grid: dict[str, np.ndarray], shape: tuple[int, ...]):
-    """Work [n_calls, n_cols, *shape] (x multiplicity), live and saved activation bytes [n_calls, *shape]
-    (per single call)."""
+    """Work [n_calls, n_cols, *shape] (x multiplicity) and the per-call ``CallBytes``. A call with a
+    zero dimension (the part of a windowed attention beyond the window, for a prompt within it) does
+    not run: its work is zero, launches included."""
     W = np.zeros((cp.n, len(WORK_COLUMNS)) + shape)
-    live = np.zeros((cp.n,) + shape)
-    saved = np.zeros((cp.n,) + shape)
+    per = {k: np.zeros((cp.n,) + shape) for k in ("live", "saved", "weights")}
     for i, c in enumerate(cp.calls):
-        args = [_value(grid, v, m, step) for v, m, step in c.args]
+        args = [dim_value(grid, *a) for a in c.args]
         for who, k in c.checks:
             if not np.all(k.check(*(args[c.dims.index(d)] for d in k.dims))):
                 raise AnalyticError(f"{c.call.label}: {who}: {k.message}")
+        runs = np.ones(shape)
+        for a in args:
+            runs = runs * (np.asarray(a) > 0)
         vals = c.fn(*args)
         for ti, col in c.cols:
-            W[i, col] += vals[ti]
-        for ti in c.live:
-            live[i] += vals[ti]
-        for ti in c.saved:
-            saved[i] += vals[ti]
+            W[i, col] += vals[ti] * runs
+        for key, terms in (("live", c.live), ("saved", c.saved), ("weights", c.weights)):
+            for ti in terms:
+                per[key][i] += vals[ti] * runs
     W[:, ADDITIVE] *= cp.counts.reshape((-1, 1) + (1,) * len(shape))
-    return W, live, saved
+    return W, CallBytes(**per)
 
 
 @dataclass
@@ -186,6 +198,7 @@ class GridResult:
     call_work: np.ndarray | None = None  # [n_calls, n_cols, nb, nl]
     energy_j: np.ndarray | None = None
     energy_note: list[str] = field(default_factory=list)
+    precision: Precision = field(default_factory=Precision)
 
     @property
     def tokens_per_s(self) -> np.ndarray:
@@ -197,15 +210,17 @@ class GridResult:
         return names[self.bottleneck]
 
 
-def _activation_bytes(model: Model, phase: str, dtype: str, recompute: bool, grid, shape, live, impls):
+def _activation_bytes(model: Model, phase: str, prec: Precision, recompute: bool, grid, shape, live, impls):
+    e = nbytes(prec.base)
     if phase != "train":
-        return live.max(axis=0)
-    fwd = compile_plan(plan(model, "prefill", impls, logits="all"), dtype)
-    _, _, saved = evaluate_plan(fwd, grid, shape)
+        residual = grid["batch"] * grid["tokens"] * model.d_model * e
+        return live.max(axis=0) + residual
+    fwd = compile_plan(plan(model, "prefill", impls, logits="all"), prec)
+    _, fwd_bytes = evaluate_plan(fwd, grid, shape)
+    saved = fwd_bytes.saved
     per_call = saved * fwd.counts.reshape((-1,) + (1,) * len(shape))
     if not recompute:
         return per_call.sum(axis=0)
-    e = nbytes(dtype)
     inputs = np.zeros(shape)
     per_block = {}
     for i, c in enumerate(fwd.calls):
@@ -220,22 +235,38 @@ def _activation_bytes(model: Model, phase: str, dtype: str, recompute: bool, gri
     return inputs + biggest
 
 
-def memory_by_class(model: Model, phase: str, dtype: str, recompute: bool, grid, shape, live, impls):
-    e = nbytes(dtype)
+def _fp8_weight_elements(model: Model, cp: CompiledPlan, weights: np.ndarray) -> np.ndarray:
+    """Weight elements read by the fp8 calls (1 byte each), once per weight instance (a shared block's
+    weights once however often it runs)."""
+    total = np.zeros(weights.shape[1:])
+    for i, c in enumerate(cp.calls):
+        if c.dtype != FP8:
+            continue
+        shared = c.call.block and model.block(c.call.block).shared
+        total = total + weights[i] / nbytes(FP8) * (c.call.count / c.call.instances if shared else c.call.count)
+    return total
+
+
+def memory_by_class(model: Model, phase: str, dtype: str | Precision, recompute: bool, grid, shape,
+                    call_bytes: CallBytes, impls, cp: CompiledPlan):
+    prec = as_precision(dtype)
+    e = nbytes(prec.base)
     zeros = np.zeros(shape)
     batch = grid["batch"]
-    mem = {"weights": zeros + model.params * e}
+    fp8 = _fp8_weight_elements(model, cp, call_bytes.weights)
+    mem = {"weights": zeros + (model.params - fp8) * e + fp8 * nbytes(FP8)}
     if phase == "prefill":
-        mem["kv_cache"] = zeros + model.kv_bytes_per_token(dtype) * batch * grid["tokens"]
+        mem["kv_cache"] = zeros + model.kv_cache_bytes(prec.kv, grid["tokens"]) * batch
     elif phase == "decode":
-        mem["kv_cache"] = zeros + model.kv_bytes_per_token(dtype) * batch * (grid["keys"] + 1)
+        mem["kv_cache"] = zeros + model.kv_cache_bytes(prec.kv, grid["keys"] + 1) * batch
     else:
         mem["kv_cache"] = zeros
-    mem["state"] = zeros + (model.state_bytes_per_sequence(dtype) * batch if phase != "train" else 0)
-    mem["activations"] = zeros + _activation_bytes(model, phase, dtype, recompute, grid, shape, live, impls)
+    mem["state"] = zeros + (model.state_bytes_per_sequence(prec.state) * batch if phase != "train" else 0)
+    mem["activations"] = zeros + _activation_bytes(model, phase, prec, recompute, grid, shape, call_bytes.live,
+                                                   impls)
     if phase == "train":
         mem["gradients"] = zeros + model.params * e
-        mem["optimizer"] = zeros + model.params * (8 if dtype == "fp32" else 12)
+        mem["optimizer"] = zeros + model.params * (8 if prec.base == "fp32" else 12)
     return mem
 
 
@@ -275,7 +306,7 @@ def _energy(W: np.ndarray, table: SpecTable, time_s: np.ndarray):
 
 
 def analyze(model: Model, phase: str, table: SpecTable, batch: Sequence[int], length: Sequence[float], *,
-            dtype: str = "bf16", launch: str | None = None, bytes_basis: str = "executed",
+            dtype: str | Precision = "bf16", launch: str | None = None, bytes_basis: str = "executed",
             impls: dict | None = None, recompute: bool = False, logits: str = "last",
             keep_calls: bool = False, energy: bool = False) -> GridResult:
     """Analyze ``model`` in ``phase`` over every (batch, length) pair on every spec of ``table``.
@@ -285,20 +316,21 @@ def analyze(model: Model, phase: str, table: SpecTable, batch: Sequence[int], le
     launches otherwise.
     """
     launch = launch or ("graph" if phase == "decode" else "eager")
+    prec = as_precision(dtype)
     calls = plan(model, phase, impls, recompute, logits)
-    cp = compile_plan(calls, dtype)
+    cp = compile_plan(calls, prec)
     b = np.asarray(batch, dtype=float).reshape(-1, 1)
     ln = np.asarray(length, dtype=float).reshape(1, -1)
     shape = (b.shape[0], ln.shape[1])
     grid = phase_grid(phase, b, ln)
-    W, live, _ = evaluate_plan(cp, grid, shape)
+    W, call_bytes = evaluate_plan(cp, grid, shape)
     proj = project_work(np.moveaxis(W, 1, 0), table, launch, bytes_basis)  # [S, n_calls, nb, nl]
     time_s = proj.bound.sum(axis=1)
     sum_s = proj.sum.sum(axis=1)
     shares = np.stack([np.where(proj.bottleneck == r, proj.bound, 0).sum(axis=1) for r in range(len(RESOURCES))])
     bottleneck = np.where(np.isnan(time_s), -1, shares.argmax(axis=0))
 
-    mem = memory_by_class(model, phase, dtype, recompute, grid, shape, live, impls)
+    mem = memory_by_class(model, phase, prec, recompute, grid, shape, call_bytes, impls, cp)
     total = sum(mem.values())
     cap = table.dram_bytes.reshape(-1, 1, 1)
     fits = ~(total[None] > cap)  # unknown capacity (NaN) compares False: not flagged
@@ -308,9 +340,9 @@ def analyze(model: Model, phase: str, table: SpecTable, batch: Sequence[int], le
     for s in range(len(table.specs)):
         names = [r for r in RESOURCES if bool(proj.unbounded[r][s].any())]
         not_bounded.append(names)
-    res = GridResult(model, phase, dtype, launch, bytes_basis, table, np.asarray(batch), np.asarray(length),
+    res = GridResult(model, phase, prec.dtype, launch, bytes_basis, table, np.asarray(batch), np.asarray(length),
                      time_s, sum_s, bottleneck, shares, mem, total, fits, ~np.isnan(table.dram_bytes),
-                     tokens, not_bounded)
+                     tokens, not_bounded, precision=prec)
     if keep_calls:
         res.calls, res.call_proj, res.call_work = cp, proj, W
     if energy:

@@ -6,6 +6,11 @@ Supported ``model_type`` values and the transformers config class whose keys are
 ``qwen2`` and ``mistral`` (LlamaConfig / Qwen2Config / MistralConfig). A ``config.json`` of the
 original mamba_ssm checkpoints (``d_model``, ``n_layer``, ``ssm_cfg``, no ``model_type``) is read too.
 
+Sliding-window attention (Mistral's ``sliding_window``; Qwen2's ``use_sliding_window``,
+``sliding_window`` and ``max_window_layers``; per-layer ``layer_types`` of 'sliding_attention' /
+'full_attention', as Gemma-3 and recent configs write them) becomes an attention block with a
+``window`` on the layers it applies to (``_layer_windows``).
+
 Size keys (width, layers, heads, vocabulary, state size) are required: a missing one is an error naming
 the key. Keys that transformers fills from its class defaults when a config.json omits them are taken
 from the same defaults, listed in ``_DEFAULTS`` per model type (values as in transformers' config
@@ -43,9 +48,11 @@ _DEFAULTS = {
     "zamba2": {"mamba_d_state": 64, "mamba_d_conv": 4, "mamba_expand": 2, "mamba_ngroups": 1, "chunk_size": 256,
                "hidden_act": "gelu", "num_mem_blocks": 1, "tie_word_embeddings": True},
     "llama": {"tie_word_embeddings": False, "attention_bias": False},
-    "qwen2": {"tie_word_embeddings": False, "attention_bias": True},
-    "mistral": {"tie_word_embeddings": False, "attention_bias": False},
+    "qwen2": {"tie_word_embeddings": False, "attention_bias": True, "use_sliding_window": False,
+              "sliding_window": 4096, "max_window_layers": 28},
+    "mistral": {"tie_word_embeddings": False, "attention_bias": False, "sliding_window": 4096},
 }
+LAYER_TYPES = {"full_attention": None, "sliding_attention": "window"}
 
 _ACT = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_pytorch_tanh": "gelu", "gelu_new": "gelu",
         "relu2": "relu2"}
@@ -218,12 +225,48 @@ def _zamba2(c: _Config) -> dict:
     return {"family": "hybrid", "d_model": D, "blocks": blocks, "layers": _runs(seq)}
 
 
-def _llama(c: _Config) -> dict:
-    D = c.int("hidden_size")
-    blocks = {"attn": _attn(c, qkv_bias=bool(c.get("attention_bias"))),
-              "mlp": {"kind": "mlp", "d_ff": c.int("intermediate_size"), "activation": "silu", "gated": True}}
-    return {"family": "transformer", "d_model": D, "blocks": blocks,
-            "layers": [{"repeat": c.int("num_hidden_layers"), "blocks": ["attn", "mlp"]}]}
+def _window_size(c: _Config) -> int | None:
+    """``sliding_window``: an explicit null means none; absent, the class default (Mistral, Qwen2: 4096)."""
+    w = c.data["sliding_window"] if "sliding_window" in c.data else c.defaults.get("sliding_window")
+    if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w <= 0):
+        raise ModelError(f"{c.where}: 'sliding_window' must be a positive integer or null, got {w!r}")
+    return w
+
+
+def _layer_windows(c: _Config, model_type: str, n: int) -> list[int | None]:
+    """The sliding window of each layer (None: full attention), as transformers reads the config:
+    ``layer_types`` when given (Gemma-3, recent Qwen2 / Mistral configs: 'sliding_attention' or
+    'full_attention' per layer); else Qwen2's ``use_sliding_window`` with the window on layers
+    >= ``max_window_layers`` (Qwen2Config); else Mistral's ``sliding_window`` on every layer."""
+    types = c.data.get("layer_types")
+    if types is not None:
+        if not isinstance(types, list) or len(types) != n or any(t not in LAYER_TYPES for t in types):
+            raise ModelError(f"{c.where}: layer_types must list {n} entries of {' or '.join(map(repr, LAYER_TYPES))}")
+        w = _window_size(c) if "sliding_attention" in types else None
+        if "sliding_attention" in types and w is None:
+            raise ModelError(f"{c.where}: layer_types has 'sliding_attention' layers but 'sliding_window' is null")
+        return [w if LAYER_TYPES[t] else None for t in types]
+    if model_type == "qwen2":
+        if not c.get("use_sliding_window"):
+            return [None] * n
+        w, first = _window_size(c), c.get("max_window_layers")
+        return [w if i >= first else None for i in range(n)]
+    if model_type == "mistral":
+        return [_window_size(c)] * n
+    return [None] * n
+
+
+def _llama(c: _Config, model_type: str) -> dict:
+    D, n = c.int("hidden_size"), c.int("num_hidden_layers")
+    attn = _attn(c, qkv_bias=bool(c.get("attention_bias")))
+    blocks = {"mlp": {"kind": "mlp", "d_ff": c.int("intermediate_size"), "activation": "silu", "gated": True}}
+    windows = _layer_windows(c, model_type, n)
+    seq = []
+    for w in windows:
+        name = "attn" if w is None else "attn_swa"  # one block per window: occurrences share its shape
+        blocks[name] = attn if w is None else {**attn, "window": w}
+        seq.append([name, "mlp"])
+    return {"family": "transformer", "d_model": D, "blocks": blocks, "layers": _runs(seq)}
 
 
 def _mamba_ssm(c: _Config) -> dict:
@@ -262,8 +305,8 @@ def _mamba_ssm(c: _Config) -> dict:
 
 
 _BUILDERS = {"mamba": lambda c: _mamba(c, False), "falcon_mamba": lambda c: _mamba(c, True), "mamba2": _mamba2,
-             "jamba": _jamba, "nemotron_h": _nemotron_h, "zamba2": _zamba2, "llama": _llama, "qwen2": _llama,
-             "mistral": _llama}
+             "jamba": _jamba, "nemotron_h": _nemotron_h, "zamba2": _zamba2, "llama": lambda c: _llama(c, "llama"),
+             "qwen2": lambda c: _llama(c, "qwen2"), "mistral": lambda c: _llama(c, "mistral")}
 
 
 def _slug(text: str) -> str:

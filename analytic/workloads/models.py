@@ -15,10 +15,16 @@ What this module counts (the op-level costs live in ``phases.py`` and ``ops/``):
   its weights once however often it runs. MoE **active** parameters count the router and top_k of
   the experts.
 - **KV cache**: only attention blocks, one cache per occurrence in the layer sequence:
-  2 (K and V) x kv_heads x head_dim elements per token at the model dtype.
-- **recurrent state per sequence**: only SSM blocks: the conv state (channels x d_conv at the model
-  dtype) and the SSM state at ``conventions.STATE_DTYPE`` (fp32): Mamba-1 E x N; Mamba-2 H x P x N;
-  Mamba-3 H x P x N plus its k (rank x H x N), v (H x P) and rotary-angle (H x angles) states.
+  2 (K and V) x kv_heads x head_dim elements per token at the KV-cache dtype. A block with a sliding
+  ``window`` W (Mistral, Qwen2, Gemma-style local attention) keeps only the last W tokens: per
+  sequence min(tokens, W) tokens (``kv_cache_bytes``).
+- **recurrent state per sequence**: only SSM blocks, at the state dtype, which defaults to the model
+  dtype as mamba-ssm allocates it (``allocate_inference_cache`` of ``mamba_ssm/modules/mamba_simple.py``
+  and ``mamba2.py``: conv state at ``conv1d.weight.dtype``, SSM state at ``dt_proj`` / ``in_proj``
+  weight dtype, "ssm_dtype = torch.float32" left commented out); fp32 is an explicit choice. The
+  conv state (channels x d_conv) and the SSM state: Mamba-1 E x N; Mamba-2 H x P x N; Mamba-3 its k
+  (rank x H x N) and v (H x P) states at the state dtype, plus H x P x N SSM and rotary-angle
+  (H x angles) states that ``mamba_ssm/modules/mamba3.py`` always allocates in fp32.
 
 Not counted: RoPE tables (computed, not stored), LoRA adapters of Zamba2's shared blocks (rank 128,
 under 2% of a shared block's weights), dropout.
@@ -32,12 +38,17 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Literal, Union
 
+import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, model_validator
 
 from ...errors import UserError
 from ...files import UniqueKeyLoader, read_user_text
-from ..conventions import STATE_DTYPE, nbytes
+from ..conventions import nbytes
+
+# Mamba-3's SSM and rotary-angle states: torch.float32 whatever the model dtype
+# (mamba_ssm/modules/mamba3.py, allocate_inference_cache).
+MAMBA3_FIXED_STATE_DTYPE = "fp32"
 
 SCHEMA_VERSION = 1
 FAMILIES = ("mamba1", "mamba2", "mamba3", "hybrid", "transformer")
@@ -71,7 +82,7 @@ class _Block(_Strict):
     def kv_elements_per_token(self) -> int:
         return 0
 
-    def state_bytes(self, d_model: int, dtype: str) -> int:
+    def state_bytes(self, d_model: int, state_dtype: str) -> int:
         return 0
 
 
@@ -100,9 +111,9 @@ class Mamba1(_Block):
             p += 2 * N + R
         return p
 
-    def state_bytes(self, d_model: int, dtype: str) -> int:
+    def state_bytes(self, d_model: int, state_dtype: str) -> int:
         E = self.d_inner(d_model)
-        return E * self.d_conv * nbytes(dtype) + E * self.d_state * nbytes(STATE_DTYPE)
+        return (E * self.d_conv + E * self.d_state) * nbytes(state_dtype)
 
 
 class Mamba2(_Block):
@@ -132,9 +143,9 @@ class Mamba2(_Block):
         Cc = self.conv_channels(d_model)
         return D + D * self.in_proj_out(d_model) + Cc * self.d_conv + Cc + 3 * H + E + E * D
 
-    def state_bytes(self, d_model: int, dtype: str) -> int:
+    def state_bytes(self, d_model: int, state_dtype: str) -> int:
         H, P, N = self.heads(d_model), self.headdim, self.d_state
-        return self.conv_channels(d_model) * self.d_conv * nbytes(dtype) + H * P * N * nbytes(STATE_DTYPE)
+        return (self.conv_channels(d_model) * self.d_conv + H * P * N) * nbytes(state_dtype)
 
 
 class Mamba3(_Block):
@@ -172,9 +183,10 @@ class Mamba3(_Block):
             p += 3 * H * M * P  # mimo_x, mimo_z, mimo_o
         return p + E * D
 
-    def state_bytes(self, d_model: int, dtype: str) -> int:
+    def state_bytes(self, d_model: int, state_dtype: str) -> int:
         H, P, N, M = self.heads(d_model), self.headdim, self.d_state, self.mimo_rank
-        return (H * P * N + M * H * N + H * P + H * self.rope_angles()) * nbytes(STATE_DTYPE)
+        fixed = (H * P * N + H * self.rope_angles()) * nbytes(MAMBA3_FIXED_STATE_DTYPE)
+        return fixed + (M * H * N + H * P) * nbytes(state_dtype)
 
 
 class Attention(_Block):
@@ -185,6 +197,7 @@ class Attention(_Block):
     d_in: PositiveInt | None = None  # input width when it differs from d_model (Zamba2: 2 x d_model)
     qkv_bias: bool = False
     out_bias: bool = False
+    window: PositiveInt | None = None  # sliding window: each query attends its last `window` keys
 
     @model_validator(mode="after")
     def _gqa(self):
@@ -206,6 +219,10 @@ class Attention(_Block):
 
     def kv_elements_per_token(self) -> int:
         return 2 * self.kv_heads * self.head_dim
+
+    def cached_tokens(self, tokens):
+        """Tokens of a sequence of ``tokens`` this block's cache keeps (ints or arrays)."""
+        return tokens if self.window is None else np.minimum(tokens, self.window)
 
 
 class MLP(_Block):
@@ -387,12 +404,29 @@ class Model:
         return self.params * nbytes(dtype)
 
     def kv_bytes_per_token(self, dtype: str) -> int:
-        """KV-cache bytes one sequence adds per token: attention blocks only."""
+        """KV-cache bytes one sequence adds per token: attention blocks only (windowed blocks add
+        these only up to their window; ``kv_cache_bytes`` applies it)."""
         return sum(n * self.block(b).kv_elements_per_token() for b, n in self.block_counts.items()) * nbytes(dtype)
 
-    def state_bytes_per_sequence(self, dtype: str) -> int:
-        """Conv + SSM state bytes one sequence holds: SSM blocks only (independent of length)."""
-        return sum(n * self.block(b).state_bytes(self.d_model, dtype) for b, n in self.block_counts.items())
+    def kv_cache_bytes(self, dtype: str, tokens):
+        """KV-cache bytes of one sequence of ``tokens`` tokens: per attention block min(tokens, window)
+        tokens (all of them without a window). Ints or numpy arrays."""
+        return sum(n * self.block(b).kv_elements_per_token() * self.block(b).cached_tokens(tokens)
+                   for b, n in self.block_counts.items() if self.block(b).kind == "attention") * nbytes(dtype)
+
+    def windowed_attention(self) -> dict[str, tuple[int, tuple[int, ...]]]:
+        """{block: (window, layer indices)} of the attention blocks with a sliding window."""
+        out = {}
+        for b in self.block_counts:
+            blk = self.block(b)
+            if blk.kind == "attention" and blk.window is not None:
+                out[b] = (blk.window, tuple(i for i, layer in enumerate(self.layer_sequence) if b in layer))
+        return out
+
+    def state_bytes_per_sequence(self, state_dtype: str) -> int:
+        """Conv + SSM state bytes one sequence holds at ``state_dtype``: SSM blocks only (independent of
+        length; Mamba-3's SSM and angle states stay fp32, see the module docstring)."""
+        return sum(n * self.block(b).state_bytes(self.d_model, state_dtype) for b, n in self.block_counts.items())
 
     def summary(self) -> dict:
         s = self.spec

@@ -31,6 +31,16 @@ Ops per block (dims in the op's letters; E = expand x D):
   64 / M tokens): the kernels compute the last, partial chunk as a full tile.
 - attention: norm(d_in), qkv linear(d_in -> (H + 2G) P), attention_causal(H, G, P; L = tokens,
   S = keys), o_proj linear(H P -> D). RoPE is not counted (elementwise on q and k, < 1% of the block).
+- attention with a sliding window W (``Attention.window``): query i (0-based) attends keys
+  i - W + 1 .. i, i.e. min(i + 1, W) keys. Decode at context S: keys = min(S, W). Prefill (and
+  training) of L tokens: score entries per (batch, head) = the causal triangle L^2 / 2 for L <= W,
+  and W^2 / 2 + (L - W) W beyond (each query past the first W attends W keys; the diagonal's extra
+  convention as in ``conventions.CAUSAL_FRACTION``). The attention ops have no windowed rule, so this
+  is a sum of existing op calls: ``attention_causal`` with L = S = min(L, W) (the first W tokens,
+  causal) plus ``attention_full`` (label ``.attention_beyond_window``) with L = max(L - W, 0) queries
+  against S = W keys (a call with a zero dimension does not run). FLOPs and q / o bytes are exact;
+  the two calls read the K/V of 2W keys where a windowed kernel (FlashAttention's ``window_size``)
+  reads each of the L keys' K/V once, one launch instead of two.
 - mlp: norm(D), then the op of the block's (activation, gated) pair, ``MLP_OPS`` (D, F): ``mlp`` (GELU),
   ``mlp_relu2`` (Nemotron-H's ReLU^2), ``gated_mlp`` (SwiGLU), ``gated_mlp_geglu`` (Zamba2's GeGLU); any
   other pair is an error naming these.
@@ -48,6 +58,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from typing import Any, Mapping
+
+import numpy as np
 
 from ..registry import AnalyticError, get_op
 from .models import MLP, Attention, Linear, Mamba1, Mamba2, Mamba3, Model, MoE
@@ -89,7 +101,33 @@ def mlp_op(activation: str, gated: bool) -> str:
         raise AnalyticError(f"MLP activation {activation!r} ({'gated' if gated else 'not gated'}) has no cost "
                             f"rule; valid: {valid}") from None
 
-Dim = Any  # int constant, a grid variable name, or (grid variable, multiplier, round up to a multiple of)
+# A dimension of a call: an int constant, a grid variable name, (grid variable, multiplier, round up
+# to a multiple of), or (grid variable, multiplier, round up to, minus, at most): the value
+# min(max(rounded - minus, 0), at most) x multiplier (``at most`` None: no cap); windows use the last.
+Dim = Any
+
+
+def dim_parts(v: Dim) -> tuple:
+    """A plan dimension as (grid variable or None, constant or multiplier, round up to, minus, at most)."""
+    if isinstance(v, str):
+        return (v, 1, 1, 0, None)
+    if isinstance(v, tuple):
+        return v + (0, None) if len(v) == 3 else v
+    return (None, v, 1, 0, None)
+
+
+def dim_value(grid: Mapping[str, Any], var: str | None, mult, step: int, minus: int = 0, cap: int | None = None):
+    """The value of a dimension (``dim_parts``) on ``grid``: scalars or numpy arrays."""
+    if var is None:
+        return mult
+    v = grid[var]
+    if step != 1:
+        v = np.ceil(v / step) * step
+    if minus:
+        v = np.maximum(v - minus, 0)
+    if cap is not None:
+        v = np.minimum(v, cap)
+    return v * mult
 
 
 @dataclass(frozen=True)
@@ -157,6 +195,21 @@ class _Builder:
         """Tokens rounded up to whole chunks: chunked kernels compute the last, partial chunk in full."""
         return 1 if self.tokens == 1 else ("tokens", 1, chunk)
 
+    def attention(self, name: str, n: int, blk: Attention) -> None:
+        """The attention op calls of a block; with a window, the sum of the module docstring."""
+        heads = {"H": blk.heads, "G": blk.kv_heads, "P": blk.head_dim}
+        W = blk.window
+        if W is None:
+            self.add(f"{name}.attention", name, n, "attention_causal", {"S": "keys", **heads})
+            return
+        if self.tokens == 1:
+            self.add(f"{name}.attention", name, n, "attention_causal", {"S": ("keys", 1, 1, 0, W), **heads})
+            return
+        self.add(f"{name}.attention", name, n, "attention_causal", {"S": ("keys", 1, 1, 0, W), **heads},
+                 tokens=("tokens", 1, 1, 0, W))
+        self.add(f"{name}.attention_beyond_window", name, n, "attention_full", {"S": W, **heads},
+                 tokens=("tokens", 1, 1, W, None), impl=self.impls.get("attention_causal"))
+
     def block(self, name: str, n: int) -> None:
         blk, D = self.model.block(name), self.model.d_model
         if isinstance(blk, Mamba1):
@@ -195,7 +248,7 @@ class _Builder:
             Din, H, G, P = blk.width_in(D), blk.heads, blk.kv_heads, blk.head_dim
             self.norm(name, name, n, Din)
             self.add(f"{name}.qkv_proj", name, n, "linear", {"I": Din, "O": (H + 2 * G) * P})
-            self.add(f"{name}.attention", name, n, "attention_causal", {"S": "keys", "H": H, "G": G, "P": P})
+            self.attention(name, n, blk)
             self.add(f"{name}.o_proj", name, n, "linear", {"I": H * P, "O": D})
         elif isinstance(blk, MLP):
             self.norm(name, name, n, D)

@@ -26,6 +26,7 @@ from ...errors import UserError
 from ..roofline import COL, LABEL, RESOURCES, TENSOR_DTYPES, SpecTable, describe, not_bounded_reasons
 from .evaluate import COMPUTE_RESOURCES, GridResult, analyze, call_shape
 from .models import Model
+from .precision import Precision
 
 ADAM_NOTE = ("train memory assumes Adam with fp32 moments (8 B/parameter) and an fp32 master copy "
              "(4 B/parameter) unless the dtype is fp32; gradients at the dtype")
@@ -80,7 +81,7 @@ def _op_rows(res: GridResult) -> list[dict]:
         ws = float(w[COL["working_set"]])
         rows.append({
             "label": c.call.label, "block": c.call.block or None, "op": c.call.op, "impl": c.call.impl,
-            "mode": c.call.mode, "count": c.call.count, "dims": {k: v for k, v in c.call.dims},
+            "mode": c.call.mode, "dtype": c.dtype, "count": c.call.count, "dims": {k: v for k, v in c.call.dims},
             "shape": {k: int(v) if v.is_integer() else v
                       for k, v in call_shape(c.call, res.phase, res.batch[0], res.length[0]).items()},
             "flops_tensor": by_dtype, "flops_vector": float(w[COL["vector"]]),
@@ -126,8 +127,42 @@ def _layer_rows(res: GridResult, ops: list[dict], total: float | None) -> list[d
     return rows
 
 
+def _layers_text(layers: tuple[int, ...]) -> str:
+    """Layer indices as ranges: 0-3, 8, 10-11."""
+    runs: list[list[int]] = []
+    for i in layers:
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def model_notes(model: Model, res: GridResult, ops: list[dict]) -> list[str]:
+    """What the prediction assumed about windows and dtypes, one sentence each."""
+    notes = []
+    for block, (window, layers) in model.windowed_attention().items():
+        notes.append(f"sliding-window attention: block {block} attends the last {window} tokens on layers "
+                     f"{_layers_text(layers)} (of {len(model.layer_sequence)}): its KV cache keeps min(context, "
+                     f"{window}) tokens per sequence, each query attends min(position, {window}) keys.")
+    prec = res.precision
+    if prec.dtype == "fp8":
+        at = {}
+        for o in ops:
+            at.setdefault(o["dtype"], []).append(o["label"])
+        notes.append("--dtype fp8 applies where an op has an fp8 rule: "
+                     + "; ".join(f"{d}: {', '.join(labels)}" for d, labels in at.items()) + ".")
+    if model.count_kind("attention"):
+        notes.append(f"KV cache at {prec.kv} ({prec.describe()['kv_dtype_source']}).")
+    if model.count_kind("mamba1", "mamba2", "mamba3"):
+        fixed = (" (Mamba-3's SSM and angle states fp32, as mamba-ssm allocates them)"
+                 if model.count_kind("mamba3") else "")
+        notes.append(f"recurrent (conv + SSM) state at {prec.state} ({prec.describe()['state_dtype_source']}){fixed}.")
+    return notes
+
+
 def predict(model: Model, spec, phase: str, batch: int, seqlen: int, context: int | None = None, *,
-            dtype: str = "bf16", prefer: str = "measured", launch: str | None = None,
+            dtype: str | Precision = "bf16", prefer: str = "measured", launch: str | None = None,
             bytes_basis: str = "executed", impls: dict | None = None, recompute: bool = False,
             logits: str = "last", with_searches: bool = True) -> dict:
     """The prediction for one point, as plain data (see the module docstring)."""
@@ -190,7 +225,7 @@ def predict(model: Model, spec, phase: str, batch: int, seqlen: int, context: in
         "on_chip_capacity_bytes": sc.on_chip_capacity(),
         "launch_regime": res.launch, "bytes_basis": bytes_basis,
     }
-    notes = []
+    notes = model_notes(model, res, ops)
     if phase == "decode":
         regimes = {}
         for regime in ("eager", "graph"):
@@ -220,7 +255,8 @@ def predict(model: Model, spec, phase: str, batch: int, seqlen: int, context: in
         "model": model.summary(),
         "spec": {"id": spec.id, "name": spec.name, "prefer": prefer, "hypothetical": spec.hypothetical,
                  "ceilings": ceilings_used(table, res.launch)},
-        "phase": phase, "batch": batch, "seqlen": seqlen, "context": context, "dtype": dtype,
+        "phase": phase, "batch": batch, "seqlen": seqlen, "context": context, "dtype": res.precision.dtype,
+        "precision": res.precision.describe(),
         "recompute": recompute, "total": total, "layers": _layer_rows(res, ops, t), "ops": ops,
         "units": {"time": "s", "bytes": "B", "flops": "FLOP", "energy": "J", "intensity": "FLOP/B",
                   "tokens_per_s": "tokens/s"},

@@ -24,7 +24,8 @@ from ..output import print_json, print_table, si
 
 DEFAULT_MODEL = "mamba2-2.7b"
 DEFAULT_SPEC = "h200-sxm"
-DTYPE_CHOICES = ("bf16", "fp16", "fp32")  # one dtype for every op: norms and scans have no fp8 rule
+# fp8 runs the ops with an fp8 rule at fp8 and the others at bf16 (analytic/workloads/precision.py)
+DTYPE_CHOICES = ("bf16", "fp16", "fp32", "fp8")
 TABLE_WIDTH = 150  # the per-op table has ten columns of numbers with units
 
 
@@ -85,6 +86,27 @@ def common_options(p: argparse.ArgumentParser) -> None:
                    help="device-memory bytes that bound time: as executed by the implementation, or compulsory")
 
 
+# storage precision (KV cache, recurrent state) ------------------------------------------------------
+
+STORAGE_DTYPE_CHOICES = ("fp32", "bf16", "fp16", "fp8")
+
+
+def precision_options(p: argparse.ArgumentParser) -> None:
+    """--kv-dtype and --state-dtype (predict, sweep): the dtypes of the KV cache and the SSM state."""
+    p.add_argument("--kv-dtype", default=None, choices=STORAGE_DTYPE_CHOICES,
+                   help="KV-cache dtype (memory and the bytes decode attention reads); default: the ops' dtype "
+                        "(bf16 under --dtype fp8)")
+    p.add_argument("--state-dtype", default=None, choices=STORAGE_DTYPE_CHOICES,
+                   help="conv + SSM state dtype (memory and the decode state read/write); default: the model "
+                        "dtype, as mamba-ssm's allocate_inference_cache keeps it (bf16 under --dtype fp8)")
+
+
+def precision_from_args(args):
+    from ..analytic.workloads.precision import Precision
+    # plot shares predict_from_args without these options: its predictions use the defaults
+    return Precision(args.dtype, getattr(args, "kv_dtype", None), getattr(args, "state_dtype", None))
+
+
 # models -------------------------------------------------------------------------------------------
 
 def cmd_models_list(args) -> int:
@@ -99,7 +121,7 @@ def cmd_models_list(args) -> int:
                   si(r["params"], ""), si(r["active_params"], ""), si(r["kv_cache_bytes_per_token_bf16"], "B"),
                   si(r["state_bytes_per_sequence_bf16"], "B")] for r in rows],
                 caption="KV/token: KV-cache bytes per token; state/seq: conv + SSM state bytes per sequence; "
-                        "at bf16 (SSM state fp32). Parameters: analytic count.")
+                        "at bf16 (Mamba-3's SSM and angle states fp32). Parameters: analytic count.")
     return 0
 
 
@@ -120,7 +142,7 @@ def predict_from_args(args) -> dict:
     from ..analytic.workloads.models import get_model
     from ..analytic.workloads.report import predict
     model, spec = get_model(args.model), get_spec(args.hw)
-    return predict(model, spec, args.phase, args.batch, args.seqlen, args.context, dtype=args.dtype,
+    return predict(model, spec, args.phase, args.batch, args.seqlen, args.context, dtype=precision_from_args(args),
                    prefer=args.prefer, launch=args.launch, bytes_basis=args.bytes_basis,
                    impls=_impls(args.impl), recompute=args.recompute, logits=args.logits)
 
@@ -291,13 +313,15 @@ def cmd_sweep(args) -> int:
     fmt = args.format or ("json" if args.out and args.out.endswith(".json") else "csv")
     t0 = time.perf_counter()
     unsupported: list[str] = []
-    cols = sweep.sweep(models, specs, phases, batches, lengths, dtype=args.dtype, prefer=args.prefer,
+    precision = precision_from_args(args)
+    cols = sweep.sweep(models, specs, phases, batches, lengths, dtype=precision, prefer=args.prefer,
                        launch=args.launch, bytes_basis=args.bytes_basis, unsupported=unsupported)
     elapsed = time.perf_counter() - t0
     for line in unsupported:
         print(f"ssmbench: warning: not costed (rows left empty): {line}", file=sys.stderr)
     meta = {"models": [m.id for m in models], "specs": [s.id for s in specs], "phases": phases,
-            "batches": batches, "lengths": lengths, "dtype": args.dtype, "prefer": args.prefer,
+            "batches": batches, "lengths": lengths, "dtype": args.dtype, "kv_dtype": precision.kv,
+            "state_dtype": precision.state, "prefer": args.prefer,
             "launch": args.launch or "graph for decode, eager otherwise", "bytes_basis": args.bytes_basis,
             "length_meaning": "prompt length (prefill), sequence length (train), context length (decode)",
             "unsupported": unsupported}
@@ -349,6 +373,7 @@ def register(subparsers) -> None:
                    help="with --calibration: the backend whose calibration to use for an op the profile "
                         "calibrates with several (e.g. attention_causal=torch.sdpa.flash), repeatable")
     common_options(p)
+    precision_options(p)
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print JSON")
     fmt.add_argument("--csv", action="store_true", help="print the per-op rows as CSV")
@@ -364,4 +389,5 @@ def register(subparsers) -> None:
     p.add_argument("--format", choices=("csv", "json"), help="default: from --out's suffix, else csv")
     p.add_argument("--out", help="output file (default: stdout)")
     common_options(p)
+    precision_options(p)
     p.set_defaults(func=cmd_sweep)

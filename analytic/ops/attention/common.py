@@ -79,8 +79,9 @@ def q_tensor(dtype: str, name: str = "q", tokens: Any = L) -> Tensor:
     return Tensor(name, "activations", B * H * tokens * P, nbytes(dtype))  # [B, H, L, P]
 
 
-def kv_tensor(name: str, dtype: str, decode: bool = False) -> Tensor:
-    return Tensor(name, "kv_cache" if decode else "activations", B * G * S * P, nbytes(dtype))  # [B, G, S, P]
+def kv_tensor(name: str, dtype: str, decode: bool = False, kv_dtype: str | None = None) -> Tensor:
+    """k or v [B, G, S, P]; in decode the cache, stored at ``kv_dtype`` when given (else ``dtype``)."""
+    return Tensor(name, "kv_cache" if decode else "activations", B * G * S * P, nbytes(kv_dtype or dtype))
 
 
 def o_tensor(dtype: str, name: str = "o", tokens: Any = L) -> Tensor:

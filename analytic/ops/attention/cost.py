@@ -132,31 +132,31 @@ def _naive_bwd(causal: bool, dtype: str) -> Cost:
     return kernel_chain(kernels, [q, k, v, do], [dq, dk, dv])
 
 
-def _naive_rule(causal: bool, mode: str, dtype: str) -> Cost:
+def _naive_rule(causal: bool, mode: str, dtype: str, kv_dtype: str | None = None) -> Cost:
     check_dtype("naive", dtype, NAIVE_DTYPES, "plain PyTorch matmul and softmax; fp8 has no eager path")
     if mode == "fwd":
         return _naive_fwd(causal, dtype)
     if mode == "bwd":
         return _naive_bwd(causal, dtype)
     if mode == "decode":
-        return naive_decode(dtype)
+        return naive_decode(dtype, kv_dtype)
     raise ValueError(mode)
 
 
-def _splitkv(mode: str, dtype: str) -> Cost:
-    return splitkv_rule(mode, dtype)
+def _splitkv(mode: str, dtype: str, kv_dtype: str | None = None) -> Cost:
+    return splitkv_rule(mode, dtype, kv_dtype)
 
 
 def _impls(causal: bool) -> tuple[Impl, ...]:
     return (
         Impl("naive", "plain PyTorch: scores and probabilities materialized in device memory",
-             partial(_naive_rule, causal), ("fwd", "bwd", "decode")),
+             partial(_naive_rule, causal), ("fwd", "bwd", "decode"), storage=("kv_dtype",)),
         Impl("fa2", "FlashAttention-2: tiled online softmax, scores on chip, recompute in backward",
-             flash_rule("fa2", causal, fa2_decode), ("fwd", "bwd", "decode")),
+             flash_rule("fa2", causal, fa2_decode), ("fwd", "bwd", "decode"), storage=("kv_dtype",)),
         Impl("fa3", "FlashAttention-3 (Hopper): TMA + wgmma warp specialization, fp8 forward",
              flash_rule("fa3", causal), ("fwd", "bwd")),
         Impl("splitkv", "flash-decoding: KV split into 512-key chunks, partial outputs combined by a 2nd kernel",
-             _splitkv, ("decode",)),
+             _splitkv, ("decode",), storage=("kv_dtype",)),
     )
 
 

@@ -8,8 +8,9 @@ dimension of one tile; the rows of the 64-row tile beyond H/G are padding the MM
 count leaves out).
 
 Compulsory bytes: read q [B, H, P] (activations) and the cached k, v [B, G, S, P] (class kv_cache:
-2*G*P*e bytes per token per layer), write o [B, H, P]. Not counted: appending the new token's k, v
-to the cache (2*B*G*P*e written; flash_attn_with_kvcache can fuse it, vLLM's reshape_and_cache is a
+2*G*P*e bytes per token per layer; at ``kv_dtype`` when the rule is given one, registry
+``Impl.storage``: an fp8 cache is read at 1 byte and converted on load), write o [B, H, P].
+Not counted: appending the new token's k, v to the cache (2*B*G*P*e written; flash_attn_with_kvcache can fuse it, vLLM's reshape_and_cache is a
 separate kernel): the caller counts it with the cache update. Paged KV (block tables) and its
 gather indexing are not modelled.
 
@@ -62,15 +63,15 @@ def num_splits():
     return sp.ceiling(S / SPLITKV_CHUNK)
 
 
-def _io(dtype: str):
-    return (q_tensor(dtype, tokens=1), kv_tensor("k", dtype, decode=True), kv_tensor("v", dtype, decode=True),
+def _io(dtype: str, kv_dtype: str | None):
+    return (q_tensor(dtype, tokens=1), kv_tensor("k", dtype, True, kv_dtype), kv_tensor("v", dtype, True, kv_dtype),
             o_tensor(dtype, tokens=1))
 
 
-def naive_decode(dtype: str) -> Cost:
+def naive_decode(dtype: str, kv_dtype: str | None = None) -> Cost:
     check_dtype("naive", dtype, ("fp32", "bf16", "fp16"), "plain PyTorch matmul and softmax")
     e = nbytes(dtype)
-    q, k, v, o = _io(dtype)
+    q, k, v, o = _io(dtype, kv_dtype)
     qs = Tensor("q_scaled", "intermediates", B * H * P, e)  # [B, H, 1, P]
     scores = Tensor("scores", "intermediates", B * H * S, e)  # [B, H, 1, S]
     probs = Tensor("probs", "intermediates", B * H * S, e)
@@ -88,9 +89,9 @@ def _split_kernel_smem(dtype: str):
     return (tile(FA2_SPLITKV_TILES, 0) + 2 * tile(FA2_SPLITKV_TILES, 1)) * P * nbytes(dtype)
 
 
-def fa2_decode(dtype: str) -> Cost:
+def fa2_decode(dtype: str, kv_dtype: str | None = None) -> Cost:
     check_dtype("fa2", dtype, ("bf16", "fp16"), "FlashAttention-2 supports fp16 and bf16 only")
-    q, k, v, o = _io(dtype)
+    q, k, v, o = _io(dtype, kv_dtype)
     lse = lse_tensor(tokens=1)
     vec, exps = online_softmax(B * H, B * H * S, tile(FA2_SPLITKV_TILES, 1))
     kern = Kernel("flash_fwd_splitkv (1 split)", (q, k, v), (o, lse), vec, exps, working_set=_split_kernel_smem(dtype),
@@ -103,10 +104,10 @@ def combine_flops(n) -> tuple:
     return B * H * (n * (2 * P + 4) + 1), B * H * (2 * n + 1)
 
 
-def splitkv_decode(dtype: str) -> Cost:
+def splitkv_decode(dtype: str, kv_dtype: str | None = None) -> Cost:
     check_dtype("splitkv", dtype, ("bf16", "fp16"), "FlashAttention-2 split-KV supports fp16 and bf16 only")
     n = num_splits()
-    q, k, v, o = _io(dtype)
+    q, k, v, o = _io(dtype, kv_dtype)
     lse = lse_tensor(tokens=1)
     out_acc = Tensor("out_accum", "intermediates", n * B * H * P, F32)  # [n, B, H, P] fp32
     lse_acc = lse_tensor("lse_accum", tokens=1, splits=n)  # [n, B, H] fp32
@@ -120,7 +121,7 @@ def splitkv_decode(dtype: str) -> Cost:
     return kernel_chain(kernels, [q, k, v], [o])
 
 
-def splitkv_rule(mode: str, dtype: str) -> Cost:
+def splitkv_rule(mode: str, dtype: str, kv_dtype: str | None = None) -> Cost:
     if mode == "decode":
-        return splitkv_decode(dtype)
+        return splitkv_decode(dtype, kv_dtype)
     raise ValueError(mode)

@@ -172,13 +172,13 @@ def _bwd(impl: str, causal: bool, dtype: str) -> Cost:
 
 def flash_rule(impl: str, causal: bool, decode_rule=None):
     """The rule of ``impl`` ('fa2' or 'fa3') for one op; decode goes to ``decode_rule`` if given."""
-    def rule(mode: str, dtype: str) -> Cost:
+    def rule(mode: str, dtype: str, kv_dtype: str | None = None) -> Cost:
         if mode == "fwd":
             return _fwd(impl, causal, dtype)
         if mode == "bwd":
             return _bwd(impl, causal, dtype)
         if mode == "decode" and decode_rule is not None:
-            return decode_rule(dtype)
+            return decode_rule(dtype, kv_dtype)
         raise ValueError(mode)
     return rule
 

@@ -15,7 +15,8 @@ is what an implementation reads to get silu', counted as extra where read. Decod
 conv state [B, E, K] as mamba-ssm's cache holds it): reads x_t [B, E], the K - 1 state elements the
 output needs, weight, bias; writes out [B, E] and the one new state element per channel. The conv
 state is stored at the activation dtype (mamba-ssm allocates it at the conv weight's dtype, and the
-update kernel reads it as ``input_t``), class ``state``.
+update kernel reads it as ``input_t``), class ``state``; the ``causal_conv1d`` decode rule takes
+``state_dtype`` (registry ``Impl.storage``) for a cache kept in another dtype.
 
 Implementations:
 - ``causal_conv1d``: Dao-AILab/causal-conv1d. Forward: one kernel, grid (B, E), each block streams
@@ -87,17 +88,18 @@ def _fwd_flops(n):
     return (2 * K + SILU[0]) * n, SILU[1] * n
 
 
-def _decode_tensors(e: int):
+def _decode_tensors(e: int, s: int):
+    """One token's tensors; ``s``: bytes per conv-state element (the storage dtype unless given)."""
     xt = Tensor("x_t", "activations", B * E, e)  # [B, E]
     w = Tensor("weight", "weights", E * K, e)
     b = Tensor("bias", "weights", E, e)
     out = Tensor("out", "activations", B * E, e)  # [B, E]
-    needed = Tensor("conv_state_needed", "state", B * E * (K - 1), e)  # the K - 1 newest of [B, E, K]
-    new = Tensor("conv_state_new", "state", B * E, e)  # the token appended
+    needed = Tensor("conv_state_needed", "state", B * E * (K - 1), s)  # the K - 1 newest of [B, E, K]
+    new = Tensor("conv_state_new", "state", B * E, s)  # the token appended
     return xt, w, b, out, needed, new
 
 
-def _causal_conv1d(mode: str, dtype: str) -> Cost:
+def _causal_conv1d(mode: str, dtype: str, state_dtype: str | None = None) -> Cost:
     e = nbytes(dtype)
     if mode == "fwd":
         x, w, b, out = _tensors(e)
@@ -122,8 +124,9 @@ def _causal_conv1d(mode: str, dtype: str) -> Cost:
             outputs = [dx, dw32, db32]
         return kernel_chain(launches, [dout, x, w], outputs, stream_working_sets=False)
     if mode == "decode":
-        xt, w, b, out, needed, new = _decode_tensors(e)
-        shifted = Tensor("conv_state_shifted", "state", B * E * (K - 1), e)
+        s = nbytes(state_dtype or dtype)
+        xt, w, b, out, needed, new = _decode_tensors(e, s)
+        shifted = Tensor("conv_state_shifted", "state", B * E * (K - 1), s)
         v, t = _fwd_flops(B * E)
         return kernel_chain([Kernel("causal_conv1d_update", (xt, needed, w, b), (out, shifted, new), v, t)],
                             [xt, needed, w, b], [out, new], stream_working_sets=False)
@@ -157,7 +160,7 @@ def _torch_conv(mode: str, dtype: str) -> Cost:
             Kernel("bias grad reduction", (g_full,), (db,), n_full),
         ], [dout, x, w], [dx, dw, db], stream_working_sets=False)
     if mode == "decode":
-        xt, w, b, out, needed, new = _decode_tensors(e)
+        xt, w, b, out, needed, new = _decode_tensors(e, e)
         full = Tensor("conv_state", "state", B * E * K, e)  # [B, E, K]
         oldest = Tensor("conv_state_oldest", "state", B * E, e)  # the element the roll drops
         rolled = Tensor("rolled", "intermediates", B * E * K, e)
@@ -185,7 +188,7 @@ CONV1D = register(Op(
     dims=("B", "L", "E", "K"),
     impls=(
         Impl("causal_conv1d", "Dao-AILab causal-conv1d CUDA kernels: each input read once; "
-             "decode = causal_conv1d_update", _causal_conv1d, MODES,
+             "decode = causal_conv1d_update", _causal_conv1d, MODES, storage=("state_dtype",),
              constraints=(in_range("K", 2, 4, "the causal-conv1d kernels support widths 2, 3 and 4"),)),
         Impl("torch_conv", "F.conv1d(padding=K-1) then slice and F.silu: a [B, E, L+K-1] output "
              "materialized; decode = Mamba.step's roll/copy/sum fallback", _torch_conv, MODES),

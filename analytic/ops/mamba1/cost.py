@@ -5,7 +5,10 @@
   h_t = exp(dt_t A) * h_{t-1} + (dt_t u_t) B_t        (per channel e, state [N], h_0 = 0)
   y_t = C_t . h_t + D u_t ;  out = y * silu(z)                        [B, E, L]
 
-Storage dtype e for u, delta, z, B, C and out; parameters fp32; state and arithmetic fp32.
+Storage dtype e for u, delta, z, B, C and out; parameters fp32; state and arithmetic fp32. The fused
+decode rule takes ``state_dtype`` (registry ``Impl.storage``): selective_state_update loads and
+stores the state at its cache tensor's dtype, which mamba-ssm allocates in the model dtype
+(``allocate_inference_cache``); fp32 is what the measured decode cases use.
 
 FLOPs (conventions.py; softplus = 1 vector + 2 transc., silu = 3 + 1):
 - per (b, e, l), all implementations: bias add (1), softplus, dt u (1), the skip D u (1 multiply,
@@ -114,7 +117,7 @@ def _ws_fused_fwd(e: int):
     return sp.Min(L, CHUNK) * (2 * e + 5 * FP32) + 256 * 8
 
 
-def _fused(mode: str, dtype: str) -> Cost:
+def _fused(mode: str, dtype: str, state_dtype: str = "fp32") -> Cost:
     e = nbytes(dtype)
     u, delta, z, b, c, a, d, db = _inputs(e)
     out = Tensor("out", "activations", B * E * L, e)
@@ -145,7 +148,7 @@ def _fused(mode: str, dtype: str) -> Cost:
         return kernel_chain(launches, [dout, u, delta, z, b, c, a, d, db], [du, ddelta, dz, dbe, dce, da, dd, ddb],
                             stream_working_sets=False)
     if mode == "decode":
-        x_, dt_, z_, b_, c_, s_in, s_out, out_t, a_, d_, dtb = _decode_tensors(e)
+        x_, dt_, z_, b_, c_, s_in, s_out, out_t, a_, d_, dtb = _decode_tensors(e, nbytes(state_dtype))
         k = Kernel("selective_state_update", (s_in, x_, dt_, z_, b_, c_, a_, d_, dtb), (s_out, out_t),
                    (2 + SOFTPLUS[0] + 2 + SILU[0] + 1) * B * E + 7 * B * E * N,
                    (SOFTPLUS[1] + SILU[1]) * B * E + B * E * N, working_set=512 * 4 * FP32)
@@ -153,14 +156,15 @@ def _fused(mode: str, dtype: str) -> Cost:
     raise ValueError(mode)
 
 
-def _decode_tensors(e: int):
+def _decode_tensors(e: int, s: int = FP32):
+    """One token's tensors; ``s``: bytes per state element (fp32 as the measured kernels keep it)."""
     x_ = Tensor("x", "activations", B * E, e)  # [B, E]
     dt_ = Tensor("dt", "activations", B * E, e)
     z_ = Tensor("z", "activations", B * E, e)
     b_ = Tensor("B", "activations", B * N, e)  # [B, N]
     c_ = Tensor("C", "activations", B * N, e)
-    s_in = Tensor("state", "state", B * E * N, FP32)  # [B, E, N]
-    s_out = Tensor("state_new", "state", B * E * N, FP32)
+    s_in = Tensor("state", "state", B * E * N, s)  # [B, E, N]
+    s_out = Tensor("state_new", "state", B * E * N, s)
     out_t = Tensor("out", "activations", B * E, e)
     a_ = Tensor("A", "weights", E * N, FP32)
     d_ = Tensor("D", "weights", E, FP32)
@@ -253,7 +257,7 @@ def _eager(impl: str):
 
 
 def _naive_decode(e: int, dtype: str) -> Cost:
-    x_, dt_, z_, b_, c_, s_in, s_out, out_t, a_, d_, dtb = _decode_tensors(e)
+    x_, dt_, z_, b_, c_, s_in, s_out, out_t, a_, d_, dtb = _decode_tensors(e, FP32)
     be, ben = B * E, B * E * N
     f = lambda name, n, s=FP32: Tensor(name, "intermediates", n, s)  # noqa: E731
     p, dt, t1, da, dbt, sa, dbx, new = (f(n, k) for n, k in (("dt_plus_bias", be), ("dt_sp", be), ("dt_A", ben),
@@ -296,7 +300,8 @@ MAMBA1_SCAN = register(Op(
     dims=("B", "L", "E", "N"),
     impls=(
         Impl("fused", "mamba-ssm selective_scan_cuda: state in registers, chunk states saved; backward "
-             "recomputes the forward scan; decode = selective_state_update", _fused, ("fwd", "bwd", "decode")),
+             "recomputes the forward scan; decode = selective_state_update", _fused, ("fwd", "bwd", "decode"),
+             storage=("state_dtype",)),
         Impl("naive", "selective_scan_ref in PyTorch: deltaA and deltaB_u materialized [B, E, L, N], "
              "3 launches per step; decode = selective_state_update_ref", _eager("naive"), ("fwd", "decode")),
         Impl("loop", "per-timestep loop of 7 small launches, state in device memory every step",

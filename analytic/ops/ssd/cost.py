@@ -7,7 +7,10 @@ Stage definitions, the causal-triangle convention and the FLOP terms are in ``st
 Compulsory bytes: read x, dt, B, C (e) and A, D, dt_bias (fp32, weights); write y (e) and the final
 state (fp32, class state). Backward: read dout, x, dt, B, C and the parameters; write dx, ddt, dB,
 dC (e) and dA, dD, ddt_bias (fp32). Decode (one token): read x_t [B, H, P], dt_t [B, H], B_t, C_t
-[B, G, N] and the parameters, the state [B, H, P, N] fp32; write y_t and the state.
+[B, G, N] and the parameters, the state [B, H, P, N] fp32; write y_t and the state. The chunked
+decode rule takes ``state_dtype`` (registry ``Impl.storage``): selective_state_update loads and stores
+the state at its cache tensor's dtype (computing in fp32), and mamba-ssm allocates that cache in the
+model dtype (``allocate_inference_cache``); fp32 is what the measured decode cases use.
 
 Implementations:
 - ``chunked``: mamba-ssm's Triton path, the sum of the five stage costs (``ssd_chunk_cumsum`` +
@@ -93,19 +96,20 @@ def _chunked_fwd(dtype: str) -> Cost:
     return with_io(total, ins, outs)
 
 
-def _decode_tensors(e: int):
+def _decode_tensors(e: int, s: int = FP32):
+    """One token's tensors; ``s``: bytes per state element (fp32 as the measured kernels keep it)."""
     return {
         "x": Tensor("x_t", "activations", B * H * P, e), "dt": Tensor("dt_t", "activations", B * H, e),
         "B": Tensor("B_t", "activations", B * G * N, e), "C": Tensor("C_t", "activations", B * G * N, e),
         "A": Tensor("A", "weights", H, FP32), "D": Tensor("D", "weights", H, FP32),
         "dt_bias": Tensor("dt_bias", "weights", H, FP32),
-        "s": Tensor("state", "state", B * H * P * N, FP32), "s_new": Tensor("state_new", "state", B * H * P * N, FP32),
+        "s": Tensor("state", "state", B * H * P * N, s), "s_new": Tensor("state_new", "state", B * H * P * N, s),
         "y": Tensor("y_t", "activations", B * H * P, e),
     }
 
 
-def _chunked_decode(dtype: str) -> Cost:
-    t = _decode_tensors(nbytes(dtype))
+def _chunked_decode(dtype: str, state_dtype: str = "fp32") -> Cost:
+    t = _decode_tensors(nbytes(dtype), nbytes(state_dtype))
     ins = [t[k] for k in ("s", "x", "dt", "A", "B", "C", "D", "dt_bias")]
     k = Kernel("selective_state_update (TIE_HDIM)", tuple(ins), (t["s_new"], t["y"]),
                (2 + SOFTPLUS[0]) * B * H + B * H * N + 5 * B * H * P * N + 2 * B * H * P,
@@ -113,11 +117,11 @@ def _chunked_decode(dtype: str) -> Cost:
     return kernel_chain([k], ins, [t["y"], t["s_new"]], stream_working_sets=False)
 
 
-def _chunked(mode: str, dtype: str) -> Cost:
+def _chunked(mode: str, dtype: str, state_dtype: str = "fp32") -> Cost:
     if mode == "fwd":
         return _chunked_fwd(dtype)
     if mode == "decode":
-        return _chunked_decode(dtype)
+        return _chunked_decode(dtype, state_dtype)
     if mode == "bwd":
         from .bwd import chunked_bwd
         return chunked_bwd(dtype)
@@ -255,7 +259,8 @@ SSD = register(Op(
     dims=("B", "L", "H", "P", "N", "G", "C"),
     impls=(
         Impl("chunked", "mamba-ssm Triton chunked SSD: the five stage kernels; backward recomputes "
-             "stages 1-4; decode = selective_state_update", _chunked, ("fwd", "bwd", "decode")),
+             "stages 1-4; decode = selective_state_update", _chunked, ("fwd", "bwd", "decode"),
+             storage=("state_dtype",)),
         Impl("quadratic", "the masked attention-like L x L form in PyTorch (fp32), [B, H, L, L] "
              "materialized", _quadratic, ("fwd",)),
         Impl("recurrent", "the per-step recurrence in PyTorch, state in device memory every step; "
