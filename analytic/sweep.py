@@ -13,7 +13,13 @@ compared regardless of device-memory capacity; the result says whether each mode
 crossover. The default baseline is the built-in transformer with the nearest parameter count.
 
 ``compute_bound_batch``: the smallest batch at which a decode step's bottleneck becomes a compute
-engine (tensor, vector or special-function) at a given context.
+engine (tensor, vector or special-function) at a given context; ``max_batch_in_memory``: the largest
+batch whose weights, KV cache, state and activations fit in device memory (the two are reported side
+by side: the first ignores capacity).
+
+Several specs are compared on one kind of ceiling (``common_prefer``): measured only when every spec
+has measured values, else the datasheet's for all. Counts (batch, length, bytes) stay exact integers in
+CSV, JSON and parquet output.
 """
 
 from __future__ import annotations

@@ -6,7 +6,10 @@ spec's ceilings are printed with their origin (measured / datasheet) and provena
 --calibration FILE`` adds, per op and in total, the calibrated estimate of a profile written by
 ``ssmbench calibrate`` with its interval, labelled "calibrated" (or "transferred" on a spec other than
 the profile's); ops the profile does not cover keep their analytic bound, labelled so, with the reason.
-The calibration package is imported only on that path. Bad input raises ``UserError`` (exit code 2 in
+The calibration package is imported only on that path. For an SSM or hybrid model the prediction also
+gives the verdict against its attention baseline at the requested point (``total.verdict``; with a
+profile, the calibrated one: see ``PREDICT_DESCRIPTION`` for the JSON keys). ``predict``, ``sweep`` and
+``plot`` share one flag vocabulary (``point_options``). Bad input raises ``UserError`` (exit code 2 in
 the CLI).
 """
 
