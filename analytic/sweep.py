@@ -13,7 +13,13 @@ compared regardless of device-memory capacity; the result says whether each mode
 crossover. The default baseline is the built-in transformer with the nearest parameter count.
 
 ``compute_bound_batch``: the smallest batch at which a decode step's bottleneck becomes a compute
-engine (tensor, vector or special-function) at a given context.
+engine (tensor, vector or special-function) at a given context; ``max_batch_in_memory``: the largest
+batch whose weights, KV cache, state and activations fit in device memory (the two are reported side
+by side: the first ignores capacity).
+
+Several specs are compared on one kind of ceiling (``common_prefer``): measured only when every spec
+has measured values, else the datasheet's for all. Counts (batch, length, bytes) stay exact integers in
+CSV, JSON and parquet output.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import csv
 import io
 import json
 import math
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -36,8 +42,29 @@ from .workloads.phases import PHASES
 
 COLUMNS = ("model", "spec", "phase", "batch", "length", "time_s", "time_s_ignoring_capacity", "sum_s",
            "tokens_per_s", "bottleneck", "fits", "memory_total_bytes", "weights_bytes", "kv_cache_bytes",
-           "state_bytes", "activations_bytes")
+           "state_bytes", "activations_bytes", "ceilings")
+# Counts written as exact integers where whole (batch and length are always whole): 1048576 and
+# 1000000 must not both print as "1.05e+06".
+COUNT_COLUMNS = ("batch", "length", "memory_total_bytes", "weights_bytes", "kv_cache_bytes", "state_bytes",
+                 "activations_bytes")
 LABEL_NOTE = "analytic bound (roofline lower bound on time); memory: analytic estimate"
+FORMATS = ("csv", "json", "parquet")
+
+
+def common_prefer(specs: Sequence[Spec], prefer: str) -> tuple[str, str]:
+    """(ceiling preference, sentence) for comparing several specs: one kind of ceiling for all. Measured
+    ceilings only when every spec has measured values; otherwise the datasheet's for every spec, since a
+    measured (attained) ceiling beside a datasheet peak would favour the spec that was not measured."""
+    if prefer == "datasheet":
+        return "datasheet", "datasheet ceilings for every spec (--prefer datasheet)"
+    if len(specs) == 1:
+        return prefer, "measured ceilings where the spec has them, else the datasheet's"
+    missing = [s.id for s in specs if not s.measured]
+    if not missing:
+        return "measured", "measured ceilings where each spec has them (every spec has measured values), else the datasheet's"
+    return "datasheet", (f"datasheet ceilings for every spec: {', '.join(missing)} "
+                         f"{'has' if len(missing) == 1 else 'have'} no measured values, so specs are compared on "
+                         "one kind of ceiling")
 
 
 def _check_grid(name: str, values: Sequence[int], limit: int = 1 << 40) -> np.ndarray:
@@ -66,13 +93,15 @@ def sweep(models: Sequence[Model], specs: Sequence[Spec], phases: Sequence[str],
     check_choice("bytes basis", bytes_basis, BYTES_CHOICES)
     b = _check_grid("batch", batches)
     ln = _check_grid("length", lengths)
+    prefer, _ = common_prefer(specs, prefer)
     table = SpecTable.of(specs, prefer)
+    kind = "datasheet" if prefer == "datasheet" else "measured where present"
     parts: dict[str, list] = {c: [] for c in COLUMNS}
     S, nb, nl = len(specs), len(b), len(ln)
     n = S * nb * nl
     spec_ids = np.repeat(np.array([s.id for s in specs], dtype=object), nb * nl)
-    bb = np.tile(np.repeat(b, nl), S)
-    ll = np.tile(np.tile(ln, nb), S)
+    bb = np.tile(np.repeat(b, nl), S).astype(np.int64)
+    ll = np.tile(np.tile(ln, nb), S).astype(np.int64)
     for m in models:
         for p in phases:
             try:
@@ -82,6 +111,7 @@ def sweep(models: Sequence[Model], specs: Sequence[Spec], phases: Sequence[str],
                     raise
                 unsupported.append(f"{m.id} {p}: {exc}")
                 _fill_unsupported(parts, m.id, p, spec_ids, bb, ll, n)
+                parts["ceilings"][-1] = np.full(n, kind, dtype=object)
                 continue
             t = r.time_s.reshape(n)
             fits = r.fits.reshape(n)
@@ -103,6 +133,7 @@ def sweep(models: Sequence[Model], specs: Sequence[Spec], phases: Sequence[str],
             parts["kv_cache_bytes"].append(rep(r.memory["kv_cache"]))
             parts["state_bytes"].append(rep(r.memory["state"]))
             parts["activations_bytes"].append(rep(r.memory["activations"]))
+            parts["ceilings"].append(np.full(n, kind, dtype=object))
     return {c: np.concatenate(v) if v else np.array([]) for c, v in parts.items()}
 
 
@@ -118,36 +149,40 @@ def _fill_unsupported(parts: dict, model: str, phase: str, spec_ids, bb, ll, n: 
     parts["fits"][-1] = np.zeros(n, dtype=bool)
 
 
+def _plain(c: str, v):
+    """A cell as a plain Python value: None for NaN, int for a whole count, float, bool or str."""
+    if isinstance(v, (np.floating, float)):
+        if math.isnan(v):
+            return None
+        return int(v) if c in COUNT_COLUMNS and float(v).is_integer() else float(v)
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.bool_):
+        return bool(v)
+    return v
+
+
 def to_records(cols: dict[str, np.ndarray]) -> list[dict]:
-    n = len(cols["model"])
-    out = []
-    for i in range(n):
-        row = {}
-        for c in COLUMNS:
-            v = cols[c][i]
-            if isinstance(v, (np.floating, float)):
-                v = None if math.isnan(v) else float(v)
-            elif isinstance(v, np.bool_):
-                v = bool(v)
-            row[c] = v
-        out.append(row)
-    return out
+    return [{c: _plain(c, cols[c][i]) for c in COLUMNS} for i in range(len(cols["model"]))]
+
+
+def _csv_cell(c: str, v) -> str:
+    v = _plain(c, v)
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return repr(v) if c in COUNT_COLUMNS else f"{v:.6g}"  # a fractional count keeps every digit
+    return str(v)
 
 
 def write_csv(cols: dict[str, np.ndarray], fh) -> None:
-    """One header line, then one row per analysis; NaN (no bound, or does not fit) as an empty field."""
+    """One header line, then one row per analysis; NaN (no bound, or does not fit) as an empty field;
+    counts (``COUNT_COLUMNS``) exact, times and rates to 6 significant digits."""
     w = csv.writer(fh, lineterminator="\n")
     w.writerow(COLUMNS)
-    text = []
-    for c in COLUMNS:
-        a = cols[c]
-        if a.dtype.kind == "f":
-            text.append(["" if v != v else f"{v:.6g}" for v in a.tolist()])
-        elif a.dtype.kind == "b":
-            text.append(["true" if v else "false" for v in a.tolist()])
-        else:
-            text.append([str(v) for v in a.tolist()])
-    w.writerows(zip(*text))
+    w.writerows([_csv_cell(c, cols[c][i]) for c in COLUMNS] for i in range(len(cols["model"])))
 
 
 def write_json(cols: dict[str, np.ndarray], fh, meta: dict) -> None:
@@ -171,41 +206,81 @@ def _times(model: Model, table: SpecTable, phase: str, batch: int, lengths: np.n
 
 def crossover(model: Model, baseline: Model | None, spec: Spec, phase: str = "prefill", batch: int = 1, *,
               lo: int = 16, hi: int = 1 << 20, dtype: str = "bf16", prefer: str = "measured",
-              bytes_basis: str = "executed", recompute: bool = False) -> dict:
-    """Where ``model`` overtakes ``baseline`` (see the module docstring), as plain data."""
+              bytes_basis: str = "executed", recompute: bool = False, impls: dict | None = None) -> dict:
+    """Where ``model`` overtakes ``baseline`` (see the module docstring), as plain data. ``impls`` (op ->
+    implementation) applies to both models wherever they run the op, as in the prediction."""
     baseline = baseline or default_baseline(model)
     table = SpecTable.of([spec], prefer)
-    kw = dict(dtype=dtype, bytes_basis=bytes_basis)
+    kw = dict(dtype=dtype, bytes_basis=bytes_basis, impls=impls)
     kw_a = dict(kw, recompute=recompute) if phase == "train" else kw
-    grid = np.unique(np.round(np.geomspace(lo, hi, 8 * int(math.log2(hi / lo)) + 1)))
-    ta = _times(model, table, phase, batch, grid, **kw_a)
-    tb = _times(baseline, table, phase, batch, grid, **kw_a)
     out = {"label": "analytic bound", "model": model.id, "baseline": baseline.id, "spec": spec.id,
-           "phase": phase, "batch": batch, "range": [lo, hi],
+           "phase": phase, "batch": batch, "range": [lo, hi], "impls": dict(impls or {}),
            "meaning": ("smallest length (prompt / sequence, or decode context) from which the model's "
                        "time bound stays below the baseline's, up to the end of the range")}
+    found = search_crossover(lambda x: _times(model, table, phase, batch, x, **kw_a),
+                             lambda x: _times(baseline, table, phase, batch, x, **kw_a), lo, hi)
+    out.update(found)
+    if found["length"] is not None and "speedup_at_end_of_range" in found:
+        at = np.array([found["length"]], dtype=float)
+        out["fits_at_length"] = {"model": bool(analyze(model, phase, table, [batch], at, **kw_a).fits[0, 0, 0]),
+                                 "baseline": bool(analyze(baseline, phase, table, [batch], at, **kw_a).fits[0, 0, 0])}
+    return out
+
+
+def search_crossover(model_times: Callable[[np.ndarray], np.ndarray],
+                     baseline_times: Callable[[np.ndarray], np.ndarray], lo: int, hi: int,
+                     per_octave: int = 8) -> dict:
+    """The smallest length in [lo, hi] from which ``model_times`` stays below ``baseline_times`` (each maps
+    lengths to times; NaN: unknown): a geometric grid of ``per_octave`` points per octave, refined by
+    bisection on integers. Returns ``length`` (None: none), ``result`` and, where found between grid
+    points, ``speedup_at_end_of_range``."""
+    grid = np.unique(np.round(np.geomspace(lo, hi, per_octave * int(math.log2(hi / lo)) + 1)))
+    ta, tb = model_times(grid), baseline_times(grid)
     if np.isnan(ta).any() or np.isnan(tb).any():
-        return {**out, "length": None, "result": "no bound: some resource of the spec is unknown for this work"}
+        return {"length": None, "result": "no bound: some resource of the spec is unknown for this work"}
     faster = ta < tb
     if not faster[-1]:
-        return {**out, "length": None, "result": f"the model is not faster than the baseline at length {hi}"}
+        return {"length": None, "result": f"the model is not faster than the baseline at length {hi}"}
     slower = np.nonzero(~faster)[0]
     if slower.size == 0:
-        return {**out, "length": int(grid[0]), "result": f"faster at every length in the range (from {lo})"}
+        return {"length": int(grid[0]), "result": f"faster at every length in the range (from {lo})"}
     a, b = int(grid[slower[-1]]), int(grid[slower[-1] + 1])  # model slower at a, faster at b
     while b - a > 1:
         mid = (a + b) // 2
         m = np.array([mid], dtype=float)
-        if _times(model, table, phase, batch, m, **kw_a)[0] < _times(baseline, table, phase, batch, m, **kw_a)[0]:
+        if model_times(m)[0] < baseline_times(m)[0]:
             b = mid
         else:
             a = mid
-    ratio_at_hi = float(tb[-1] / ta[-1])
-    at = np.array([b], dtype=float)
-    fits = {"model": bool(analyze(model, phase, table, [batch], at, **kw_a).fits[0, 0, 0]),
-            "baseline": bool(analyze(baseline, phase, table, [batch], at, **kw_a).fits[0, 0, 0])}
-    return {**out, "length": b, "result": f"faster from length {b}", "speedup_at_end_of_range": ratio_at_hi,
-            "fits_at_length": fits}
+    return {"length": b, "result": f"faster from length {b}", "speedup_at_end_of_range": float(tb[-1] / ta[-1])}
+
+
+def max_batch_in_memory(model: Model, spec: Spec, phase: str, length: float, *, limit: int = 1 << 40,
+                        dtype: str = "bf16", prefer: str = "measured", impls: dict | None = None) -> dict:
+    """Largest batch whose weights + KV cache + state + activations fit in the spec's device memory at
+    ``length`` (prompt, sequence or decode context), as plain data; memory grows with the batch, so a
+    doubling search and a bisection on integers find it."""
+    table = SpecTable.of([spec], prefer)
+
+    def fits(batch: int) -> bool:
+        return bool(analyze(model, phase, table, [batch], [length], dtype=dtype, impls=impls).fits[0, 0, 0])
+
+    out = {"label": "analytic estimate (device memory: weights + KV cache + state + activations)",
+           "model": model.id, "spec": spec.id, "phase": phase, "length": length}
+    if np.isnan(table.dram_bytes[0]):
+        return {**out, "batch": None, "result": "not checked: the spec's device-memory capacity is unknown"}
+    if not fits(1):
+        return {**out, "batch": 0, "result": f"none: batch 1 does not fit in {spec.id}'s device memory"}
+    lo = 1
+    while lo < limit and fits(min(2 * lo, limit)):
+        lo = min(2 * lo, limit)
+    if lo == limit:
+        return {**out, "batch": limit, "result": f"at least {limit} (the search limit)"}
+    hi = 2 * lo  # fits at lo, not at hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return {**out, "batch": lo, "result": f"batch {lo}"}
 
 
 def compute_bound_batch(model: Model, spec: Spec, context: int, *, max_batch: int = 1 << 16,
@@ -229,7 +304,8 @@ def compute_bound_batch(model: Model, spec: Spec, context: int, *, max_batch: in
         return {**out, "batch": None, "result": f"memory- or launch-bound up to batch {max_batch}"}
     k = int(hits[0])
     if k == 0:
-        return {**out, "batch": 1, "fits": bool(fits[0]), "result": "compute-bound already at batch 1"}
+        return {**out, "batch": 1, "fits": bool(fits[0]), "result": "compute-bound already at batch 1"
+                + ("" if fits[0] else " (but it does not fit in device memory)")}
     lo, hi = int(powers[k - 1]), int(powers[k])
     while hi - lo > 1:
         mid = (lo + hi) // 2
@@ -272,7 +348,44 @@ def parse_int_list(text: str, name: str) -> list[int]:
                             "1:64:x2 (geometric) or 128:1024:+128 (arithmetic)") from None
     if not out:
         raise UserError(f"{name}: give at least one value")
+    bad = [v for v in out if v < 1]
+    if bad:
+        raise UserError(f"{name} must be a positive integer, got {bad[0]}")
     return out
+
+
+def output_format(fmt: str | None, out: str | None) -> str:
+    """The format of a sweep's output: ``fmt`` if given, else from ``out``'s extension (.csv, .json,
+    .parquet), else csv. Checked before any work: an unknown extension, a binary format without a file,
+    or parquet without pyarrow is an error."""
+    if fmt is None and out:
+        ext = out.rsplit(".", 1)[-1].lower() if "." in out.rsplit("/", 1)[-1] else ""
+        if ext not in FORMATS:
+            raise UserError(f"--out {out}: cannot tell the format from the extension "
+                            f"{'.' + ext if ext else '(none)'}; use .csv, .json or .parquet, or give --format")
+        fmt = ext
+    fmt = fmt or "csv"
+    check_choice("output format", fmt, FORMATS)
+    if fmt == "parquet":
+        if not out:
+            raise UserError("parquet is a binary format: give --out FILE.parquet (stdout takes csv or json)")
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise UserError("writing parquet needs pyarrow, which is not installed: pip install pyarrow "
+                            "(or write .csv or .json)") from None
+    return fmt
+
+
+def write_parquet(cols: dict[str, np.ndarray], path: str, meta: dict) -> None:
+    """The columns as one parquet table (counts as int64, NaN as null); label and meta as JSON in the
+    schema metadata."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    records = to_records(cols)
+    table = pa.table({c: [r[c] for r in records] for c in COLUMNS})
+    table = table.replace_schema_metadata({"label": LABEL_NOTE, "meta": json.dumps(meta)})
+    pq.write_table(table, path)
 
 
 def records_text(cols: dict[str, np.ndarray], fmt: str, meta: dict) -> str:

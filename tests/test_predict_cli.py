@@ -11,6 +11,13 @@ import sys
 import pytest
 
 import ssmbench.cli as cli
+from ssmbench.analytic import sweep
+from ssmbench.analytic.registry import AnalyticError
+from ssmbench.analytic.workloads.evaluate import analyze
+from ssmbench.analytic.workloads.models import get_model
+from ssmbench.analytic.workloads.phases import plan
+from ssmbench.analytic.roofline import SpecTable
+from ssmbench.hwspecs import get_spec
 
 MODULES = ("ssmbench.commands.predict", "ssmbench.commands.plot")
 
@@ -133,7 +140,6 @@ def test_predict_plot_option(run, tmp_path):
     (["predict", "--batch", "0"], "batch must be a positive integer"),
     (["predict", "--phase", "prefill", "--context", "100"], "--context applies to the decode phase only"),
     (["plot", "roofline", "--out", "x.pdf"], "must end in .png or .svg"),
-    (["sweep", "--models", "mamba-130m", "--phases", "serve"], "unknown phase 'serve'"),
     (["sweep", "--models", "mamba-130m", "--batch", "-1"], "positive integer"),
     (["predict", "--impl", "ssd"], "write op=implementation"),
     (["predict", "--model", "llama-3.2-1b", "--impl", "attention_causal=flash9"], "no implementation 'flash9'"),
@@ -145,8 +151,10 @@ def test_bad_input_exits_2_with_one_message(run, argv, message):
     assert "Traceback" not in err and err.count("ssmbench: error:") == 1
 
 
-def test_unknown_phase_is_an_argparse_error(run):
-    code, _, err = run("predict", "--phase", "serve")
+@pytest.mark.parametrize("command", ["predict", "sweep", "plot"])
+def test_unknown_phase_is_an_argparse_error(run, command, tmp_path):
+    extra = ["crossover", "--out", str(tmp_path / "x.png")] if command == "plot" else []
+    code, _, err = run(command, *extra, "--phases", "prefill,serve")
     assert code == 2 and "invalid choice: 'serve'" in err and "Traceback" not in err
 
 
@@ -158,3 +166,208 @@ def test_unsupported_config_json_in_a_real_process(tmp_path):
                        timeout=120)
     assert p.returncode == 2
     assert "model_type 'rwkv' is not supported" in p.stderr and "Traceback" not in p.stderr
+
+
+# --impl: checked, and the same choices in the crossover ---------------------------------------------
+
+@pytest.mark.parametrize("argv, message", [
+    (["--impl", "foo=bar"], "unknown op 'foo'; valid ops: attention_causal"),
+    (["--impl", "ssd=nope"], "no implementation 'nope'; valid: chunked, quadratic, recurrent"),
+    (["--phase", "decode", "--impl", "ssd=quadratic"],
+     "'quadratic' has no rule for mode 'decode' (its modes: fwd); implementations with a decode rule: chunked, recurrent"),
+    (["--impl", "attention_causal=fa3"], "attention_causal, which mamba2-2.7b does not run in prefill"),
+    (["--phase", "decode", "--logits", "all"], "--logits all applies to prefill only"),
+])
+def test_predict_impl_and_logits_errors(run, argv, message):
+    code, _, err = run("predict", "--model", "mamba2-2.7b", *argv)
+    assert code == 2 and message in err and err.count("ssmbench: error:") == 1
+
+
+def test_decode_does_not_run_another_implementations_forward():
+    with pytest.raises(AnalyticError, match="no rule for mode 'decode'"):
+        plan(get_model("mamba2-2.7b"), "decode", {"ssd": "quadratic"})
+    calls = plan(get_model("mamba2-2.7b"), "decode", {"ssd": "recurrent"})
+    assert {(c.impl, c.mode) for c in calls if c.op == "ssd"} == {("recurrent", "decode")}
+
+
+def test_crossover_uses_the_predictions_impls(run):
+    base = ["predict", "--model", "mamba2-2.7b", "--json"]
+    _, out, _ = run(*base)
+    default = json.loads(out)["total"]["crossover"]
+    code, out, _ = run(*base, "--impl", "ssd=quadratic")
+    c = json.loads(out)["total"]["crossover"]
+    assert code == 0 and c["impls"] == {"ssd": "quadratic"}
+    expected = sweep.crossover(get_model("mamba2-2.7b"), None, get_spec("h200-sxm"), impls={"ssd": "quadratic"})
+    assert c["length"] == expected["length"] != default["length"]
+
+
+# verdict at the requested point, capacity beside the compute-bound batch --------------------------------
+
+def test_predict_verdict_at_the_requested_point(run, monkeypatch):
+    code, out, _ = run("predict", "--model", "mamba2-2.7b", "--batch", "2", "--seqlen", "8192", "--json")
+    t = json.loads(out)["total"]
+    v = t["verdict"]
+    assert code == 0 and v["baseline"] == t["crossover"]["baseline"] == "gpt3-2.7b"
+    _, out, _ = run("predict", "--model", "gpt3-2.7b", "--batch", "2", "--seqlen", "8192", "--json")
+    assert v["baseline_time_s"] == pytest.approx(json.loads(out)["total"]["time_s_ignoring_capacity"])
+    assert v["model_time_s"] == pytest.approx(t["time_s_ignoring_capacity"])
+    assert v["speedup"] == pytest.approx(v["baseline_time_s"] / v["model_time_s"])
+    assert (v["batch"], v["length"], v["phase"]) == (2, 8192, "prefill")
+    monkeypatch.setenv("COLUMNS", "400")
+    _, out, _ = run("predict", "--model", "mamba2-2.7b", "--batch", "2", "--seqlen", "8192")
+    assert "baseline gpt3-2.7b: time (analytic bound)" in out and f"speedup {v['speedup']:.3g}x" in out
+
+
+PROFILE = "results/h200/2026-12-02/calibration/profile.json"
+
+
+def test_calibrated_verdict_names_the_ops_not_covered(run):
+    code, out, _ = run("predict", "--model", "mamba-130m", "--impl", "rmsnorm=torch_eager", "--calibration", PROFILE,
+                       "--calibration-backend", "conv1d=causal_conv1d.causal_conv1d_fn",
+                       "--calibration-backend", "attention_causal=torch.sdpa.flash", "--json")
+    c = json.loads(out)["total"]["verdict"]["calibrated"]
+    assert code == 0 and c["speedup"] is None and c["crossover"] is None
+    assert c["not_covered"] == {"model": [], "baseline": ["mlp.mlp"]} and "baseline (qwen2.5-0.5b): mlp.mlp" in c["result"]
+
+
+def test_calibrated_verdict_where_both_models_are_covered():
+    from ssmbench.analytic.workloads.report import predict
+    from ssmbench.calibrate.apply import add_calibration
+    from ssmbench.calibrate.profile import read_profile
+    from ssmbench.verdict import add_calibrated_verdict
+    m, spec, profile = get_model("mamba-130m"), get_spec("h200-sxm"), read_profile(PROFILE)
+    kw = dict(dtype="bf16", prefer="measured", launch=None, bytes_basis="executed", recompute=False, logits="last",
+              impls={"rmsnorm": "torch_eager", "gated_mlp": "torch_eager"})
+    backends = {"conv1d": "causal_conv1d.causal_conv1d_fn", "attention_causal": "torch.sdpa.flash"}
+    r = predict(m, spec, "prefill", 1, 4096, **{**kw, "impls": {"rmsnorm": "torch_eager"}})
+    add_calibration(r, profile, spec, {"conv1d": backends["conv1d"]})
+    add_calibrated_verdict(r, m, profile, spec, backends, kw)
+    c = r["total"]["verdict"]["calibrated"]
+    b = predict(get_model("qwen2.5-0.5b"), spec, "prefill", 1, 4096, with_searches=False,
+                **{**kw, "impls": {"rmsnorm": "torch_eager", "gated_mlp": "torch_eager"}})
+    add_calibration(b, profile, spec, {"attention_causal": backends["attention_causal"]})
+    assert c["label"] == "calibrated" and c["not_covered"] == {"model": [], "baseline": []}
+    assert c["baseline_estimate_s"] == pytest.approx(b["total"]["calibrated"]["estimate_s"])
+    assert c["speedup"] == pytest.approx(c["baseline_estimate_s"] / r["total"]["calibrated"]["estimate_s"])
+    assert c["crossover"]["result"] and c["crossover"]["range"] == [16, 1 << 20]
+
+
+def test_decode_reports_the_largest_batch_in_device_memory(run, monkeypatch):
+    code, out, _ = run("predict", "--model", "llama-3.2-1b", "--phase", "decode", "--seqlen", "32768", "--json")
+    t = json.loads(out)["total"]
+    most = t["max_batch_in_memory"]["batch"]
+    table = SpecTable.of([get_spec("h200-sxm")])
+    fits = analyze(get_model("llama-3.2-1b"), "decode", table, [most, most + 1], [32768]).fits[0, :, 0]
+    assert code == 0 and list(fits) == [True, False] and "analytic estimate" in t["max_batch_in_memory"]["label"]
+    assert t["compute_bound_batch"]["batch"] is None and f"batches above {most} do not fit" in t["compute_bound_batch"]["result"]
+    monkeypatch.setenv("COLUMNS", "400")
+    _, out, _ = run("predict", "--model", "llama-3.2-1b", "--phase", "decode", "--seqlen", "32768")
+    assert f"largest batch in device memory at context 32768 (analytic estimate) │ batch {most}" in out
+
+
+# one flag vocabulary; several specs or models side by side ---------------------------------------------
+
+def test_predict_several_specs_side_by_side(run, monkeypatch):
+    code, out, _ = run("predict", "--hw", "h200-sxm,h100-sxm", "--seqlen", "1024", "--json")
+    rs = json.loads(out)
+    assert code == 0 and [r["spec"]["id"] for r in rs] == ["h200-sxm", "h100-sxm"]
+    # h100-sxm has no measured values: both specs on datasheet ceilings
+    assert {r["spec"]["prefer"] for r in rs} == {"datasheet"} and "h100-sxm has no measured" in rs[0]["spec"]["ceilings_rule"]
+    monkeypatch.setenv("COLUMNS", "400")
+    code, out, _ = run("predict", "--models", "mamba-130m,qwen2.5-0.5b", "--seqlen", "1024")
+    assert code == 0 and out.count("Totals side by side") == 1 and "Per op" not in out
+    header = next(line for line in out.splitlines() if "quantity" in line)
+    assert "mamba-130m" in header and "qwen2.5-0.5b" in header
+    code, _, err = run("predict", "--hw", "h200-sxm,h100-sxm", "--csv")
+    assert code == 2 and "--csv: give one value each" in err
+
+
+def test_flag_spellings_across_commands(run, tmp_path):
+    code, out, _ = run("predict", "--models", "mamba-130m", "--phases", "prefill,decode", "--batch", "1,2",
+                       "--seqlen", "256", "--json")
+    assert code == 0 and [(r["phase"], r["batch"]) for r in json.loads(out)] == [
+        ("prefill", 1), ("prefill", 2), ("decode", 1), ("decode", 2)]
+    code, out, _ = run("sweep", "--model", "mamba-130m", "--phase", "decode", "--hw", "h200-sxm", "--batch", "4",
+                       "--seqlen", "512", "--json")
+    assert code == 0 and json.loads(out)["rows"][0]["phase"] == "decode"
+    code, _, err = run("plot", "crossover", "--out", str(tmp_path / "c.png"), "--model", "mamba-130m",
+                       "--seqlen", "256:4096:x4", "--batch", "1,2")
+    assert code == 2 and "--batch: plot crossover draws one value, got 2" in err
+
+
+def test_sweep_across_specs_uses_one_kind_of_ceiling(run):
+    code, out, err = run("sweep", "--models", "mamba-130m", "--hw", "h200-sxm,h100-sxm", "--phases", "prefill",
+                         "--batch", "1", "--seqlen", "1024", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["meta"]["prefer"] == "datasheet" and "h100-sxm has no measured" in data["meta"]["ceilings"]
+    h200 = next(r for r in data["rows"] if r["spec"] == "h200-sxm")
+    cols = sweep.sweep([get_model("mamba-130m")], [get_spec("h200-sxm")], ["prefill"], [1], [1024], prefer="datasheet")
+    assert h200["time_s"] == pytest.approx(cols["time_s"][0]) and h200["ceilings"] == "datasheet"
+    code, out, _ = run("sweep", "--models", "mamba-130m", "--hw", "h200-sxm", "--phases", "prefill", "--batch", "1",
+                       "--seqlen", "1024", "--json")
+    assert json.loads(out)["rows"][0]["ceilings"] == "measured where present"
+
+
+# sweep output: exact counts, formats ------------------------------------------------------------------
+
+SWEEP = ("sweep", "--models", "mamba-130m", "--hw", "h200-sxm", "--phases", "prefill", "--batch", "1",
+         "--seqlen", "1000000,1048576")
+
+
+def test_sweep_counts_stay_exact_integers(run, tmp_path):
+    code, out, _ = run(*SWEEP)
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert code == 0 and [r["length"] for r in rows] == ["1000000", "1048576"] and rows[0]["batch"] == "1"
+    assert all("e+" not in r[c] and "." not in r[c] for r in rows for c in sweep.COUNT_COLUMNS if r[c])
+    code, out, _ = run(*SWEEP, "--json")
+    rows = json.loads(out)["rows"]
+    assert [r["length"] for r in rows] == [1000000, 1048576]
+    assert all(type(r[c]) is int for r in rows for c in ("batch", "length", "weights_bytes"))
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--out", "sweep.xlsx"], "cannot tell the format from the extension .xlsx"),
+    (["--out", "sweep"], "cannot tell the format from the extension (none)"),
+    (["--format", "parquet"], "parquet is a binary format: give --out FILE.parquet"),
+    (["--json", "--out", "s.json"], "--json prints JSON to stdout"),
+])
+def test_sweep_output_format_errors(run, argv, message, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(*SWEEP, *argv)
+    assert code == 2 and message in err and not list(tmp_path.iterdir())
+
+
+def test_sweep_parquet_without_pyarrow_says_to_install_it(run, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow raises ImportError
+    code, _, err = run(*SWEEP, "--out", str(tmp_path / "s.parquet"))
+    assert code == 2 and "pip install pyarrow" in err and not (tmp_path / "s.parquet").exists()
+
+
+def test_sweep_writes_parquet_with_pyarrow(run, tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    code, _, err = run(*SWEEP, "--out", str(tmp_path / "s.parquet"))
+    table = pq.read_table(tmp_path / "s.parquet").to_pydict()
+    assert code == 0 and "as parquet" in err and table["length"] == [1000000, 1048576]
+
+
+# plot crossover -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv, message", [
+    (["--lengths", "0,100"], "--seqlen must be a positive integer, got 0"),
+    (["--seqlen=-5:100:+5"], "--seqlen must be a positive integer, got -5"),
+    (["--baseline", "mamba-2.8b"], "the model and the baseline are both mamba-2.8b"),
+])
+def test_plot_crossover_bad_input(run, tmp_path, argv, message):
+    path = tmp_path / "c.png"
+    code, _, err = run("plot", "crossover", "--out", str(path), "--model", "mamba-2.8b", *argv)
+    assert code == 2 and message in err and not path.exists()
+
+
+def test_plot_crossover_outside_the_plotted_range_is_said_so(run, tmp_path):
+    path = tmp_path / "c.svg"
+    found = sweep.crossover(get_model("mamba-2.8b"), get_model("gpt3-2.7b"), get_spec("h200-sxm"))["length"]
+    assert found > 2048
+    code, _, err = run("plot", "crossover", "--out", str(path), "--model", "mamba-2.8b", "--baseline", "gpt3-2.7b",
+                       "--lengths", "256:2048:x2")
+    assert code == 0 and f"faster from length {found}: outside the plotted range 256..2048 (not drawn)" in err
+    assert "crossover: " not in path.read_text()

@@ -155,11 +155,15 @@ def resolve_impl(op_name: str, mode: str, requested: str | None) -> tuple[str, s
         impl = op.impl(requested)  # raises with the valid names
         if impl.supports(mode):
             return impl.name, mode
-        if mode == "decode" and impl.supports("fwd"):
+        # decode of a stateless op (no implementation has a decode rule) is its forward with L = 1; an op
+        # with a decode rule elsewhere must not run another implementation's forward in its place
+        if mode == "decode" and impl.supports("fwd") and not any(i.supports("decode") for i in op.impls):
             return impl.name, "fwd"
+        with_rule = [i.name for i in op.impls if i.supports(mode)]
         valid = [m for m in ("fwd", "bwd", "fwdbwd", "decode") if impl.supports(m)]
-        raise AnalyticError(f"op {op_name!r}, implementation {requested!r} has no rule for mode {mode!r}; "
-                            f"its modes: {', '.join(valid)}")
+        raise AnalyticError(f"op {op_name!r}, implementation {requested!r} has no rule for mode {mode!r} "
+                            f"(its modes: {', '.join(valid)}); implementations with a {mode} rule: "
+                            f"{', '.join(with_rule) or 'none'}")
     prefs = DEFAULT_IMPLS.get(op_name, {})
     order = [prefs.get(mode), prefs.get("*"), op.default_impl, *(i.name for i in op.impls)]
     for m in ((mode, "fwd") if mode == "decode" else (mode,)):

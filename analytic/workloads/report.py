@@ -23,9 +23,11 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import UserError
+from ..registry import AnalyticError, get_op
 from ..roofline import COL, LABEL, RESOURCES, TENSOR_DTYPES, SpecTable, describe, not_bounded_reasons
 from .evaluate import COMPUTE_RESOURCES, GridResult, analyze, call_shape
 from .models import Model
+from .phases import plan
 from .precision import Precision
 
 ADAM_NOTE = ("train memory assumes Adam with fp32 moments (8 B/parameter) and an fp32 master copy "
@@ -41,6 +43,48 @@ def check_positive_int(name: str, value, limit: int = 1 << 40) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= limit:
         raise UserError(f"{name} must be a positive integer (at most {limit}), got {value!r}")
     return int(value)
+
+
+def ops_run(model: Model, phase: str, impls: dict | None = None, recompute: bool = False,
+            logits: str = "last") -> set[str]:
+    """The ops ``model`` runs in ``phase``."""
+    return {c.op for c in plan(model, phase, impls, recompute, logits)}
+
+
+def check_impls(models: list[Model], phase: str, impls: dict | None, recompute: bool = False,
+                logits: str = "last") -> None:
+    """Every requested (op, implementation) is registered, has a rule for the phase (``plan`` checks),
+    and names an op that one of ``models`` runs in ``phase``: a request that changes nothing is an error."""
+    impls = impls or {}
+    for op, impl in impls.items():
+        try:
+            get_op(op).impl(impl)
+        except AnalyticError as exc:
+            raise UserError(f"--impl {op}={impl}: {exc}") from None
+    runs = set().union(*(ops_run(m, phase, impls, recompute, logits) for m in models))
+    stray = sorted(set(impls) - runs)
+    if stray:
+        raise UserError(f"--impl names op(s) {', '.join(stray)}, which {', '.join(m.id for m in models)} does not "
+                        f"run in {phase}; its ops: {', '.join(sorted(runs))}")
+
+
+def verdict(model: Model, baseline: Model, table: SpecTable, phase: str, batch: int, length: float, seqlen: int,
+            model_time: float | None, model_fits: bool, **kw) -> dict:
+    """The model against its attention baseline at the requested point (same phase, batch, length and
+    spec; ``kw``: the prediction's options), as plain data: both time bounds and the speedup."""
+    rb = analyze(baseline, phase, table, [batch], [length], **kw)
+    tb = _f(rb.time_s[0, 0, 0])
+    speedup = tb / model_time if tb is not None and model_time else None
+    fits = {"model": model_fits, "baseline": bool(rb.fits[0, 0, 0])}
+    out = {"label": LABEL, "baseline": baseline.id, "phase": phase, "batch": batch, "length": seqlen,
+           "model_time_s": model_time, "baseline_time_s": tb, "speedup": speedup, "fits": fits,
+           "meaning": "speedup = baseline time bound / model time bound at this phase, batch and length on "
+                      "this spec (> 1: the model is faster); bounds regardless of device-memory capacity"}
+    if speedup is None:
+        return {**out, "result": "no speedup: a time bound is unknown on this spec"}
+    unfit = [k for k, v in fits.items() if not v]
+    return {**out, "result": f"speedup {speedup:.3g}x over {baseline.id}"
+                             + (f" ({' and '.join(unfit)} does not fit in device memory)" if unfit else "")}
 
 
 def decode_point(seqlen: int, context: int | None) -> tuple[float, int]:
@@ -173,6 +217,10 @@ def predict(model: Model, spec, phase: str, batch: int, seqlen: int, context: in
             raise UserError(f"--context applies to the decode phase only (got phase {phase!r}); "
                             "for prefill and train, --seqlen is the prompt / sequence length")
         context = check_positive_int("context", context)
+    if phase == "decode" and logits == "all":
+        raise UserError("--logits all applies to prefill only: decode computes one token's logits per "
+                        "sequence (--logits last)")
+    check_impls([model], phase, impls, recompute, logits)
     table = SpecTable.of([spec], prefer)
     length, generated = decode_point(seqlen, context) if phase == "decode" else (float(seqlen), None)
     res = analyze(model, phase, table, [batch], [length], dtype=dtype, launch=launch,
@@ -247,9 +295,18 @@ def predict(model: Model, spec, phase: str, batch: int, seqlen: int, context: in
             total["compute_bound_batch"] = sweep.compute_bound_batch(
                 model, spec, int(round(length)), dtype=dtype, prefer=prefer, launch=res.launch,
                 bytes_basis=bytes_basis, impls=impls)
+            total["max_batch_in_memory"] = sweep.max_batch_in_memory(
+                model, spec, "decode", int(round(length)), dtype=dtype, prefer=prefer, impls=impls)
+            cb, most = total["compute_bound_batch"], total["max_batch_in_memory"]["batch"]
+            if cb["batch"] is None and most is not None:
+                cb["result"] += f" (the search ignores capacity: batches above {most} do not fit in device memory)"
         if model.spec.family != "transformer":
-            total["crossover"] = sweep.crossover(model, None, spec, phase, batch, dtype=dtype, prefer=prefer,
-                                                 bytes_basis=bytes_basis, recompute=recompute)
+            baseline = sweep.default_baseline(model)
+            total["verdict"] = verdict(model, baseline, table, phase, batch, length, seqlen, t, fits, dtype=dtype,
+                                       launch=res.launch, bytes_basis=bytes_basis, impls=impls,
+                                       recompute=recompute, logits=logits)
+            total["crossover"] = sweep.crossover(model, baseline, spec, phase, batch, dtype=dtype, prefer=prefer,
+                                                 bytes_basis=bytes_basis, recompute=recompute, impls=impls)
     return {
         "label": LABEL,
         "model": model.summary(),

@@ -6,7 +6,10 @@ spec's ceilings are printed with their origin (measured / datasheet) and provena
 --calibration FILE`` adds, per op and in total, the calibrated estimate of a profile written by
 ``ssmbench calibrate`` with its interval, labelled "calibrated" (or "transferred" on a spec other than
 the profile's); ops the profile does not cover keep their analytic bound, labelled so, with the reason.
-The calibration package is imported only on that path. Bad input raises ``UserError`` (exit code 2 in
+The calibration package is imported only on that path. For an SSM or hybrid model the prediction also
+gives the verdict against its attention baseline at the requested point (``total.verdict``; with a
+profile, the calibrated one: see ``PREDICT_DESCRIPTION`` for the JSON keys). ``predict``, ``sweep`` and
+``plot`` share one flag vocabulary (``point_options``). Bad input raises ``UserError`` (exit code 2 in
 the CLI).
 """
 
@@ -21,6 +24,26 @@ from ..analytic.roofline import BYTES_CHOICES, LAUNCH_CHOICES, PREFER_CHOICES, R
 from ..analytic.workloads.phases import PHASES
 from ..errors import UserError
 from ..output import print_json, print_table, si
+
+PREDICT_DESCRIPTION = """\
+Roofline prediction (analytic bound) of a model phase on a spec. --model, --hw, --phase, --batch and
+--seqlen each take one value or a comma list; several print side by side (one column per prediction;
+with --json a list of predictions). Several specs share one kind of ceiling: the datasheet's unless
+every spec has measured values.
+
+JSON keys (one prediction): total (time_s, sum_s, bottleneck, tokens_per_s, memory_bytes, status, ...),
+ops, layers, spec (ceilings with origin), notes. For an SSM or hybrid model, against its attention
+baseline (the built-in transformer with the nearest parameter count):
+  total.verdict: baseline, phase, batch, length, model_time_s, baseline_time_s (analytic bounds at the
+    requested point, same spec), speedup (baseline_time_s / model_time_s), fits, result;
+  total.verdict.calibrated (with --calibration): label, model_estimate_s, baseline_estimate_s, speedup,
+    crossover {length, result}, not_covered (ops per model the profile does not cover; speedup and
+    crossover are null unless both models are covered), result;
+  total.crossover: length (smallest length from which the model's bound stays below the baseline's),
+    result, impls (the --impl choices, applied to both models).
+Decode adds total.compute_bound_batch (analytic bound) and total.max_batch_in_memory (analytic
+estimate: the largest batch whose weights + KV cache + state + activations fit at that context).
+"""
 
 DEFAULT_MODEL = "mamba2-2.7b"
 DEFAULT_SPEC = "h200-sxm"
@@ -76,6 +99,33 @@ def _pairs(pairs: list[str] | None, option: str, what: str, example: str) -> dic
 
 def _impls(pairs: list[str] | None) -> dict[str, str]:
     return _pairs(pairs, "--impl", "implementation", "attention_causal=fa3")
+
+
+def phase_list(text: str) -> list[str]:
+    """argparse type of ``--phase``: one phase or a comma list."""
+    out = [t.strip() for t in text.split(",") if t.strip()]
+    for t in out:
+        if t not in PHASES:
+            raise argparse.ArgumentTypeError(f"invalid choice: {t!r} (choose from {', '.join(PHASES)})")
+    if not out:
+        raise argparse.ArgumentTypeError(f"give a phase ({', '.join(PHASES)}) or a comma list of them")
+    return out
+
+
+LIST_HELP = "one value, a comma list (1,2,4) or a range (1:128:x2 geometric, 8:64:+8 arithmetic)"
+
+
+def point_options(p: argparse.ArgumentParser, *, model: str, hw: str, phase: str, batch: str, seqlen: str | None,
+                  seqlen_help: str = "lengths (prompt / sequence / decode context)", seqlen_names=()) -> None:
+    """The flags ``predict``, ``sweep`` and ``plot`` share, each one value or a comma list: --model/--models,
+    --hw, --phase/--phases, --batch, --seqlen."""
+    p.add_argument("--model", "--models", dest="model", default=model,
+                   help=f"model id(s), .yaml or config.json, comma list or 'all' (default {model})")
+    p.add_argument("--hw", default=hw, help=f"spec id(s) or spec file(s), comma list or 'all' (default {hw})")
+    p.add_argument("--phase", "--phases", dest="phase", default=phase, type=phase_list,
+                   help=f"{', '.join(PHASES)}, or a comma list (default {phase})")
+    p.add_argument("--batch", default=batch, help=f"sequences per batch: {LIST_HELP} (default {batch})")
+    p.add_argument("--seqlen", *seqlen_names, dest="seqlen", default=seqlen, help=f"{seqlen_help}: {LIST_HELP}")
 
 
 def common_options(p: argparse.ArgumentParser) -> None:
@@ -137,14 +187,49 @@ def cmd_models_show(args) -> int:
 
 # predict ------------------------------------------------------------------------------------------
 
+def predict_kw(args, prefer: str) -> dict:
+    """The options of ``report.predict`` but the point, from ``predict``'s arguments."""
+    return dict(dtype=precision_from_args(args), prefer=prefer, launch=args.launch, bytes_basis=args.bytes_basis,
+                impls=_impls(args.impl), recompute=args.recompute, logits=args.logits)
+
+
+def predict_points(args) -> list[dict]:
+    """One prediction per (model, spec, phase, batch, seqlen) of the arguments' lists. Several specs
+    share one kind of ceiling (``sweep.common_prefer``); an ``--impl`` op must be run by one of the
+    models and applies to those that run it."""
+    from ..analytic import sweep
+    from ..analytic.workloads.report import check_impls, ops_run, predict
+    models, specs = parse_models(args.model), parse_specs(args.hw)
+    batches = sweep.parse_int_list(args.batch, "--batch")
+    seqlens = sweep.parse_int_list(args.seqlen, "--seqlen")
+    prefer, ceilings = sweep.common_prefer(specs, args.prefer)
+    kw = predict_kw(args, prefer)
+    out = []
+    for phase in args.phase:
+        check_impls(models, phase, kw["impls"], kw["recompute"], kw["logits"])
+        for m in models:
+            ops = ops_run(m, phase, kw["impls"], kw["recompute"], kw["logits"])
+            kw_m = {**kw, "impls": {k: v for k, v in kw["impls"].items() if k in ops}}
+            for spec in specs:
+                for b in batches:
+                    for n in seqlens:
+                        r = predict(m, spec, phase, b, n, args.context, **kw_m)
+                        r["spec"]["ceilings_rule"] = ceilings
+                        _calibrate(r, args, m, spec, kw_m)
+                        out.append(r)
+    return out
+
+
 def predict_from_args(args) -> dict:
-    from ..hwspecs import get_spec
-    from ..analytic.workloads.models import get_model
-    from ..analytic.workloads.report import predict
-    model, spec = get_model(args.model), get_spec(args.hw)
-    return predict(model, spec, args.phase, args.batch, args.seqlen, args.context, dtype=precision_from_args(args),
-                   prefer=args.prefer, launch=args.launch, bytes_basis=args.bytes_basis,
-                   impls=_impls(args.impl), recompute=args.recompute, logits=args.logits)
+    """The one prediction of arguments that name one point (``plot roofline``)."""
+    rs = predict_points(args)
+    if len(rs) > 1:
+        raise UserError(_ONE_POINT.format(what="this draws one prediction"))
+    return rs[0]
+
+
+_ONE_POINT = ("{what}: give one value each of --model, --hw, --phase, --batch and --seqlen "
+              "(several print side by side in the table or as a JSON list)")
 
 
 OP_CSV = ("label", "block", "op", "impl", "mode", "count", "flops_tensor", "flops_vector", "transcendentals",
@@ -210,6 +295,18 @@ def _calibrated_total_rows(t: dict) -> list[list[str]]:
     return rows
 
 
+def _verdict_rows(v: dict) -> list[list[str]]:
+    """The model against its baseline at the requested point: both bounds and the speedup (and the
+    calibrated ones where ``--calibration`` covers both models)."""
+    rows = [[f"baseline {v['baseline']}: time (analytic bound)", si(v["baseline_time_s"], "s")
+             + ("" if v["fits"]["baseline"] else " (ignoring capacity: it does not fit)")],
+            [f"speedup over {v['baseline']} (analytic bounds, baseline / model)", v["result"]]]
+    c = v.get("calibrated")
+    if c is not None:
+        rows.append([f"speedup over {v['baseline']} ({c['label']} estimates)", c["result"]])
+    return rows
+
+
 def _print_predict(r: dict) -> None:
     t = r["total"]
     _table(
@@ -226,6 +323,18 @@ def _print_predict(r: dict) -> None:
                  for b in r["layers"]])
     if "calibrated" in t:
         _print_calibrated_ops(r)
+    _table(f"Total: {r['model']['id']}, {r['phase']}, batch {r['batch']}, length {r['seqlen']}"
+                + (f", context {r['context']}" if r["context"] else "") + f" on {r['spec']['id']}",
+                ["quantity", "value (analytic bound / analytic estimate / calibrated estimate)"], _total_rows(r),
+                caption="Ceilings: " + "; ".join(
+                    f"{c['key']} = {si(c['value'], _unit(c['key']))} ({c['origin']})"
+                    for c in r["spec"]["ceilings"] if c["value"])
+                + ". " + " ".join(r["notes"]))
+
+
+def _total_rows(r: dict) -> list[list[str]]:
+    """The total's rows (quantity, value) of one prediction."""
+    t = r["total"]
     rows = [["analytic bound: time (max per op, summed)", si(t["time_s_ignoring_capacity"], "s")
              + ("" if t["fits"] else " (ignoring capacity: it does not fit, see below)")],
             ["analytic bound: sum (no overlap)", si(t["sum_s"], "s")],
@@ -240,7 +349,11 @@ def _print_predict(r: dict) -> None:
         rows.append([f"decode, {regime} launches", f"{si(v['time_s'], 's')}, bottleneck {v['bottleneck']}"
                      + (" (launch not bounded: overhead unknown)" if v["launch_not_bounded"] else "")])
     if "compute_bound_batch" in t:
-        rows.append(["decode turns compute-bound", t["compute_bound_batch"]["result"]])
+        rows.append(["decode turns compute-bound (analytic bound)", t["compute_bound_batch"]["result"]])
+        mb = t["max_batch_in_memory"]
+        rows.append([f"largest batch in device memory at context {mb['length']:g} (analytic estimate)", mb["result"]])
+    if "verdict" in t:
+        rows += _verdict_rows(t["verdict"])
     if "crossover" in t:
         c = t["crossover"]
         rows.append([f"crossover vs {c['baseline']} ({c['phase']})", c["result"]])
@@ -250,17 +363,12 @@ def _print_predict(r: dict) -> None:
         rows.append(["does not fit on chip (working set)", ", ".join(t["ops_not_fitting_on_chip"])])
     for nb in t["not_bounded"]:
         rows.append(["not bounded", nb])
-    _table(f"Total: {r['model']['id']}, {r['phase']}, batch {r['batch']}, length {r['seqlen']}"
-                + (f", context {r['context']}" if r["context"] else "") + f" on {r['spec']['id']}",
-                ["quantity", "value (analytic bound / analytic estimate / calibrated estimate)"], rows,
-                caption="Ceilings: " + "; ".join(
-                    f"{c['key']} = {si(c['value'], _unit(c['key']))} ({c['origin']})"
-                    for c in r["spec"]["ceilings"] if c["value"])
-                + ". " + " ".join(r["notes"]))
+    return rows
 
 
-def _calibrate(r: dict, args) -> None:
-    """Add the profile's calibrated estimates to ``r`` (imports the calibration package only here)."""
+def _calibrate(r: dict, args, model, spec, kw: dict) -> None:
+    """Add the profile's calibrated estimates, and the calibrated verdict, to ``r`` (imports the
+    calibration package only here)."""
     backends = _pairs(args.calibration_backend, "--calibration-backend", "backend", "attention_causal=torch.sdpa.flash")
     if args.calibration is None:
         if backends:
@@ -269,18 +377,55 @@ def _calibrate(r: dict, args) -> None:
         return
     from ..calibrate.apply import add_calibration
     from ..calibrate.profile import read_profile
-    from ..hwspecs import get_spec
-    add_calibration(r, read_profile(args.calibration), get_spec(args.hw), backends)
+    from ..verdict import add_calibrated_verdict, baseline_ops
+    profile = read_profile(args.calibration)
+    # a backend for an op only the baseline runs serves the verdict; one for an op neither runs stays an error
+    theirs = baseline_ops(r, kw) - {o["op"] for o in r["ops"]}
+    add_calibration(r, profile, spec, {k: v for k, v in backends.items() if k not in theirs})
+    add_calibrated_verdict(r, model, profile, spec, backends, kw)
+
+
+def _point_name(r: dict, varying: set[str]) -> str:
+    parts = {"model": r["model"]["id"], "spec": r["spec"]["id"], "phase": r["phase"],
+             "batch": f"B={r['batch']}", "seqlen": f"L={r['seqlen']}"}
+    return " ".join(v for k, v in parts.items() if k in varying) or r["spec"]["id"]
+
+
+def _print_side_by_side(rs: list[dict]) -> None:
+    """One table: a row per total quantity, a column per prediction (rows a prediction lacks print '-')."""
+    keys = {"model": lambda r: r["model"]["id"], "spec": lambda r: r["spec"]["id"], "phase": lambda r: r["phase"],
+            "batch": lambda r: r["batch"], "seqlen": lambda r: r["seqlen"]}
+    varying = {k for k, f in keys.items() if len({f(r) for r in rs}) > 1}
+    per = []
+    for r in rs:
+        d: dict[str, str] = {}
+        for k, v in _total_rows(r):  # a label may repeat ("not bounded"): one cell per label
+            d[k] = f"{d[k]}; {v}" if k in d else v
+        per.append(d)
+    labels = list(dict.fromkeys(k for p in per for k in p))
+    notes = list(dict.fromkeys(n for r in rs for n in r["notes"]))
+    same = {k: keys[k](rs[0]) for k in keys if k not in varying}
+    _table("Totals side by side" + (": " + ", ".join(f"{k} {v}" for k, v in same.items()) if same else ""),
+           ["quantity"] + [_point_name(r, varying) for r in rs], [[k] + [p.get(k, "-") for p in per] for k in labels],
+           caption=f"Ceilings: {rs[0]['spec']['ceilings_rule']}. Values: analytic bound / analytic estimate / "
+                   "calibrated estimate, as each row says. " + " ".join(notes))
 
 
 def cmd_predict(args) -> int:
-    r = predict_from_args(args)
-    _calibrate(r, args)
+    rs = predict_points(args)
+    if len(rs) > 1:
+        if args.csv or args.plot:
+            raise UserError(_ONE_POINT.format(what="--csv" if args.csv else "--plot"))
+        if args.json:
+            print_json(rs)
+        else:
+            _print_side_by_side(rs)
+        return 0
+    r = rs[0]
     if args.plot:
         from ..figures._common import save
         from ..figures.roofline import roofline_figure
-        from ..hwspecs import get_spec
-        sc = SpecCeilings.of(get_spec(args.hw), args.prefer)
+        sc = SpecCeilings.of(parse_specs(args.hw)[0], args.prefer)
         title = (f"Roofline, analytic bound: {r['model']['id']} {r['phase']} B={r['batch']} L={r['seqlen']} "
                  f"on {sc.spec.id} ({args.prefer} ceilings where present)")
         save(roofline_figure(sc, r["ops"], title), args.plot)
@@ -306,37 +451,45 @@ def cmd_predict(args) -> int:
 def cmd_sweep(args) -> int:
     import time
     from ..analytic import sweep
-    models, specs = parse_models(args.models), parse_specs(args.hw)
-    phases = [p.strip() for p in args.phases.split(",") if p.strip()]
+    if args.json and (args.out or args.format):
+        raise UserError("--json prints JSON to stdout; for a file give --out FILE (format from --format or the "
+                        "extension) instead")
+    fmt = "json" if args.json else sweep.output_format(args.format, args.out)
+    models, specs = parse_models(args.model), parse_specs(args.hw)
+    phases = args.phase
     batches = sweep.parse_int_list(args.batch, "--batch")
     lengths = sweep.parse_int_list(args.seqlen, "--seqlen")
-    fmt = args.format or ("json" if args.out and args.out.endswith(".json") else "csv")
+    prefer, ceilings = sweep.common_prefer(specs, args.prefer)
     t0 = time.perf_counter()
     unsupported: list[str] = []
     precision = precision_from_args(args)
-    cols = sweep.sweep(models, specs, phases, batches, lengths, dtype=precision, prefer=args.prefer,
+    cols = sweep.sweep(models, specs, phases, batches, lengths, dtype=precision, prefer=prefer,
                        launch=args.launch, bytes_basis=args.bytes_basis, unsupported=unsupported)
     elapsed = time.perf_counter() - t0
     for line in unsupported:
         print(f"ssmbench: warning: not costed (rows left empty): {line}", file=sys.stderr)
     meta = {"models": [m.id for m in models], "specs": [s.id for s in specs], "phases": phases,
             "batches": batches, "lengths": lengths, "dtype": args.dtype, "kv_dtype": precision.kv,
-            "state_dtype": precision.state, "prefer": args.prefer,
+            "state_dtype": precision.state, "prefer": prefer, "ceilings": ceilings,
             "launch": args.launch or "graph for decode, eager otherwise", "bytes_basis": args.bytes_basis,
             "length_meaning": "prompt length (prefill), sequence length (train), context length (decode)",
             "unsupported": unsupported}
-    text = sweep.records_text(cols, fmt, meta)
-    if args.out:
-        try:
-            Path(args.out).write_text(text)
-        except OSError as exc:
-            raise UserError(f"cannot write {args.out}: {exc}") from None
-        n = len(cols["model"])
-        print(f"wrote {n} rows ({len(models)} models x {len(specs)} specs x {len(phases)} phases x "
-              f"{len(batches)} batches x {len(lengths)} lengths) to {args.out} in {elapsed:.3g} s of analysis",
-              file=sys.stderr)
-    else:
-        sys.stdout.write(text)
+    if fmt != "json":
+        print(f"ssmbench: ceilings: {ceilings}", file=sys.stderr)
+    if not args.out:
+        sys.stdout.write(sweep.records_text(cols, fmt, meta))
+        return 0
+    try:
+        if fmt == "parquet":
+            sweep.write_parquet(cols, args.out, meta)
+        else:
+            Path(args.out).write_text(sweep.records_text(cols, fmt, meta))
+    except OSError as exc:
+        raise UserError(f"cannot write {args.out}: {exc}") from None
+    n = len(cols["model"])
+    print(f"wrote {n} rows ({len(models)} models x {len(specs)} specs x {len(phases)} phases x "
+          f"{len(batches)} batches x {len(lengths)} lengths) as {fmt} to {args.out} in {elapsed:.3g} s of analysis",
+          file=sys.stderr)
     return 0
 
 
@@ -351,20 +504,20 @@ def register(subparsers) -> None:
     ps.add_argument("model", help="model id, model .yaml file or Hugging Face config.json")
     ps.set_defaults(func=cmd_models_show)
 
-    p = subparsers.add_parser("predict", help="roofline prediction (analytic bound) of a model phase on a spec")
-    p.add_argument("--model", default=DEFAULT_MODEL, help=f"model id, .yaml or config.json (default {DEFAULT_MODEL})")
-    p.add_argument("--hw", default=DEFAULT_SPEC, help=f"spec id or spec file (default {DEFAULT_SPEC})")
-    p.add_argument("--phase", default="prefill", choices=PHASES)
-    p.add_argument("--batch", type=int, default=1, help="sequences per batch")
-    p.add_argument("--seqlen", type=int, default=4096,
-                   help="prompt length (prefill), sequence length (train), context (decode) or, with "
-                        "--context, tokens generated")
+    p = subparsers.add_parser("predict", help="roofline prediction (analytic bound) of a model phase on a spec",
+                              description=PREDICT_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    point_options(p, model=DEFAULT_MODEL, hw=DEFAULT_SPEC, phase="prefill", batch="1", seqlen="4096",
+                  seqlen_help="prompt length (prefill), sequence length (train), context (decode) or, with "
+                              "--context, tokens generated (default 4096)")
     p.add_argument("--context", type=int, default=None, help="decode only: tokens already in the cache")
     p.add_argument("--launch", default=None, choices=LAUNCH_CHOICES,
                    help="launch regime (default: graph for decode, eager otherwise)")
-    p.add_argument("--impl", action="append", metavar="OP=IMPL", help="implementation of an op, repeatable")
+    p.add_argument("--impl", action="append", metavar="OP=IMPL",
+                   help="implementation of an op the model runs, with a rule for the phase; repeatable "
+                        "(also used for the baseline of the verdict and crossover)")
     p.add_argument("--recompute", action="store_true", help="train: activation recomputation")
-    p.add_argument("--logits", default="last", choices=("last", "all"), help="prefill: LM head on last or all tokens")
+    p.add_argument("--logits", default="last", choices=("last", "all"),
+                   help="prefill: LM head on last or all tokens (decode computes one token's logits: last only)")
     p.add_argument("--plot", metavar="FILE", help="also write a roofline plot of the ops (.png or .svg)")
     p.add_argument("--calibration", metavar="FILE",
                    help="calibrated profile (from `ssmbench calibrate`): add calibrated estimates with intervals "
@@ -380,14 +533,12 @@ def register(subparsers) -> None:
     p.set_defaults(func=cmd_predict)
 
     p = subparsers.add_parser("sweep", help="predictions over grids of models, specs, phases, batches, lengths")
-    p.add_argument("--models", default="all", help="comma list of model ids / files, or 'all'")
-    p.add_argument("--hw", default="all", help="comma list of spec ids / files, or 'all'")
-    p.add_argument("--phases", default="prefill,decode,train", help="comma list of phases")
-    p.add_argument("--batch", default="1:128:x2", help="batches: 1,2,4 or 1:128:x2 or 8:64:+8")
-    p.add_argument("--seqlen", default="128:262144:x2", help="lengths (prompt / sequence / decode context)")
+    point_options(p, model="all", hw="all", phase="prefill,decode,train", batch="1:128:x2", seqlen="128:262144:x2")
     p.add_argument("--launch", default=None, choices=LAUNCH_CHOICES)
-    p.add_argument("--format", choices=("csv", "json"), help="default: from --out's suffix, else csv")
+    p.add_argument("--format", choices=("csv", "json", "parquet"),
+                   help="default: from --out's extension (.csv, .json, .parquet: needs pyarrow), else csv")
     p.add_argument("--out", help="output file (default: stdout)")
+    p.add_argument("--json", action="store_true", help="print JSON to stdout")
     common_options(p)
     precision_options(p)
     p.set_defaults(func=cmd_sweep)
