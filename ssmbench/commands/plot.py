@@ -71,15 +71,15 @@ def cmd_plot(args) -> int:
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("plot", help="write a roofline, scaling or crossover figure (.png / .svg)")
-    p.add_argument("kind", choices=("roofline", "scaling", "crossover"))
+    p.add_argument("kind", choices=("roofline", "scaling", "crossover"), help="which figure to write")
     p.add_argument("--out", required=True, help="output file, .png or .svg")
     p.add_argument("--hw", default=DEFAULT_SPEC, help="spec id or spec file")
     p.add_argument("--model", default=DEFAULT_MODEL,
                    help="roofline: model whose ops to plot ('none': ceilings only); scaling: comma list; "
                         "crossover: the SSM / hybrid model")
     p.add_argument("--baseline", help="crossover: the attention baseline (default: nearest-size transformer)")
-    p.add_argument("--phase", default="prefill", choices=PHASES)
-    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--phase", default="prefill", choices=PHASES, help="model phase to plot")
+    p.add_argument("--batch", type=int, default=1, help="sequences per batch")
     p.add_argument("--seqlen", type=int, default=None, help="roofline: length of the prediction (default 4096)")
     p.add_argument("--lengths", default="256:1048576:x2", help="scaling / crossover: lengths on the x axis")
     common_options(p)

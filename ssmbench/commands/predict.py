@@ -330,7 +330,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("predict", help="roofline prediction (analytic bound) of a model phase on a spec")
     p.add_argument("--model", default=DEFAULT_MODEL, help=f"model id, .yaml or config.json (default {DEFAULT_MODEL})")
     p.add_argument("--hw", default=DEFAULT_SPEC, help=f"spec id or spec file (default {DEFAULT_SPEC})")
-    p.add_argument("--phase", default="prefill", choices=PHASES)
+    p.add_argument("--phase", default="prefill", choices=PHASES, help="model phase to predict")
     p.add_argument("--batch", type=int, default=1, help="sequences per batch")
     p.add_argument("--seqlen", type=int, default=4096,
                    help="prompt length (prefill), sequence length (train), context (decode) or, with "
@@ -338,7 +338,8 @@ def register(subparsers) -> None:
     p.add_argument("--context", type=int, default=None, help="decode only: tokens already in the cache")
     p.add_argument("--launch", default=None, choices=LAUNCH_CHOICES,
                    help="launch regime (default: graph for decode, eager otherwise)")
-    p.add_argument("--impl", action="append", metavar="OP=IMPL", help="implementation of an op, repeatable")
+    p.add_argument("--impl", action="append", metavar="OP=IMPL",
+                   help="implementation of an op, repeatable (default: the model's)")
     p.add_argument("--recompute", action="store_true", help="train: activation recomputation")
     p.add_argument("--logits", default="last", choices=("last", "all"), help="prefill: LM head on last or all tokens")
     p.add_argument("--plot", metavar="FILE", help="also write a roofline plot of the ops (.png or .svg)")
@@ -360,7 +361,8 @@ def register(subparsers) -> None:
     p.add_argument("--phases", default="prefill,decode,train", help="comma list of phases")
     p.add_argument("--batch", default="1:128:x2", help="batches: 1,2,4 or 1:128:x2 or 8:64:+8")
     p.add_argument("--seqlen", default="128:262144:x2", help="lengths (prompt / sequence / decode context)")
-    p.add_argument("--launch", default=None, choices=LAUNCH_CHOICES)
+    p.add_argument("--launch", default=None, choices=LAUNCH_CHOICES,
+                   help="launch regime (default: graph for decode, eager otherwise)")
     p.add_argument("--format", choices=("csv", "json"), help="default: from --out's suffix, else csv")
     p.add_argument("--out", help="output file (default: stdout)")
     common_options(p)
