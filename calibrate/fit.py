@@ -14,6 +14,7 @@ with its name and count; it is never dropped.
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -23,6 +24,7 @@ from .crossval import ape, choose, conformal, evaluate, loso_coverage
 from .defaults import DEFAULT_LEVEL, DEFAULT_MIN_SHAPES
 from .join import Joined, JoinedCase
 from .models import MODELS, Features, active_resources
+from .progress import Progress
 
 
 @dataclass(frozen=True)
@@ -124,13 +126,26 @@ def fit_group(key: GroupKey, cases: list[JoinedCase], level: float = DEFAULT_LEV
     return rec
 
 
+def fit_groups(joined: Joined, level: float = DEFAULT_LEVEL, min_shapes: int = DEFAULT_MIN_SHAPES,
+               group_by: str = "op", progress: Progress | None = None) -> list[dict]:
+    """Every group's record, in label order; ``progress`` (calibrate/progress.py) hears of each."""
+    grouped = group_cases(joined.cases, group_by)
+    groups = []
+    for i, (key, cases) in enumerate(grouped.items(), start=1):
+        t0 = time.perf_counter()
+        groups.append(fit_group(key, cases, level, min_shapes, group_by))
+        if progress is not None:
+            progress(i, len(grouped), key.label, groups[-1], time.perf_counter() - t0)
+    return groups
+
+
 def fit_all(joined: Joined, level: float = DEFAULT_LEVEL, min_shapes: int = DEFAULT_MIN_SHAPES,
-            group_by: str = "op") -> list[dict]:
+            group_by: str = "op", progress: Progress | None = None) -> list[dict]:
     if not 0.0 < level < 1.0:
         raise UserError(f"interval level must be between 0 and 1 (e.g. 0.8), got {level}")
     if min_shapes < 3:
         raise UserError(f"min_shapes must be at least 3 (one held out, two to fit), got {min_shapes}")
-    groups = [fit_group(k, cs, level, min_shapes, group_by) for k, cs in group_cases(joined.cases, group_by).items()]
+    groups = fit_groups(joined, level, min_shapes, group_by, progress)
     if not any(g["status"] == "calibrated" for g in groups):
         reasons = "\n  ".join(g["reason"] for g in groups)
         raise UserError(f"no group could be calibrated (too few points to fit):\n  {reasons}")

@@ -31,7 +31,8 @@ from ..errors import UserError
 from ..provenance import analysis_meta
 from .estimate import estimate_from_bounds
 from .defaults import DEFAULT_LEVEL, DEFAULT_MIN_SHAPES, TARGET
-from .fit import fit_group, group_cases
+from .fit import fit_groups
+from .progress import Progress
 from .join import RESOURCE_CLASS, RESOURCES, Joined, JoinedCase
 from .profile import Profile, build_profile
 from .report import dims_text
@@ -175,9 +176,9 @@ def gap_report(joined: Joined, profile: Profile, spec_id: str, fitted_here: bool
 
 
 def fit_profile_for_gap(joined: Joined, level: float = DEFAULT_LEVEL, min_shapes: int = DEFAULT_MIN_SHAPES,
-                        group_by: str = "op") -> Profile:
+                        group_by: str = "op", progress: Progress | None = None) -> Profile:
     """A profile fitted on the report's own results (no file): groups that cannot be fitted stay in
     it as not calibrated, so that bounds and measurements are still reported."""
-    groups = [fit_group(k, cs, level, min_shapes, group_by) for k, cs in group_cases(joined.cases, group_by).items()]
+    groups = fit_groups(joined, level, min_shapes, group_by, progress)
     settings = {"level": level, "min_shapes": min_shapes, "group_by": group_by}
     return Profile(build_profile(joined, groups, settings), "<fitted for this report>")

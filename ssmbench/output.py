@@ -17,7 +17,7 @@ from rich.table import Table
 
 from .hwspecs.units import format_si as si
 
-__all__ = ["console", "print_json", "print_table", "si"]
+__all__ = ["console", "json_data", "print_json", "print_table", "si"]
 
 
 def _default(o: Any):
@@ -45,6 +45,11 @@ def _clean(o: Any) -> Any:
 
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(_clean(data), indent=2, default=_default) + "\n")
+
+
+def json_data(data: Any) -> Any:
+    """``data`` exactly as ``print_json`` writes it, read back (the Python API returns what --json prints)."""
+    return json.loads(json.dumps(_clean(data), default=_default))
 
 
 def console(width: int | None = None) -> Console:

@@ -243,7 +243,7 @@ def test_bad_profile_file_exits_2(predict, tmp_path, content, message):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (("--calibration-backend", "linear=torch_ref"), "--calibration-backend needs --calibration FILE"),
+    (("--calibration-backend", "linear=torch_ref"), "--calibration-backend / calibration_backends) need a calibration"),
     (("--calibration-backend", "linear", "--calibration", "P"), "write op=backend"),
     (("--calibration-backend", "conv1d=torch.conv1d", "--calibration", "P"), "which this prediction does not run"),
 ])

@@ -59,6 +59,7 @@ def register(subparsers) -> None:
 
 def cmd_calibrate(args) -> int:
     from ..calibrate.fit import fit_all
+    from ..calibrate.progress import group_progress
     from ..calibrate.join import join
     from ..calibrate.profile import build_profile, write_profile
     from ..calibrate.report import model_text, pct
@@ -73,7 +74,8 @@ def cmd_calibrate(args) -> int:
     results = load_results(args.results)
     joined = join(results, spec, prefer=args.prefer or "measured", allow_device_mismatch=args.allow_device_mismatch,
                   skip_unpredicted=args.skip_unpredicted)
-    groups = fit_all(joined, level=args.level, min_shapes=args.min_shapes, group_by=args.group_by)
+    groups = fit_all(joined, level=args.level, min_shapes=args.min_shapes, group_by=args.group_by,
+                     progress=group_progress())
     settings = {"level": args.level, "min_shapes": args.min_shapes, "group_by": args.group_by}
     profile = build_profile(joined, groups, settings, command=["ssmbench"] + sys.argv[1:])
     path = write_profile(profile, args.out, force=args.force)
@@ -121,6 +123,7 @@ def cmd_calibrate(args) -> int:
 
 def cmd_gap(args) -> int:
     from ..calibrate.gap import fit_profile_for_gap, gap_report
+    from ..calibrate.progress import group_progress
     from ..calibrate.join import join
     from ..calibrate.profile import json_text, read_profile
     from ..calibrate.report import gap_markdown
@@ -137,7 +140,8 @@ def cmd_gap(args) -> int:
                   skip_unpredicted=args.skip_unpredicted)
     fitted_here = profile is None
     if profile is None:
-        profile = fit_profile_for_gap(joined, level=args.level, min_shapes=args.min_shapes, group_by=args.group_by)
+        profile = fit_profile_for_gap(joined, level=args.level, min_shapes=args.min_shapes, group_by=args.group_by,
+                                      progress=group_progress())
     rep = gap_report(joined, profile, spec.id, fitted_here)
     fmt = "json" if args.json else args.format
     text = json_text(rep) if fmt == "json" else gap_markdown(rep)

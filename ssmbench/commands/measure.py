@@ -45,7 +45,7 @@ def register(subparsers) -> None:
     m.add_argument("--no-flush", action="store_true", help="do not flush L2 before each timed call (CUDA)")
     m.add_argument("--no-energy", action="store_true", help="skip the NVML energy window")
     m.add_argument("--energy-window", type=float, default=1.0, help="seconds per energy window (>= 1, default 1)")
-    m.add_argument("--threads", type=int, help="CPU threads for PyTorch (torch.set_num_threads; CPU runs)")
+    m.add_argument("--threads", type=int, help="CPU threads for PyTorch (torch.set_num_threads; default: PyTorch's)")
     m.add_argument("--dry-run", action="store_true", help="list the cases and exit")
     m.add_argument("--json", action="store_true", help="print the summary as JSON (progress goes to stderr)")
     m.set_defaults(func=cmd_measure)
@@ -60,10 +60,13 @@ def register(subparsers) -> None:
     p.add_argument("--out", required=True, help="new file to write (.yaml, .yml or .json)")
     p.add_argument("--copy-mib", type=int, help="copy buffer size in MiB (default 1024 on CUDA, 64 on the CPU)")
     p.add_argument("--matmul-n", type=int, help="matmul size n (n x n x n; default 8192 on CUDA, 512 on the CPU)")
-    p.add_argument("--vector-numel", type=int, help="elements in the vector / exp measurements")
-    p.add_argument("--iters", type=int, help="dependent operations per element in the CUDA vector / exp kernels")
-    p.add_argument("--target-time", type=float, help="seconds of timed samples per measurement")
-    p.add_argument("--threads", type=int, help="CPU threads for PyTorch (torch.set_num_threads; CPU runs)")
+    p.add_argument("--vector-numel", type=int,
+                   help="elements in the vector / exp measurements (default 4194304 on CUDA, 65536 on the CPU)")
+    p.add_argument("--iters", type=int,
+                   help="dependent operations per element in the CUDA vector / exp kernels (default 4096)")
+    p.add_argument("--target-time", type=float,
+                   help="seconds of timed samples per measurement (default 0.5 on CUDA, 0.1 on the CPU)")
+    p.add_argument("--threads", type=int, help="CPU threads for PyTorch (torch.set_num_threads; default: PyTorch's)")
     p.add_argument("--json", action="store_true", help="print the probe result as JSON")
     p.set_defaults(func=cmd_probe)
 

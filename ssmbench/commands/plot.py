@@ -98,7 +98,7 @@ def cmd_plot(args) -> int:
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("plot", help="write a roofline, scaling or crossover figure (.png / .svg)")
-    p.add_argument("kind", choices=("roofline", "scaling", "crossover"))
+    p.add_argument("kind", choices=("roofline", "scaling", "crossover"), help="which figure to write")
     p.add_argument("--out", required=True, help="output file, .png or .svg")
     point_options(p, model=DEFAULT_MODEL, hw=DEFAULT_SPEC, phase="prefill", batch="1", seqlen=None,
                   seqlen_help=("roofline: the prediction's length (default 4096); scaling / crossover: the lengths "

@@ -16,12 +16,14 @@ the CLI).
 from __future__ import annotations
 
 import argparse
+import difflib
 import csv
 import sys
 from pathlib import Path
 
 from ..analytic.roofline import BYTES_CHOICES, LAUNCH_CHOICES, PREFER_CHOICES, RESOURCES, SpecCeilings
 from ..analytic.workloads.phases import PHASES
+from ..cli import RawDescriptionDefaultsFormatter
 from ..errors import UserError
 from ..output import print_json, print_table, si
 
@@ -106,7 +108,9 @@ def phase_list(text: str) -> list[str]:
     out = [t.strip() for t in text.split(",") if t.strip()]
     for t in out:
         if t not in PHASES:
-            raise argparse.ArgumentTypeError(f"invalid choice: {t!r} (choose from {', '.join(PHASES)})")
+            near = difflib.get_close_matches(t, PHASES, n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            raise argparse.ArgumentTypeError(f"invalid choice: {t!r}{hint} (choose from {', '.join(PHASES)})")
     if not out:
         raise argparse.ArgumentTypeError(f"give a phase ({', '.join(PHASES)}) or a comma list of them")
     return out
@@ -198,25 +202,23 @@ def predict_points(args) -> list[dict]:
     share one kind of ceiling (``sweep.common_prefer``); an ``--impl`` op must be run by one of the
     models and applies to those that run it."""
     from ..analytic import sweep
-    from ..analytic.workloads.report import check_impls, ops_run, predict
+    from ..analytic.workloads.report import check_impls
+    from ..prediction import predict_point
     models, specs = parse_models(args.model), parse_specs(args.hw)
     batches = sweep.parse_int_list(args.batch, "--batch")
     seqlens = sweep.parse_int_list(args.seqlen, "--seqlen")
     prefer, ceilings = sweep.common_prefer(specs, args.prefer)
     kw = predict_kw(args, prefer)
+    backends = _pairs(args.calibration_backend, "--calibration-backend", "backend", "attention_causal=torch.sdpa.flash")
     out = []
     for phase in args.phase:
         check_impls(models, phase, kw["impls"], kw["recompute"], kw["logits"])
         for m in models:
-            ops = ops_run(m, phase, kw["impls"], kw["recompute"], kw["logits"])
-            kw_m = {**kw, "impls": {k: v for k, v in kw["impls"].items() if k in ops}}
             for spec in specs:
                 for b in batches:
                     for n in seqlens:
-                        r = predict(m, spec, phase, b, n, args.context, **kw_m)
-                        r["spec"]["ceilings_rule"] = ceilings
-                        _calibrate(r, args, m, spec, kw_m)
-                        out.append(r)
+                        out.append(predict_point(m, spec, phase, b, n, args.context, kw, ceilings, args.calibration,
+                                                 backends))
     return out
 
 
@@ -366,25 +368,6 @@ def _total_rows(r: dict) -> list[list[str]]:
     return rows
 
 
-def _calibrate(r: dict, args, model, spec, kw: dict) -> None:
-    """Add the profile's calibrated estimates, and the calibrated verdict, to ``r`` (imports the
-    calibration package only here)."""
-    backends = _pairs(args.calibration_backend, "--calibration-backend", "backend", "attention_causal=torch.sdpa.flash")
-    if args.calibration is None:
-        if backends:
-            raise UserError("--calibration-backend needs --calibration FILE "
-                            "(a profile written by `ssmbench calibrate`)")
-        return
-    from ..calibrate.apply import add_calibration
-    from ..calibrate.profile import read_profile
-    from ..verdict import add_calibrated_verdict, baseline_ops
-    profile = read_profile(args.calibration)
-    # a backend for an op only the baseline runs serves the verdict; one for an op neither runs stays an error
-    theirs = baseline_ops(r, kw) - {o["op"] for o in r["ops"]}
-    add_calibration(r, profile, spec, {k: v for k, v in backends.items() if k not in theirs})
-    add_calibrated_verdict(r, model, profile, spec, backends, kw)
-
-
 def _point_name(r: dict, varying: set[str]) -> str:
     parts = {"model": r["model"]["id"], "spec": r["spec"]["id"], "phase": r["phase"],
              "batch": f"B={r['batch']}", "seqlen": f"L={r['seqlen']}"}
@@ -505,16 +488,16 @@ def register(subparsers) -> None:
     ps.set_defaults(func=cmd_models_show)
 
     p = subparsers.add_parser("predict", help="roofline prediction (analytic bound) of a model phase on a spec",
-                              description=PREDICT_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+                              description=PREDICT_DESCRIPTION, formatter_class=RawDescriptionDefaultsFormatter)
     point_options(p, model=DEFAULT_MODEL, hw=DEFAULT_SPEC, phase="prefill", batch="1", seqlen="4096",
                   seqlen_help="prompt length (prefill), sequence length (train), context (decode) or, with "
                               "--context, tokens generated (default 4096)")
-    p.add_argument("--context", type=int, default=None, help="decode only: tokens already in the cache")
+    p.add_argument("--context", type=int, default=None, help="decode only: tokens already in the cache (default: none, then --seqlen is the context)")
     p.add_argument("--launch", default=None, choices=LAUNCH_CHOICES,
                    help="launch regime (default: graph for decode, eager otherwise)")
     p.add_argument("--impl", action="append", metavar="OP=IMPL",
                    help="implementation of an op the model runs, with a rule for the phase; repeatable "
-                        "(also used for the baseline of the verdict and crossover)")
+                        "(also used for the baseline of the verdict and crossover; default: the model's)")
     p.add_argument("--recompute", action="store_true", help="train: activation recomputation")
     p.add_argument("--logits", default="last", choices=("last", "all"),
                    help="prefill: LM head on last or all tokens (decode computes one token's logits: last only)")
@@ -534,7 +517,8 @@ def register(subparsers) -> None:
 
     p = subparsers.add_parser("sweep", help="predictions over grids of models, specs, phases, batches, lengths")
     point_options(p, model="all", hw="all", phase="prefill,decode,train", batch="1:128:x2", seqlen="128:262144:x2")
-    p.add_argument("--launch", default=None, choices=LAUNCH_CHOICES)
+    p.add_argument("--launch", default=None, choices=LAUNCH_CHOICES,
+                   help="launch regime (default: graph for decode, eager otherwise)")
     p.add_argument("--format", choices=("csv", "json", "parquet"),
                    help="default: from --out's extension (.csv, .json, .parquet: needs pyarrow), else csv")
     p.add_argument("--out", help="output file (default: stdout)")
