@@ -31,6 +31,16 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="fit each op apart (default) or pool the ops of a family")
 
 
+def _find_results(paths: list[str]):
+    """The result files of ``--results``; the other files of its folders are listed on stderr."""
+    from ..calibrate.sources import find_all
+
+    found = find_all(paths)
+    for s in found.skipped:
+        print(f"ssmbench: note: skipped {s['path']}: {s['reason']}", file=sys.stderr)
+    return found
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "calibrate", help="fit achieved vs predicted time per kernel group; write a calibrated profile",
@@ -62,7 +72,6 @@ def cmd_calibrate(args) -> int:
     from ..calibrate.join import join
     from ..calibrate.profile import build_profile, write_profile
     from ..calibrate.report import model_text, pct
-    from ..calibrate.sources import load_results
     from ..hwspecs import get_spec
     from ..output import print_json, print_table
 
@@ -70,12 +79,12 @@ def cmd_calibrate(args) -> int:
         raise UserError(f"{args.out} exists; calibrated profiles are not overwritten "
                         "(choose a new file name, or --force)")
     spec = get_spec(args.hw)
-    results = load_results(args.results)
-    joined = join(results, spec, prefer=args.prefer or "measured", allow_device_mismatch=args.allow_device_mismatch,
+    found = _find_results(args.results)
+    joined = join(found.files, spec, prefer=args.prefer or "measured", allow_device_mismatch=args.allow_device_mismatch,
                   skip_unpredicted=args.skip_unpredicted)
     groups = fit_all(joined, level=args.level, min_shapes=args.min_shapes, group_by=args.group_by)
     settings = {"level": args.level, "min_shapes": args.min_shapes, "group_by": args.group_by}
-    profile = build_profile(joined, groups, settings, command=["ssmbench"] + sys.argv[1:])
+    profile = build_profile(joined, groups, settings, command=["ssmbench"] + sys.argv[1:], skipped=found.skipped)
     path = write_profile(profile, args.out, force=args.force)
     summary = {
         "profile": str(path), "spec": spec.id, "results": [f["path"] for f in joined.files],
@@ -124,7 +133,6 @@ def cmd_gap(args) -> int:
     from ..calibrate.join import join
     from ..calibrate.profile import json_text, read_profile
     from ..calibrate.report import gap_markdown
-    from ..calibrate.sources import load_results
     from ..figures.gap import gap_figure
     from ..hwspecs import get_spec
     from ..output import print_json
@@ -132,8 +140,7 @@ def cmd_gap(args) -> int:
     spec = get_spec(args.hw)
     profile = read_profile(args.calibration) if args.calibration else None
     prefer = args.prefer or (profile.data["spec"].get("prefer", "measured") if profile else "measured")
-    results = load_results(args.results)
-    joined = join(results, spec, prefer=prefer, allow_device_mismatch=args.allow_device_mismatch,
+    joined = join(_find_results(args.results).files, spec, prefer=prefer, allow_device_mismatch=args.allow_device_mismatch,
                   skip_unpredicted=args.skip_unpredicted)
     fitted_here = profile is None
     if profile is None:
