@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..errors import UserError
+from ..files import check_output_file
 from ..calibrate.defaults import DEFAULT_LEVEL, DEFAULT_MIN_SHAPES
 
 # The commands import the fitting stack (scipy, matplotlib) when they run, not when the CLI builds
@@ -75,9 +75,8 @@ def cmd_calibrate(args) -> int:
     from ..hwspecs import get_spec
     from ..output import print_json, print_table
 
-    if Path(args.out).exists() and not args.force:  # before the fit, not after it
-        raise UserError(f"{args.out} exists; calibrated profiles are not overwritten "
-                        "(choose a new file name, or --force)")
+    check_output_file(args.out, "--out", replace=args.force,  # before the fit, not after it
+                      refuse="calibrated profiles are not overwritten (choose a new file name, or --force)")
     spec = get_spec(args.hw)
     found = _find_results(args.results)
     joined = join(found.files, spec, prefer=args.prefer or "measured", allow_device_mismatch=args.allow_device_mismatch,
@@ -135,8 +134,13 @@ def cmd_gap(args) -> int:
     from ..calibrate.report import gap_markdown
     from ..figures.gap import gap_figure
     from ..hwspecs import get_spec
+    from ..figures._common import check_path
     from ..output import print_json
 
+    if args.out:  # before the fit and the report
+        check_output_file(args.out, "--out")
+    if args.plot:
+        check_path(args.plot, "--plot")
     spec = get_spec(args.hw)
     profile = read_profile(args.calibration) if args.calibration else None
     prefer = args.prefer or (profile.data["spec"].get("prefer", "measured") if profile else "measured")
@@ -149,7 +153,6 @@ def cmd_gap(args) -> int:
     fmt = "json" if args.json else args.format
     text = json_text(rep) if fmt == "json" else gap_markdown(rep)
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(text, encoding="utf-8")
         print(f"wrote gap report {args.out}", file=sys.stderr)
     elif fmt == "json":

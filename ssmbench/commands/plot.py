@@ -23,7 +23,7 @@ def cmd_plot(args) -> int:
     from ..figures._common import check_path, save
     from ..hwspecs import get_spec
     from ..analytic.workloads.evaluate import analyze
-    check_path(args.out)
+    check_path(args.out, "--out")
     spec = get_spec(args.hw)
     sc = SpecCeilings.of(spec, args.prefer)
     if args.kind == "roofline":

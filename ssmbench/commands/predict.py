@@ -20,6 +20,7 @@ from pathlib import Path
 from ..analytic.roofline import BYTES_CHOICES, LAUNCH_CHOICES, PREFER_CHOICES, RESOURCES, SpecCeilings
 from ..analytic.workloads.phases import PHASES
 from ..errors import UserError
+from ..files import check_output_file
 from ..output import print_json, print_table, si
 
 DEFAULT_MODEL = "mamba2-2.7b"
@@ -252,6 +253,9 @@ def _calibrate(r: dict, args) -> None:
 
 
 def cmd_predict(args) -> int:
+    if args.plot:  # before the prediction
+        from ..figures._common import check_path
+        check_path(args.plot, "--plot")
     r = predict_from_args(args)
     _calibrate(r, args)
     if args.plot:
@@ -284,6 +288,8 @@ def cmd_predict(args) -> int:
 def cmd_sweep(args) -> int:
     import time
     from ..analytic import sweep
+    if args.out:  # before the analysis
+        check_output_file(args.out, "--out")
     models, specs = parse_models(args.models), parse_specs(args.hw)
     phases = [p.strip() for p in args.phases.split(",") if p.strip()]
     batches = sweep.parse_int_list(args.batch, "--batch")
