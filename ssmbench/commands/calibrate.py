@@ -132,9 +132,9 @@ def cmd_gap(args) -> int:
     from ..calibrate.join import join
     from ..calibrate.profile import json_text, read_profile
     from ..calibrate.report import gap_markdown
+    from ..figures._common import check_path
     from ..figures.gap import gap_figure
     from ..hwspecs import get_spec
-    from ..figures._common import check_path
     from ..output import print_json
 
     if args.out:  # before the fit and the report

@@ -27,7 +27,7 @@ def register(subparsers) -> None:
     m.add_argument("--suite", required=True, help="suite YAML file, or the name of a built-in suite (cpu_smoke)")
     m.add_argument("--device", default="cuda", help="cpu, cuda or cuda:N (default cuda)")
     m.add_argument("--out", required=True, metavar="DIR",
-                   help="folder for result files (created if missing, in an existing folder)")
+                   help="folder for result files (created if missing; the folder it goes in must exist)")
     m.add_argument("--resume", action="store_true",
                    help="skip cases already finished in --out on a device of this name (status ok, "
                         "failed_check or oom; cases that ended 'unavailable' or 'error' run again)")
