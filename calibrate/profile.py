@@ -6,7 +6,7 @@ Layout (schema_version 1)::
      "meta": {command_line, git, hostname, platform, python, ssmbench_version, versions, created_utc},
      "spec": {"id", "name", "prefer", "ceilings": {key: {value, origin, provenance}}},
      "provenance": {"results": [{"path", "sha256", "device", "n_cases"}], "devices": [...],
-                    "device_mismatch": bool},
+                    "device_mismatch": bool, "skipped": [{"path", "reason"}] (only when files were skipped)},
      "settings": {"level", "min_shapes", "group_by"},
      "groups": [ one record per group, see fit.py ],
      "excluded": [ {"key", "file", "status", "reason"} ]}
@@ -53,15 +53,19 @@ def json_text(data: Any) -> str:
 
 
 def build_profile(joined: Joined, groups: list[dict], settings: dict[str, Any],
-                  command: list[str] | None = None) -> dict[str, Any]:
+                  command: list[str] | None = None, skipped: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    """``skipped``: the files of the results folders that were not measurement files, with why; listed
+    in the provenance when there are any (a profile of files named one by one has no such key)."""
+    provenance = {"results": joined.files, "devices": joined.devices, "device_mismatch": joined.device_mismatch}
+    if skipped:
+        provenance["skipped"] = list(skipped)
     return {
         "schema_version": PROFILE_SCHEMA_VERSION,
         "kind": PROFILE_KIND,
         "meta": analysis_meta(command),
         "spec": {"id": joined.spec_id, "name": joined.spec_name, "prefer": joined.prefer,
                  "ceilings": joined.ceilings},
-        "provenance": {"results": joined.files, "devices": joined.devices,
-                       "device_mismatch": joined.device_mismatch},
+        "provenance": provenance,
         "settings": dict(settings),
         "groups": groups,
         "excluded": joined.excluded,

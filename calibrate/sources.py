@@ -12,48 +12,45 @@ flagged incomplete.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ..errors import UserError
-from ..measure.results import ResultFile, read_results, result_files
+from ..measure.results import Found, ResultFile, find_results, oldest_first, read_results
 
 
-def _is_calibration_output(path: Path) -> bool:
-    """A directory of results may also hold a calibration profile or a gap report: skip those by
-    their content ('kind' names them), not by their file name."""
-    if path.suffix != ".json":
-        return False
-    try:
-        head = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return False  # let the reader give the precise message
-    return isinstance(head, dict) and str(head.get("kind", "")).startswith("ssmbench.")
-
-
-def load_results(paths: list[str | Path]) -> list[ResultFile]:
-    """Every result file in the given files or directories (and their subdirectories), sorted by path."""
-    files: list[Path] = []
+def find_all(paths: list[str | Path]) -> Found:
+    """Every result file in the given files or directories (and their subdirectories), oldest run first
+    (``oldest_first``: the fits then do not depend on the order the paths were given in). A file given by name is read as a result file; in a directory, other JSON /
+    JSONL files (byte audits, probes, calibrated profiles, gap reports) are skipped and listed with
+    why (``measure.results.not_measurements``)."""
+    files: list[ResultFile] = []
+    skipped: list[dict[str, str]] = []
     for p in map(Path, paths):
         if p.is_dir():
-            found = [f for d in [p, *sorted(q for q in p.rglob("*") if q.is_dir())] for f in result_files(d)]
-            found = [f for f in found if not _is_calibration_output(f)]
-            if not found:
-                raise UserError(f"{p}: no measure result files (*.json or *.jsonl) in this directory")
-            files.extend(found)
+            found = find_results(p)
+            if not found.files:
+                raise UserError(f"{p}: no measure result files (*.json or *.jsonl) in this directory"
+                                + "".join(f"\n  skipped {s['path']}: {s['reason']}" for s in found.skipped))
+            files.extend(found.files)
+            skipped.extend(found.skipped)
         elif p.is_file():
-            files.append(p)
+            files.append(read_results(p))
         else:
             raise UserError(f"{p}: no such file or directory; expected a result file or a directory of them")
     seen: set[Path] = set()
     out = []
-    for f in files:
-        r = f.resolve()
+    for rf in files:
+        r = rf.path.resolve()
         if r not in seen:
             seen.add(r)
-            out.append(read_results(f))
+            out.append(rf)
     if not any(rf.cases for rf in out):
         raise UserError(
             "no measured cases: the result file(s) " + ", ".join(str(rf.path) for rf in out) + " hold no cases"
         )
-    return out
+    return Found(oldest_first(out), skipped)
+
+
+def load_results(paths: list[str | Path]) -> list[ResultFile]:
+    """The result files of ``find_all`` (the files it skipped are not reported)."""
+    return find_all(paths).files

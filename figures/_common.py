@@ -13,17 +13,17 @@ from pathlib import Path
 from matplotlib.figure import Figure
 
 from ..errors import UserError
+from ..files import check_output_file
 
 FORMATS = (".png", ".svg")
 
 
-def check_path(path: str | Path) -> Path:
+def check_path(path: str | Path, option: str = "plot output") -> Path:
+    """A figure file name (.png / .svg) that can be written (an existing figure is replaced)."""
     p = Path(path)
     if p.suffix.lower() not in FORMATS:
-        raise UserError(f"plot output {str(p)!r}: the file name must end in .png or .svg")
-    if p.parent and not p.parent.exists():
-        raise UserError(f"plot output {str(p)!r}: folder {str(p.parent)!r} does not exist")
-    return p
+        raise UserError(f"{option} {str(p)!r}: the file name must end in .png or .svg")
+    return check_output_file(p, option)
 
 
 def save(fig: Figure, path: str | Path) -> Path:

@@ -50,7 +50,14 @@ def library_version(dists: tuple[str, ...], module: str | None) -> str | None:
 
 
 def versions() -> dict[str, str | None]:
-    return {label: library_version(dists, mod) for label, dists, mod in LIBRARIES}
+    found = {label: library_version(dists, mod) for label, dists, mod in LIBRARIES}
+    if importlib.util.find_spec("torch") is not None:
+        # torch.__version__ is the build that runs, with its local tag ("2.14.1+cu130": which CUDA it
+        # was built for); a distribution's metadata may drop that tag.
+        import torch
+
+        found["torch"] = str(torch.__version__)
+    return found
 
 
 def _cpu_model() -> str | None:

@@ -266,7 +266,10 @@ def _read_jsonl(path: Path, text: str) -> ResultFile:
 def read_results(path: str | Path) -> ResultFile:
     """Read one result file (``.json`` consolidated or ``.jsonl`` incremental) and check it."""
     path = Path(path)
-    text = read_user_text(path, ResultsError)
+    return _parse(path, read_user_text(path, ResultsError))
+
+
+def _parse(path: Path, text: str) -> ResultFile:
     if path.suffix == ".jsonl":
         rf = _read_jsonl(path, text)
     elif path.suffix == ".json":
@@ -295,6 +298,12 @@ def _age(p: Path) -> tuple:
     return (0, m["stamp"], int(m["i"] or 0), p.name) if m else (1, "", 0, p.name)
 
 
+def oldest_first(files: Iterable[ResultFile]) -> list[ResultFile]:
+    """Result files from any folders in run order (the UTC timestamp in their names, then the path):
+    the order ``latest_by_key`` expects, and one order however the files or folders were named."""
+    return sorted(files, key=lambda rf: (_age(rf.path), str(rf.path)))
+
+
 def result_files(out_dir: str | Path) -> list[Path]:
     """Result files in a folder, oldest first; a run present as both .json and .jsonl counts once."""
     d = Path(out_dir)
@@ -304,6 +313,63 @@ def result_files(out_dir: str | Path) -> list[Path]:
                    key=_age)
     stems_json = {p.stem for p in files if p.suffix == ".json"}
     return [p for p in files if not (p.suffix == ".jsonl" and p.stem in stems_json)]
+
+
+# The top level of a consolidated result file, as ResultWriter.finish writes it.
+TOP_LEVEL_KEYS = ("schema_version", "meta", "timing", "cases")
+
+
+def not_measurements(path: Path, text: str) -> str | None:
+    """Why a .json / .jsonl file found in a results folder is not a measurement file, or None when it is
+    one or claims to be one (then the reader checks it, and a damaged file is an error naming it).
+
+    Decided by content, not by name: folders hold byte audits, probes, calibrated profiles and gap
+    reports beside the runs, and those share ``schema_version`` and ``meta`` with result files. A
+    result file's top level holds only TOP_LEVEL_KEYS (a ``.jsonl``: a first line with ``record``);
+    any other top-level key says it is another kind of file. Text that is not JSON cannot say what it
+    is: it counts as a damaged result file, so that nothing is dropped unseen."""
+    first = text.split("\n", 1)[0] if path.suffix == ".jsonl" else text
+    try:
+        doc = json.loads(first)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(doc, dict):
+        return f"a JSON {type(doc).__name__}, not an object"
+    if path.suffix == ".jsonl":
+        return None if "record" in doc else "its first line is not a result header (no 'record' key)"
+    if not doc:
+        return "an empty JSON object"
+    other = sorted(k for k in doc if k not in TOP_LEVEL_KEYS)
+    if not other:
+        return None
+    says = next((f"{k} {doc[k]!r}" for k in ("kind", "tool") if isinstance(doc.get(k), str)), None)
+    listed = ", ".join(other[:4]) + (", ..." if len(other) > 4 else "")
+    return (f"{says + ': ' if says else ''}top-level keys {listed} are not in a result file "
+            f"({', '.join(TOP_LEVEL_KEYS)})")
+
+
+@dataclass
+class Found:
+    """What ``find_results`` read: the result files, and the other files it passed over with why."""
+
+    files: list[ResultFile]
+    skipped: list[dict[str, str]]  # {"path", "reason"}
+
+
+def find_results(folder: str | Path) -> Found:
+    """Every result file in ``folder`` and its subfolders (each folder's oldest first, folders by
+    name), read and checked; other JSON / JSONL files are listed in ``skipped``, never read as results."""
+    folder = Path(folder)
+    found = Found([], [])
+    for d in [folder, *sorted(q for q in folder.rglob("*") if q.is_dir())]:
+        for path in result_files(d):
+            text = read_user_text(path, ResultsError)
+            why = not_measurements(path, text)
+            if why is None:
+                found.files.append(_parse(path, text))
+            else:
+                found.skipped.append({"path": str(path), "reason": f"not a measurement file: {why}"})
+    return found
 
 
 def read_dir(out_dir: str | Path) -> list[ResultFile]:

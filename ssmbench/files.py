@@ -1,9 +1,12 @@
 """Reading the files users hand to the tool (specs, suites, models, results, profiles): one place for
 the two rules every reader follows — an unreadable file is a UserError naming the path, and a YAML
-mapping with a repeated key is an error, not a silent overwrite."""
+mapping with a repeated key is an error, not a silent overwrite. And the paths users hand it to
+write: ``check_output_file`` / ``check_output_folder``, called by every command before its work."""
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 import yaml
@@ -42,3 +45,47 @@ class UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
                 )
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
+
+
+# Output paths -------------------------------------------------------------------------------------
+# Every command that writes checks its output paths before its work (a fit, a sweep, a measurement):
+# a bad path found afterwards loses that work, and a traceback names no option.
+
+def _check_folder(folder: Path, option: str, path: Path) -> None:
+    """``folder`` (where ``path`` goes) exists, is a folder, and a file can be created in it."""
+    if not folder.is_dir():
+        if folder.exists():
+            raise UserError(f"{option} {path}: {folder} is a file, not a folder")
+        raise UserError(f"{option} {path}: folder {folder} does not exist (create it first, or choose another path)")
+    try:
+        # the real test of writability: permission bits say nothing for root, nor for /proc or a
+        # read-only mount. TemporaryFile leaves no name behind (O_TMPFILE, or unlinked at once).
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise UserError(f"{option} {path}: cannot write in folder {folder} ({exc.strerror or exc})") from None
+
+
+def check_output_file(path: str | Path, option: str, *, replace: bool = True, refuse: str = "") -> Path:
+    """``path`` can be written as a file by the option ``option``: not a folder, in an existing folder
+    that can be written. An existing file is replaced only where ``replace`` (the command's rule);
+    otherwise it is an error ending in ``refuse`` (what the command does instead)."""
+    p = Path(path)
+    if p.is_dir():
+        raise UserError(f"{option} {p}: is a folder; expected a file name")
+    if p.exists() or p.is_symlink():
+        if not replace:
+            raise UserError(f"{option} {p}: file exists; {refuse}")
+        if not os.access(p, os.W_OK):
+            raise UserError(f"{option} {p}: file exists and cannot be written")
+    _check_folder(p.parent, option, p)
+    return p
+
+
+def check_output_folder(path: str | Path, option: str) -> Path:
+    """``path`` is a folder that can be written in, or can be created in an existing writable folder."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise UserError(f"{option} {p}: is a file; expected a folder")
+    _check_folder(p if p.is_dir() else p.parent, option, p)
+    return p

@@ -24,6 +24,23 @@ def test_metadata_has_required_keys():
     assert meta["started_utc"].endswith("+00:00")
 
 
+def test_metadata_keeps_the_full_torch_version(monkeypatch):
+    """The local build tag ("+cu130": the CUDA the wheel was built for) is part of the version; a
+    distribution's metadata may drop it, torch.__version__ keeps it."""
+    monkeypatch.setattr(torch, "__version__", "2.14.1+cu130")
+    meta = environment.collect(torch.device("cpu"), seed=0, argv=["ssmbench", "measure"])
+    assert meta["versions"]["torch"] == "2.14.1+cu130"
+
+
+def test_probe_file_keeps_the_full_torch_version(monkeypatch):
+    from ssmbench.measure.probe import ProbeSizes, run_probe
+
+    monkeypatch.setattr(torch, "__version__", "2.14.1+cu130")
+    doc = run_probe(torch.device("cpu"), ProbeSizes(copy_mib=1, matmul_n=32, vector_numel=1024, iters=1,
+                                                    target_s=0.001))
+    assert doc["meta"]["versions"]["torch"] == "2.14.1+cu130"
+
+
 def test_missing_library_version_is_none():
     assert environment.library_version(("no-such-dist-xyz",), "no_such_module_xyz") is None
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..errors import UserError
+from ..files import check_output_file
 from ..calibrate.defaults import DEFAULT_LEVEL, DEFAULT_MIN_SHAPES
 
 # The commands import the fitting stack (scipy, matplotlib) when they run, not when the CLI builds
@@ -29,6 +29,16 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="fewest distinct shapes a group needs to be calibrated (default 4)")
     p.add_argument("--group-by", choices=("op", "family"), default="op",
                    help="fit each op apart (default) or pool the ops of a family")
+
+
+def _find_results(paths: list[str]):
+    """The result files of ``--results``; the other files of its folders are listed on stderr."""
+    from ..calibrate.sources import find_all
+
+    found = find_all(paths)
+    for s in found.skipped:
+        print(f"ssmbench: note: skipped {s['path']}: {s['reason']}", file=sys.stderr)
+    return found
 
 
 def register(subparsers) -> None:
@@ -63,21 +73,19 @@ def cmd_calibrate(args) -> int:
     from ..calibrate.join import join
     from ..calibrate.profile import build_profile, write_profile
     from ..calibrate.report import model_text, pct
-    from ..calibrate.sources import load_results
     from ..hwspecs import get_spec
     from ..output import print_json, print_table
 
-    if Path(args.out).exists() and not args.force:  # before the fit, not after it
-        raise UserError(f"{args.out} exists; calibrated profiles are not overwritten "
-                        "(choose a new file name, or --force)")
+    check_output_file(args.out, "--out", replace=args.force,  # before the fit, not after it
+                      refuse="calibrated profiles are not overwritten (choose a new file name, or --force)")
     spec = get_spec(args.hw)
-    results = load_results(args.results)
-    joined = join(results, spec, prefer=args.prefer or "measured", allow_device_mismatch=args.allow_device_mismatch,
+    found = _find_results(args.results)
+    joined = join(found.files, spec, prefer=args.prefer or "measured", allow_device_mismatch=args.allow_device_mismatch,
                   skip_unpredicted=args.skip_unpredicted)
     groups = fit_all(joined, level=args.level, min_shapes=args.min_shapes, group_by=args.group_by,
                      progress=group_progress())
     settings = {"level": args.level, "min_shapes": args.min_shapes, "group_by": args.group_by}
-    profile = build_profile(joined, groups, settings, command=["ssmbench"] + sys.argv[1:])
+    profile = build_profile(joined, groups, settings, command=["ssmbench"] + sys.argv[1:], skipped=found.skipped)
     path = write_profile(profile, args.out, force=args.force)
     summary = {
         "profile": str(path), "spec": spec.id, "results": [f["path"] for f in joined.files],
@@ -127,16 +135,19 @@ def cmd_gap(args) -> int:
     from ..calibrate.join import join
     from ..calibrate.profile import json_text, read_profile
     from ..calibrate.report import gap_markdown
-    from ..calibrate.sources import load_results
+    from ..figures._common import check_path
     from ..figures.gap import gap_figure
     from ..hwspecs import get_spec
     from ..output import print_json
 
+    if args.out:  # before the fit and the report
+        check_output_file(args.out, "--out")
+    if args.plot:
+        check_path(args.plot, "--plot")
     spec = get_spec(args.hw)
     profile = read_profile(args.calibration) if args.calibration else None
     prefer = args.prefer or (profile.data["spec"].get("prefer", "measured") if profile else "measured")
-    results = load_results(args.results)
-    joined = join(results, spec, prefer=prefer, allow_device_mismatch=args.allow_device_mismatch,
+    joined = join(_find_results(args.results).files, spec, prefer=prefer, allow_device_mismatch=args.allow_device_mismatch,
                   skip_unpredicted=args.skip_unpredicted)
     fitted_here = profile is None
     if profile is None:
@@ -146,7 +157,6 @@ def cmd_gap(args) -> int:
     fmt = "json" if args.json else args.format
     text = json_text(rep) if fmt == "json" else gap_markdown(rep)
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(text, encoding="utf-8")
         print(f"wrote gap report {args.out}", file=sys.stderr)
     elif fmt == "json":

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from ..files import check_output_file, check_output_folder
 from ..output import print_json, print_table
 
 STATUS_EXIT = "exit code 1 when any case failed its correctness check or raised an error, else 0"
@@ -25,7 +26,8 @@ def register(subparsers) -> None:
     )
     m.add_argument("--suite", required=True, help="suite YAML file, or the name of a built-in suite (cpu_smoke)")
     m.add_argument("--device", default="cuda", help="cpu, cuda or cuda:N (default cuda)")
-    m.add_argument("--out", required=True, help="folder for result files (created if missing)")
+    m.add_argument("--out", required=True, metavar="DIR",
+                   help="folder for result files (created if missing; the folder it goes in must exist)")
     m.add_argument("--resume", action="store_true",
                    help="skip cases already finished in --out on a device of this name (status ok, "
                         "failed_check or oom; cases that ended 'unavailable' or 'error' run again)")
@@ -131,6 +133,7 @@ def cmd_measure(args) -> int:
     from ..measure.sweep import SweepConfig, run_sweep, select, torch_device
     from ..measure.timing import TimingSettings
 
+    check_output_folder(args.out, "--out")
     if args.limit is not None and args.limit < 1:
         raise UserError(f"--limit must be at least 1, got {args.limit}")
     if args.energy_window < 1.0:
@@ -223,9 +226,8 @@ def cmd_probe(args) -> int:
     from ..measure.probe import ProbeSizes, run_probe, write_probe
     from ..measure.sweep import torch_device
 
-    out = Path(args.out)
-    if out.exists():  # fail before spending time measuring
-        raise UserError(f"--out {out}: file exists; probe never overwrites a file (choose a new name)")
+    out = check_output_file(args.out, "--out", replace=False,  # before spending time measuring
+                            refuse="probe never overwrites a file (choose a new name)")
     if out.suffix not in (".yaml", ".yml", ".json"):
         raise UserError(f"--out {out}: expected a .yaml, .yml or .json file name")
     device = torch_device(args.device)

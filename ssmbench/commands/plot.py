@@ -48,7 +48,7 @@ def cmd_plot(args) -> int:
     from ..figures._common import check_path, save
     from ..analytic.workloads.evaluate import analyze
     from ..analytic import sweep
-    check_path(args.out)
+    check_path(args.out, "--out")
     spec = _one(parse_specs(args.hw), "--hw", args.kind)
     phase = _one(args.phase, "--phase", args.kind)
     sc = SpecCeilings.of(spec, args.prefer)

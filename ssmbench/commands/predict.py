@@ -25,6 +25,7 @@ from ..analytic.roofline import BYTES_CHOICES, LAUNCH_CHOICES, PREFER_CHOICES, R
 from ..analytic.workloads.phases import PHASES
 from ..cli import RawDescriptionDefaultsFormatter
 from ..errors import UserError
+from ..files import check_output_file
 from ..output import print_json, print_table, si
 
 PREDICT_DESCRIPTION = """\
@@ -395,6 +396,9 @@ def _print_side_by_side(rs: list[dict]) -> None:
 
 
 def cmd_predict(args) -> int:
+    if args.plot:  # before the prediction
+        from ..figures._common import check_path
+        check_path(args.plot, "--plot")
     rs = predict_points(args)
     if len(rs) > 1:
         if args.csv or args.plot:
@@ -438,6 +442,8 @@ def cmd_sweep(args) -> int:
         raise UserError("--json prints JSON to stdout; for a file give --out FILE (format from --format or the "
                         "extension) instead")
     fmt = "json" if args.json else sweep.output_format(args.format, args.out)
+    if args.out:  # before the analysis
+        check_output_file(args.out, "--out")
     models, specs = parse_models(args.model), parse_specs(args.hw)
     phases = args.phase
     batches = sweep.parse_int_list(args.batch, "--batch")
