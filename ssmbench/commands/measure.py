@@ -226,7 +226,6 @@ def cmd_probe(args) -> int:
     if out.suffix not in (".yaml", ".yml", ".json"):
         raise UserError(f"--out {out}: expected a .yaml, .yml or .json file name")
     device = torch_device(args.device)
-    spec = _spec_for(device, spec)
     _threads(args.threads)
     d = ProbeSizes.default(device.type)
     given = {"copy_mib": args.copy_mib, "matmul_n": args.matmul_n, "vector_numel": args.vector_numel,
