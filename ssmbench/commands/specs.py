@@ -1,4 +1,4 @@
-"""``ssmbench specs``: list, show, validate and compare hardware specs.
+"""``ssmbench specs``: list, show, validate and compare hardware specs; make one from a probe file.
 
 Every value printed carries its unit and says what it is:
 
@@ -18,11 +18,15 @@ from __future__ import annotations
 
 import math
 import textwrap
+from pathlib import Path
 
+from ..errors import UserError
+from ..files import dump_yaml
 from ..hwspecs import units
 from ..hwspecs.ceilings import ceiling
-from ..hwspecs.loader import SpecError, get_spec, load_all, load_spec
-from ..hwspecs.schema import DTYPES, MEMORY_LEVELS, Spec
+from ..hwspecs.fragment import load_fragment, with_measured
+from ..hwspecs.loader import SpecError, get_spec, load_all, load_spec, parse_spec
+from ..hwspecs.schema import DTYPES, ID_PATTERN, MEMORY_LEVELS, Spec
 from ..output import print_json, print_table
 
 # The columns of ``specs list``: (header, dotted key).
@@ -307,11 +311,66 @@ def cmd_diff(args) -> int:
     return 0
 
 
+# ----------------------------------------------------------------------------------------------- new
+
+def _new_file(out: Path) -> Path:
+    """Checked before any file is read: a new .yaml file, never an existing one."""
+    if out.suffix not in (".yaml", ".yml"):
+        raise UserError(f"--out {out}: expected a .yaml or .yml file name for the new spec")
+    if out.exists():
+        raise UserError(f"--out {out}: file exists; specs new never overwrites a file (choose a new name)")
+    return out
+
+
+def cmd_new(args) -> int:
+    out = _new_file(Path(args.out))
+    spec_id = args.id if args.id is not None else out.stem
+    if not ID_PATTERN.match(spec_id):
+        where = "--id" if args.id is not None else f"the id taken from the file name {out.name!r}"
+        raise UserError(f"{where}: {spec_id!r} is not a spec id; expected lower case letters, digits, '.', '_' "
+                        "or '-' (give --id)")
+    base = get_spec(args.base)
+    if base.hypothetical:
+        raise UserError(f"--from {base.id}: a hypothetical design has no measurements; start from the spec of a "
+                        "real device (ssmbench specs list)")
+    fragment = load_fragment(args.probe)
+    data = with_measured(base, fragment.entries)
+    dates = sorted(str(e["date"]) for e in fragment.entries)
+    device = fragment.device_name
+    provenance = (f"Made by 'ssmbench specs new' from spec {base.id} with the measured ceilings of probe file "
+                  f"{fragment.path} ({device or 'device not recorded'}, {dates[-1]}); {base.id}'s other measured "
+                  "entries are kept.")
+    data.update(id=spec_id, name=args.name or f"{base.name} (ssmbench probe {dates[-1]})",
+                notes="\n".join(p for p in (base.notes and base.notes.strip(), provenance) if p))
+    if device is not None:
+        data["device_names"] = [device]  # the device the measured ceilings belong to (the one device rule)
+    parse_spec(data, out)  # never write a spec that does not load
+    text = "".join(f"# {line}\n" for line in textwrap.wrap(provenance, 98))
+    text += dump_yaml(data)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "x", encoding="utf-8") as fh:
+        fh.write(text)
+    probe_keys = [e["key"] for e in fragment.entries]
+    kept = [m.key for m in base.measured if m.key not in probe_keys]
+    print(f"wrote {out}: id {spec_id!r}" + ("" if args.id else " (from the file name; --id to choose)")
+          + f", name {data['name']!r}" + ("" if args.name else " (--name to choose)"))
+    print(f"measured (from {fragment.path}): {', '.join(probe_keys)}")
+    if kept:
+        print(f"measured (kept from {base.id}): {', '.join(kept)}")
+    print(f"device_names: {data.get('device_names') or 'none'}"
+          + ("" if device else f" (kept from {base.id}: the probe file records no device name)"))
+    if device is not None and device not in base.device_names:
+        print(f"note: the probe measured {device!r}, which is not a device of {base.id} (its device_names: "
+              f"{base.device_names or 'none'}); its datasheet values are {base.id}'s: edit those that differ")
+    print(f"check it with: ssmbench specs validate {out}")
+    return 0
+
+
 # ------------------------------------------------------------------------------------------ register
 
 def register(subparsers) -> None:
     specs = subparsers.add_parser(
-        "specs", help="list, show, validate and compare hardware specs",
+        "specs", help="list, show, validate and compare hardware specs; make one from a probe file",
         description="Hardware specs: one YAML file per device (real GPUs and hypothetical accelerators), "
                     "every value with its unit and source.",
     )
@@ -354,3 +413,17 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--prefer", choices=("measured", "datasheet"), default=PREFER_DEFAULT, help=prefer_help)
     p.set_defaults(func=cmd_diff)
+
+    p = sub.add_parser("new", help="write a new spec: a base spec with the measured ceilings of a probe file",
+                       description="Write a new spec file: the base spec's values and sources, with the 'measured:' "
+                                   "entries of a file written by 'ssmbench probe' merged in (they replace the base's "
+                                   "entries of the same key; the base's others are kept) and device_names set to "
+                                   "the device the probe measured. The file is checked against the schema before "
+                                   "it is written; an existing file is never overwritten.")
+    p.add_argument("--from", dest="base", required=True, metavar="ID_OR_FILE",
+                   help="base spec: a built-in id (see 'specs list') or a spec file of a real device")
+    p.add_argument("--probe", required=True, metavar="FILE", help="a file written by 'ssmbench probe --out'")
+    p.add_argument("--out", required=True, metavar="FILE", help="the new spec file (.yaml or .yml)")
+    p.add_argument("--id", help="id of the new spec (default: the --out file name without its suffix)")
+    p.add_argument("--name", help="name of the new spec (default: the base's name and the probe date)")
+    p.set_defaults(func=cmd_new)
