@@ -30,7 +30,8 @@ class SpecError(UserError):
         return err
 
 
-def _describe(err: dict) -> str:
+def describe_error(err: dict) -> str:
+    """One pydantic error as "key.path: what is wrong or expected", in the words a spec author reads."""
     loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-"))
     msg = err["msg"]
     if msg.startswith("Value error, "):
@@ -55,7 +56,7 @@ def parse_spec(data: object, file: str | Path = "<data>") -> Spec:
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
-            line = _describe(err)
+            line = describe_error(err)
             if line not in problems:
                 problems.append(line)
         raise SpecError(file, problems) from None

@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
-from typing import ClassVar, Literal
+import types
+from typing import ClassVar, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -46,7 +47,7 @@ DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4", "int4")
 MEMORY_LEVELS = ("registers", "shared", "l1", "sram", "l2", "llc", "dram")
 SOURCE_TAGS = ("P", "S", "R", "D", "A")
 
-_ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 
 class _Strict(BaseModel):
@@ -265,7 +266,7 @@ class Spec(_Strict):
     @field_validator("id")
     @classmethod
     def _id(cls, v: str):
-        if not _ID.match(v):
+        if not ID_PATTERN.match(v):
             raise ValueError(f"id {v!r} must be lower case letters, digits, '.', '_' or '-'")
         return v
 
@@ -402,3 +403,27 @@ class Spec(_Strict):
                 yield f"energy.per_byte.{lvl}", d
         for i, link in enumerate(self.interconnect):
             yield f"interconnect.{i}.bandwidth", link.bandwidth
+
+
+def value_kind(key: str) -> str:
+    """The quantity kind (a key of ``units.CANONICAL``) of the value at dotted path ``key`` in any spec,
+    read off the schema's own types (so it cannot drift from them): ``memory.dram.bandwidth`` is a
+    bandwidth, ``launch.kernel`` a time. Whether a given spec lists the path is the spec's business;
+    a path the schema has no value at raises ValueError naming it."""
+    tp: object = Spec
+    for part in key.split("."):
+        if get_origin(tp) in (Union, types.UnionType):  # an optional section (energy)
+            tp = next(a for a in get_args(tp) if a is not type(None))
+        if get_origin(tp) is dict:
+            tp = get_args(tp)[1]
+        elif get_origin(tp) is list and part.isdigit():
+            tp = get_args(tp)[0]
+        elif isinstance(tp, type) and issubclass(tp, _Strict) and not issubclass(tp, Datum) and part in tp.model_fields:
+            tp = tp.model_fields[part].annotation
+        else:
+            tp = None
+            break
+    if isinstance(tp, type) and issubclass(tp, Datum):
+        return tp.kind
+    raise ValueError(f"{key!r} is not a spec value path; expected a dotted path such as 'memory.dram.bandwidth', "
+                     "'compute.tensor.bf16' or 'launch.kernel'")

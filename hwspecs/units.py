@@ -132,6 +132,24 @@ def _parse_text(text: str, kind: str) -> float:
     return value
 
 
+_WRITTEN_NUMBER = re.compile(r"^\s*[-+]?\d*(\.(?P<frac>\d*))?([eE](?P<exp>[-+]?\d{1,3}))?")
+
+
+def resolution(text: object, kind: str) -> float:
+    """Half a unit in the last digit of ``text`` as written, in canonical units: '67 TFLOP/s' is 67 +- 0.5
+    TFLOP/s, '66.9 TFLOP/s' 66.9 +- 0.05. Two datasheets that print one rate to different precision
+    ('67' and '66.9') agree within their rounding; comparisons use this to tell them apart from a real
+    difference. A count (an SM count) is exact: 0."""
+    si = parse(text, kind)
+    if kind == "count":
+        return 0.0
+    m = _WRITTEN_NUMBER.match(text)  # parse() has checked the grammar, so the number is there
+    number = float(text.split()[0])
+    decimals = len(m.group("frac") or "")
+    half_digit = 0.5 * 10.0 ** (int(m.group("exp") or 0) - decimals)
+    return half_digit * si / number
+
+
 # Short symbol of each canonical unit, for printing and for JSON ("" for a plain count).
 SYMBOL = {
     "bandwidth": "B/s",

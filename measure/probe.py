@@ -1,5 +1,7 @@
-"""``ssmbench probe``: measure the attained ceilings of the local device and write them as a spec's
-``measured:`` list (key, value with unit, date, method) plus metadata.
+"""``ssmbench probe``: measure the attained ceilings of the local device and write them as a spec
+fragment: a ``measured:`` list in the spec schema's own format (key, value with unit, date, method),
+checked by ``hwspecs.fragment.check_measured`` before it is written, plus metadata. ``ssmbench specs
+new --from SPEC --probe FILE`` merges it into a spec.
 
 What is measured (every time through ``timing.time_call``; rate = work / median time):
 
@@ -26,26 +28,38 @@ What is measured (every time through ``timing.time_call``; rate = work / median 
 
 A measurement that fails (unsupported dtype, Triton compile error) is listed under ``failed`` with
 its reason; the others still run. The output file must not exist (never overwritten).
+
+Spread: every measurement records how far its repeats disagree, p90 / p10 of the samples (``spread``).
+A median is a ceiling only when the repeats agree; on a small or shared machine PyTorch's default
+thread pool can contend with other processes (17 MFLOP/s elementwise on a 2-core VM, 1000x below
+``--threads 1``), and a wide spread is then reported as a warning naming the measurement.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-import yaml
+import numpy as np
 
 from ..errors import UserError
+from ..files import dump_yaml
+from ..hwspecs.fragment import check_measured
+from ..hwspecs.schema import value_kind
 from ..hwspecs.units import format_quantity, parse
 from .environment import collect
 from .timing import TimingSettings, time_call
 
 PROBE_SCHEMA_VERSION = 1
-KIND_OF_KEY = {"memory.dram.bandwidth": "bandwidth", "launch.kernel": "time", "launch.graph_node": "time"}
 LAUNCH_BATCH = 100
+# Repeats of one steady measurement on a quiet machine agree within tens of percent; p90 more than
+# twice p10 means something else competed for the device (threads, processes, clocks) and the median
+# is not a ceiling.
+SPREAD_WARN = 2.0
 
 
 @dataclass(frozen=True)
@@ -63,17 +77,13 @@ class ProbeSizes:
         return cls(copy_mib=64, matmul_n=512, vector_numel=1 << 16, iters=0, target_s=0.1)
 
 
-def _kind(key: str) -> str:
-    return KIND_OF_KEY.get(key, "flop_rate")
-
-
-def _entry(key: str, si: float, method: str, today: str) -> dict[str, Any]:
-    kind = _kind(key)
+def _entry(key: str, si: float, method: str, today: _dt.date) -> dict[str, Any]:
+    kind = value_kind(key)
     text = format_quantity(si, kind, digits=4)
     back = parse(text, kind)  # the written value must read back as what was measured
     if abs(back - si) > 1e-3 * si:
         raise RuntimeError(f"{key}: formatted {si} as {text!r}, which reads back as {back}")
-    return {"key": key, "value": text, "date": today, "method": method}
+    return {"key": key, "value": text, "date": today, "method": f"ssmbench probe: {method}"}
 
 
 def _observation(name: str, si: float, kind: str, method: str) -> dict[str, Any]:
@@ -85,9 +95,25 @@ def _settings(sizes: ProbeSizes, cuda: bool, flush: bool = False) -> TimingSetti
                           max_repeats=1000, flush_l2=flush and cuda, cuda_graph=False)
 
 
-def _median(call: Callable[[], Any], device, sizes: ProbeSizes, flush: bool = False) -> tuple[float, int]:
-    r = time_call(call, device, _settings(sizes, device.type == "cuda", flush))
-    return r.median, r.stats()["n"]
+def spread(samples_s) -> dict[str, float | int]:
+    """How far the repeats of one measurement disagree: p90 / p10 (robust to one outlier) and max / min."""
+    a = np.asarray(samples_s, dtype=float)
+    p10, p90 = np.percentile(a, [10, 90])
+    def ratio(hi: float, lo: float) -> float:
+        return float(f"{hi / lo:.4g}") if lo > 0 else math.inf
+
+    return {"p90_over_p10": ratio(p90, p10), "max_over_min": ratio(a.max(), a.min()), "n": int(a.size)}
+
+
+def _spread_hint(cuda: bool) -> str:
+    import torch
+
+    if cuda:
+        return "another process may be using the GPU or its clocks changed: rerun on an idle GPU or with a longer --target-time"
+    if torch.get_num_threads() > 1:
+        return (f"PyTorch's {torch.get_num_threads()} threads may contend with other processes for the cores: "
+                "rerun with --threads 1 and compare")
+    return "other processes compete for the core: rerun on a quiet machine"
 
 
 def run_probe(device, sizes: ProbeSizes, argv: list[str] | None = None,
@@ -96,11 +122,24 @@ def run_probe(device, sizes: ProbeSizes, argv: list[str] | None = None,
 
     log = log or (lambda s: None)
     cuda = device.type == "cuda"
-    today = _dt.date.today().isoformat()
+    today = _dt.date.today()
     ver = f"PyTorch {torch.__version__}"
     measured: list[dict[str, Any]] = []
     observations: list[dict[str, Any]] = []
     failed: list[dict[str, str]] = []
+    spreads: list[dict[str, Any]] = []
+    warnings: list[str] = []
+
+    def timed(name: str, call: Callable[[], Any], flush: bool = False) -> tuple[float, str]:
+        """The median of ``call`` and 'N (p90/p10 X)' for the method text; a wide spread is a warning."""
+        r = time_call(call, device, _settings(sizes, cuda, flush))
+        s = spread(r.samples_s)
+        spreads.append({"name": name, **s})
+        if s["p90_over_p10"] > SPREAD_WARN:
+            warnings.append(f"probe {name}: the repeats spread widely (p90/p10 = {s['p90_over_p10']:.3g}, max/min = "
+                            f"{s['max_over_min']:.3g} over {s['n']} samples; above {SPREAD_WARN:g} the median is "
+                            f"not a stable ceiling); {_spread_hint(cuda)}")
+        return r.median, f"{s['n']} (p90/p10 {s['p90_over_p10']:.3g})"
 
     def attempt(name: str, fn: Callable[[], None]) -> None:
         log(f"probe: {name} ...")
@@ -116,7 +155,7 @@ def run_probe(device, sizes: ProbeSizes, argv: list[str] | None = None,
         n = sizes.copy_mib * 2**20
         src = torch.empty(n, dtype=torch.uint8, device=device).random_(0, 255)
         dst = torch.empty_like(src)
-        med, reps = _median(lambda: dst.copy_(src), device, sizes, flush=True)
+        med, reps = timed("memory.dram.bandwidth", lambda: dst.copy_(src), flush=True)
         measured.append(_entry("memory.dram.bandwidth", 2 * n / med,
                                f"{sizes.copy_mib} MiB copy_ (bytes read + written), "
                                f"{'CUDA events, L2 flushed' if cuda else 'perf_counter_ns'}, median of {reps}; {ver}",
@@ -128,15 +167,16 @@ def run_probe(device, sizes: ProbeSizes, argv: list[str] | None = None,
         a = torch.randn(n, n, device=device).to(tdt)
         b = torch.randn(n, n, device=device).to(tdt)
         c = torch.empty(n, n, device=device, dtype=tdt)
-        med, reps = _median(lambda: torch.matmul(a, b, out=c), device, sizes)
+        # fp32 on CUDA (TF32 off) runs on the CUDA cores: an observation, not a tensor-core ceiling
+        tf32 = torch.backends.cuda.matmul.allow_tf32
+        name = f"matmul.fp32{'_tf32' if tf32 else ''}" if cuda and dt == "fp32" else f"compute.tensor.{dt}"
+        med, reps = timed(name, lambda: torch.matmul(a, b, out=c))
         rate = 2 * n**3 / med
         method = f"{dt} {n}^3 torch.matmul on random data, median of {reps}; {ver}"
         if cuda and dt == "fp32":
-            tf32 = torch.backends.cuda.matmul.allow_tf32
-            observations.append(_observation(f"matmul.fp32{'_tf32' if tf32 else ''}", rate, "flop_rate",
-                                             method + f" (allow_tf32={tf32})"))
+            observations.append(_observation(name, rate, "flop_rate", method + f" (allow_tf32={tf32})"))
         else:
-            measured.append(_entry(f"compute.tensor.{dt}", rate, method, today))
+            measured.append(_entry(name, rate, method, today))
 
     def vector_and_exp():
         triton_ok = False
@@ -151,12 +191,12 @@ def run_probe(device, sizes: ProbeSizes, argv: list[str] | None = None,
             block = 1024
             x = torch.rand(n, device=device)
             grid = ((n + block - 1) // block,)
-            med, reps = _median(lambda: fma_loop[grid](x, n, 0.999, 0.001, ITERS=sizes.iters, BLOCK=block),
-                                device, sizes)
+            med, reps = timed("compute.vector.fp32",
+                              lambda: fma_loop[grid](x, n, 0.999, 0.001, ITERS=sizes.iters, BLOCK=block))
             measured.append(_entry("compute.vector.fp32", 2 * n * sizes.iters / med,
                                    f"Triton kernel, {sizes.iters} dependent FMAs per element on {n} fp32 elements, "
                                    f"median of {reps}; {ver}", today))
-            med, reps = _median(lambda: exp_loop[grid](x, n, ITERS=sizes.iters, BLOCK=block), device, sizes)
+            med, reps = timed("compute.special_function", lambda: exp_loop[grid](x, n, ITERS=sizes.iters, BLOCK=block))
             measured.append(_entry("compute.special_function", n * sizes.iters / med,
                                    f"Triton kernel, {sizes.iters} dependent exp per element (tl.exp) on {n} fp32 "
                                    f"elements, median of {reps}; {ver}", today))
@@ -164,12 +204,12 @@ def run_probe(device, sizes: ProbeSizes, argv: list[str] | None = None,
         x = torch.rand(n, device=device)
         y = torch.rand(n, device=device)
         z = torch.empty_like(x)
-        med, reps = _median(lambda: torch.add(y, x, alpha=0.5, out=z), device, sizes)
+        med, reps = timed("elementwise.fp32_eager", lambda: torch.add(y, x, alpha=0.5, out=z))
         observations.append(_observation(
             "elementwise.fp32_eager", 2 * n / med, "flop_rate",
             f"eager torch.add(y, x, alpha=0.5) (one FMA, 2 FLOPs per element) on {n} fp32 elements "
             f"({n * 12 // 1024} KiB touched), median of {reps}; bounded by cache bandwidth, not the FMA units; {ver}"))
-        med, reps = _median(lambda: torch.exp(x, out=z), device, sizes)
+        med, reps = timed("exp.fp32_eager", lambda: torch.exp(x, out=z))
         observations.append(_observation(
             "exp.fp32_eager", n / med, "flop_rate",
             f"eager torch.exp on {n} fp32 elements, exp evaluations per second, median of {reps}; {ver}"))
@@ -181,7 +221,7 @@ def run_probe(device, sizes: ProbeSizes, argv: list[str] | None = None,
             for _ in range(LAUNCH_BATCH):
                 t.add_(1.0)
 
-        med, reps = _median(batch, device, sizes)
+        med, reps = timed("launch.kernel", batch)
         measured.append(_entry("launch.kernel", med / LAUNCH_BATCH,
                                f"{LAUNCH_BATCH} back-to-back launches of a one-element add_, one CUDA-event region, "
                                f"/ {LAUNCH_BATCH}, median of {reps}; {ver}", today))
@@ -193,7 +233,7 @@ def run_probe(device, sizes: ProbeSizes, argv: list[str] | None = None,
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             batch()
-        med, reps = _median(graph.replay, device, sizes)
+        med, reps = timed("launch.graph_node", graph.replay)
         measured.append(_entry("launch.graph_node", med / LAUNCH_BATCH,
                                f"CUDA graph of {LAUNCH_BATCH} one-element add_ kernels, replay time / {LAUNCH_BATCH}, "
                                f"median of {reps}; {ver}", today))
@@ -213,7 +253,10 @@ def run_probe(device, sizes: ProbeSizes, argv: list[str] | None = None,
         "measured": measured,
         "observations": observations,
         "failed": failed,
-        "how_to_use": "copy the 'measured' entries into the spec's measured: list (keys are spec value paths)",
+        "spread": spreads,
+        "warnings": warnings,
+        "how_to_use": "ssmbench specs new --from SPEC --probe THIS_FILE --out NEW.yaml merges the 'measured' "
+                      "entries into a copy of SPEC (they are in the spec schema's format; keys are spec value paths)",
     }
 
 
@@ -225,8 +268,13 @@ def write_probe(doc: dict[str, Any], out: str | Path) -> Path:
         raise UserError(f"--out {out}: file exists; probe never overwrites a file (choose a new name)")
     from .results import jsonable
 
+    checked = check_measured(doc["measured"], out) if doc["measured"] else ()  # a spec fragment, or a bug here
     data = jsonable(doc)
-    text = json.dumps(data, indent=1) + "\n" if out.suffix == ".json" else yaml.safe_dump(data, sort_keys=False)
+    if out.suffix == ".json":
+        text = json.dumps(data, indent=1) + "\n"
+    else:
+        data["measured"] = list(checked)  # dates as YAML dates, as in a spec file
+        text = dump_yaml(data)
     out.parent.mkdir(parents=True, exist_ok=True)
     try:
         with open(out, "x", encoding="utf-8") as fh:

@@ -1,7 +1,8 @@
 """Reading the files users hand to the tool (specs, suites, models, results, profiles): one place for
 the two rules every reader follows — an unreadable file is a UserError naming the path, and a YAML
-mapping with a repeated key is an error, not a silent overwrite. And the paths users hand it to
-write: ``check_output_file`` / ``check_output_folder``, called by every command before its work."""
+mapping with a repeated key is an error, not a silent overwrite. The one YAML writer for files
+people read and edit (a probe's fragment, a new spec). And the paths users hand it to write:
+``check_output_file`` / ``check_output_folder``, called by every command before its work."""
 
 from __future__ import annotations
 
@@ -89,3 +90,17 @@ def check_output_folder(path: str | Path, option: str) -> Path:
         raise UserError(f"{option} {p}: is a file; expected a folder")
     _check_folder(p if p.is_dir() else p.parent, option, p)
     return p
+
+
+class _PlainDumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):
+    """PyYAML writes an object met twice (one date shared by several entries) as an anchor and aliases
+    (``&id001`` / ``*id001``); a file people read and edit spells each value out."""
+
+    def ignore_aliases(self, data):
+        return True
+
+
+def dump_yaml(data) -> str:
+    """``data`` as the YAML files in this project are written: keys in their order, no aliases, dates as
+    dates, text as UTF-8."""
+    return yaml.dump(data, Dumper=_PlainDumper, sort_keys=False, allow_unicode=True, width=110)

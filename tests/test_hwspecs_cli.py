@@ -109,7 +109,7 @@ def test_validate_json_reports_each_file(run_cli, write_spec):
 
 
 def test_diff_h100_h200(run_cli):
-    code, out, _ = run_cli("specs", "diff", "h100-sxm", "h200-sxm", "--json")
+    code, out, _ = run_cli("specs", "diff", "h100-sxm", "h200-sxm", "--json", "--prefer", "datasheet")
     assert code == 0
     data = json.loads(out)
     diffs = {d["key"]: d for d in data["differences"]}
@@ -117,8 +117,63 @@ def test_diff_h100_h200(run_cli):
     assert diffs["memory.dram.capacity"]["ratio_b_over_a"] == pytest.approx(141 / 80)
     assert "compute.sm_count" not in diffs and "compute.tensor.bf16" not in diffs
     assert diffs["interconnect.1.bandwidth"]["a"]["origin"] == "absent"
-    code, out, _ = run_cli("specs", "diff", "h100-sxm", "h200-sxm")
+    code, out, _ = run_cli("specs", "diff", "h100-sxm", "h200-sxm", "--prefer", "datasheet")
     assert "1.433x" in out and "memory.dram.bandwidth" in out
+
+
+def test_diff_lists_only_real_differences(run_cli):
+    """The same GH100 rates printed to different precision ('66.9' and '67 TFLOP/s', '1978.9' and '1979')
+    are named as equal within rounding, not listed as differences."""
+    _, out, _ = run_cli("specs", "diff", "h100-sxm", "h200-sxm", "--json", "--prefer", "datasheet")
+    data = json.loads(out)
+    assert {d["key"] for d in data["differences"]} == {
+        "memory.dram.capacity", "memory.dram.bandwidth", "interconnect.1.bandwidth"}
+    rounded = {r["key"]: r for r in data["equal_within_rounding"]}
+    assert rounded["compute.tensor.fp64"] == {"key": "compute.tensor.fp64", "a": "66.9 TFLOP/s", "b": "67 TFLOP/s"}
+    assert {"compute.tensor.fp8", "compute.vector.fp64", "memory.shared.bandwidth"} <= set(rounded)
+    out = " ".join(run_cli("specs", "diff", "h100-sxm", "h200-sxm", "--prefer", "datasheet")[1].split())
+    assert "compute.tensor.fp64 (66.9 TFLOP/s vs 67 TFLOP/s)" in out and "Values that differ (3;" in out
+
+
+@pytest.mark.parametrize("prefer", ["measured", "datasheet"])
+def test_diff_of_h200_with_itself_says_no_differences(run_cli, prefer):
+    code, out, _ = run_cli("specs", "diff", "h200-sxm", "h200-sxm", "--prefer", prefer)
+    assert code == 0 and "No value differs between h200-sxm and h200-sxm" in out and "Values that differ" not in out
+    assert "Equal within" not in out
+
+
+def test_diff_rounding_is_the_written_digits(run_cli, write_spec, h200_dict):
+    """'4800 GB/s' is '4.8 TB/s' and '989.45' rounds to '989.4'; '4.9 TB/s' is beyond 4.8's rounding, and '701 W'
+    differs from '700 W' by a whole written digit."""
+    h200_dict.pop("measured")
+    a = write_spec(h200_dict, "a.yaml")
+    h200_dict["id"] = "b"
+    h200_dict["memory"]["dram"]["bandwidth"]["value"] = "4800 GB/s"
+    h200_dict["power"]["tdp"]["value"] = "701 W"
+    h200_dict["compute"]["tensor"]["bf16"]["value"] = "989.45 TFLOP/s"
+    b = write_spec(h200_dict, "b.yaml")
+    _, out, _ = run_cli("specs", "diff", a, b, "--json")
+    data = json.loads(out)
+    assert [d["key"] for d in data["differences"]] == ["power.tdp"]
+    assert [r["key"] for r in data["equal_within_rounding"]] == ["compute.tensor.bf16"]
+    h200_dict["memory"]["dram"]["bandwidth"]["value"] = "4.9 TB/s"
+    b = write_spec(h200_dict, "b2.yaml")
+    _, out, _ = run_cli("specs", "diff", a, b, "--json")
+    assert "memory.dram.bandwidth" in {d["key"] for d in json.loads(out)["differences"]}
+
+
+def test_list_show_and_diff_default_to_the_same_ceilings_and_say_which(run_cli):
+    from ssmbench.commands.specs import CEILINGS_SHOWN
+
+    runs = {cmd: json.loads(run_cli("specs", *argv, "--json")[1])
+            for cmd, argv in (("list", ("list",)), ("show", ("show", "h200-sxm")),
+                              ("diff", ("diff", "h100-sxm", "h200-sxm")))}
+    assert {r["prefer"] for r in runs.values()} == {"measured"}
+    assert {r["ceilings"] for r in runs.values()} == {CEILINGS_SHOWN["measured"]}
+    for argv in (("list",), ("show", "h200-sxm"), ("diff", "h100-sxm", "h200-sxm")):
+        for prefer in ("measured", "datasheet"):
+            out = run_cli("specs", *argv, "--prefer", prefer)[1]
+            assert " ".join(CEILINGS_SHOWN[prefer].split()) in " ".join(out.split()), (argv, prefer)
 
 
 def test_diff_prefer_measured_compares_attained_ceilings(run_cli):

@@ -136,3 +136,16 @@ def test_ceilings_prefer_measured_values():
 def test_ceiling_of_an_unknown_key_names_the_known_ones():
     with pytest.raises(KeyError, match="memory.dram.bandwidth"):
         ceiling(SPECS["h200-sxm"], "memory.dram.bandwith")
+
+
+def test_value_kind_reads_the_schema():
+    """The kind of a spec value path, from the schema alone, is the kind every built-in spec gives it."""
+    from ssmbench.hwspecs import load_all
+    from ssmbench.hwspecs.schema import value_kind
+
+    for spec in load_all().values():
+        for key, datum in spec.data():
+            assert value_kind(key) == datum.kind, (spec.id, key)
+    for bad in ("compute", "compute.tensor", "compute.sm_count.x", "memory.dram.scope", "interconnect.x.bandwidth", "id"):
+        with pytest.raises(ValueError, match="is not a spec value path"):
+            value_kind(bad)

@@ -129,3 +129,12 @@ def test_any_text_gives_a_float_or_unit_error(text, kind):
     except UnitError:
         return
     assert math.isfinite(value)
+
+
+@pytest.mark.parametrize("text, kind, half_digit", [
+    ("67 TFLOP/s", "flop_rate", 0.5e12), ("66.9 TFLOP/s", "flop_rate", 0.05e12), ("4800 GB/s", "bandwidth", 0.5e9),
+    ("60 MiB", "capacity", 0.5 * 2**20), ("1e12 FLOP/s", "flop_rate", 0.5e12), (".5 W", "power", 0.05),
+    (132, "count", 0.0),
+])
+def test_resolution_is_half_the_last_written_digit(text, kind, half_digit):
+    assert units.resolution(text, kind) == pytest.approx(half_digit)

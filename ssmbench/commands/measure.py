@@ -55,8 +55,10 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "probe",
         help="measure the local device's attained ceilings (copy, matmul, vector, exp, launch latency)",
-        description="Measure attained ceilings and write them as a spec 'measured:' list to a new file "
-                    "(.yaml or .json); an existing file is never overwritten.",
+        description="Measure attained ceilings and write them as a spec 'measured:' list (the spec schema's "
+                    "format, with units, date and method) to a new file (.yaml or .json); an existing file is never "
+                    "overwritten. 'ssmbench specs new --from SPEC --probe FILE' merges it into a spec. Each "
+                    "measurement records the spread of its repeats (p90/p10) and warns when it is wide.",
     )
     p.add_argument("--device", default="cuda", help="cpu, cuda or cuda:N (default cuda)")
     p.add_argument("--out", required=True, help="new file to write (.yaml, .yml or .json)")
@@ -242,6 +244,8 @@ def cmd_probe(args) -> int:
     doc = run_probe(device, sizes, argv=list(sys.argv), log=lambda s: print(s, file=sys.stderr, flush=True))
     doc["meta"]["arguments"] = {k: v for k, v in vars(args).items() if k != "func"}
     path = write_probe(doc, out)
+    for warning in doc["warnings"]:  # stderr, so that --json output stays JSON
+        print(f"ssmbench: warning: {warning}", file=sys.stderr)
     if args.json:
         print_json(doc)
         return 0
@@ -249,5 +253,6 @@ def cmd_probe(args) -> int:
     rows += [(o["name"] + " (observation)", o["value"], o["method"]) for o in doc["observations"]]
     rows += [(f["name"] + " (failed)", "", f["reason"]) for f in doc["failed"]]
     print_table(f"attained ceilings of {device} (measurement)", ["spec key", "value", "method"], rows,
-                caption=f"written to {path}")
+                caption=f"written to {path}; p90/p10: spread of the timed repeats (1 = all equal). Merge into a "
+                        f"spec: ssmbench specs new --from SPEC --probe {path} --out NEW.yaml")
     return 0

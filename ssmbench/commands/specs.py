@@ -1,4 +1,4 @@
-"""``ssmbench specs``: list, show, validate and compare hardware specs.
+"""``ssmbench specs``: list, show, validate and compare hardware specs; make one from a probe file.
 
 Every value printed carries its unit and says what it is:
 
@@ -10,17 +10,24 @@ Every value printed carries its unit and says what it is:
 - ``absent``     the spec does not list the key at all (e.g. a dtype the device does not support).
 
 Which of a measured and a datasheet value a projection uses is chosen by ``--prefer`` through
-``ssmbench.hwspecs.ceilings.ceiling``, exactly as the analytic model chooses it.
+``ssmbench.hwspecs.ceilings.ceiling``, exactly as the analytic model chooses it; ``list``, ``show`` and
+``diff`` share one default (``PREFER_DEFAULT``, the analytic model's) and say which ceilings they show.
 """
 
 from __future__ import annotations
 
 import math
+import textwrap
+from pathlib import Path
 
+from ..errors import UserError
+from ..files import check_output_file
+from ..files import dump_yaml
 from ..hwspecs import units
 from ..hwspecs.ceilings import ceiling
-from ..hwspecs.loader import SpecError, get_spec, load_all, load_spec
-from ..hwspecs.schema import DTYPES, MEMORY_LEVELS, Spec
+from ..hwspecs.fragment import load_fragment, with_measured
+from ..hwspecs.loader import SpecError, get_spec, load_all, load_spec, parse_spec
+from ..hwspecs.schema import DTYPES, ID_PATTERN, MEMORY_LEVELS, Spec
 from ..output import print_json, print_table
 
 # The columns of ``specs list``: (header, dotted key).
@@ -32,6 +39,14 @@ LIST_COLUMNS = (
     ("DRAM size", "memory.dram.capacity"),
     ("TDP", "power.tdp"),
 )
+
+# The analytic model's default (``SpecCeilings.of``, ``predict --prefer``): the ceilings a projection
+# uses, so that what ``specs`` prints is what a prediction divides by.
+PREFER_DEFAULT = "measured"
+CEILINGS_SHOWN = {
+    "measured": "measured ceilings [m] where the spec has them, else datasheet values (--prefer measured)",
+    "datasheet": "datasheet values; measured ceilings are ignored (--prefer datasheet)",
+}
 
 _MARK = {"datasheet": "", "derived": " [d]", "assumption": " [a]", "measured": " [m]"}
 _ORIGIN_OF_TAG = {"P": "datasheet", "S": "datasheet", "R": "datasheet", "D": "derived", "A": "assumption"}
@@ -117,13 +132,14 @@ def cmd_list(args) -> int:
             "values": {key: cell(spec, key, args.prefer) for _, key in LIST_COLUMNS},
         })
     if args.json:
-        print_json({"prefer": args.prefer, "columns": dict(LIST_COLUMNS), "specs": rows})
+        print_json({"prefer": args.prefer, "ceilings": CEILINGS_SHOWN[args.prefer], "columns": dict(LIST_COLUMNS),
+                    "specs": rows})
         return 0
     columns = ["id", "name", "vendor", "hypo."] + [h for h, _ in LIST_COLUMNS]
     table = [[r["id"], r["name"], r["vendor"], "yes" if r["hypothetical"] else "no"]
              + [r["values"][k]["display"] for _, k in LIST_COLUMNS] for r in rows]
     _table(f"Hardware specs ({len(rows)}; ceilings with --prefer {args.prefer})", columns, table,
-           caption=LEGEND, wrap=("name", "vendor"))
+           caption=f"Ceilings shown: {CEILINGS_SHOWN[args.prefer]}. {LEGEND}", wrap=("name", "vendor"))
     return 0
 
 
@@ -148,7 +164,7 @@ def cmd_show(args) -> int:
         print_json({
             "id": spec.id, "name": spec.name, "vendor": spec.vendor, "hypothetical": spec.hypothetical,
             "architecture": spec.architecture, "form_factor": spec.form_factor, "notes": spec.notes,
-            "prefer": args.prefer, "values": rows, "measured": measured,
+            "prefer": args.prefer, "ceilings": CEILINGS_SHOWN[args.prefer], "values": rows, "measured": measured,
             "interconnect": [{"name": link.name, "key": f"interconnect.{i}.bandwidth"}
                              for i, link in enumerate(spec.interconnect)],
             "sources": {sid: s.model_dump() for sid, s in spec.sources.items()},
@@ -164,7 +180,8 @@ def cmd_show(args) -> int:
         table.append([r["key"], r["display"], r["used"]["display"], about])
     used = f"used (--prefer {args.prefer})"
     _table(f"Values of {spec.id}", ["key", "spec value", used, "source [tag]; note, or why unknown"], table,
-           caption=LEGEND + " Source tags are explained under the sources table.",
+           caption=f"spec value: the spec's own value. used: {CEILINGS_SHOWN[args.prefer]}. {LEGEND} "
+                   "Source tags are explained under the sources table.",
            wrap=("source [tag]; note, or why unknown",))
     if measured:
         _table(f"Measured ceilings of {spec.id}",
@@ -214,11 +231,25 @@ def cmd_validate(args) -> int:
 
 # ---------------------------------------------------------------------------------------------- diff
 
-def _differs(a: dict, b: dict) -> bool:
-    """Known values differ by magnitude; otherwise by state (unknown, absent, or known on one side only)."""
-    if a["value"] is not None and b["value"] is not None:
-        return not math.isclose(a["value"], b["value"], rel_tol=1e-9)
-    return a["origin"] != b["origin"]
+def _written(spec: Spec, key: str, origin: str):
+    """The value as the spec file writes it (the measured entry's when that is the one used)."""
+    if origin == "measured":
+        return next(m.value for m in spec.measured if m.key == key)
+    return dict(spec.data())[key].value
+
+
+def _differs(spec_a: Spec, a: dict, spec_b: Spec, b: dict) -> bool:
+    """Known values differ when they disagree by more than the rounding of the digits each file writes
+    ('67 TFLOP/s' and '66.9 TFLOP/s' are one rate printed twice); otherwise by state (unknown, absent,
+    or known on one side only). Provenance (source, note, datasheet or derived) is not a difference."""
+    if a["value"] is None or b["value"] is None:
+        return a["origin"] != b["origin"]
+    if math.isclose(a["value"], b["value"], rel_tol=1e-9):
+        return False
+    kind = dict(spec_a.data())[a["key"]].kind
+    rounding = (units.resolution(_written(spec_a, a["key"], a["origin"]), kind)
+                + units.resolution(_written(spec_b, b["key"], b["origin"]), kind))
+    return abs(a["value"] - b["value"]) >= rounding
 
 
 _SECTIONS = ("compute", "memory", "launch", "power", "energy", "interconnect")
@@ -249,20 +280,29 @@ def cmd_diff(args) -> int:
     keys = list(dict(spec_a.data()))
     keys += [k for k in dict(spec_b.data()) if k not in keys]
     keys = [k for _, k in sorted((_key_rank(k, i), k) for i, k in enumerate(keys))]
-    diffs = []
+    diffs, rounded = [], []
     for key in keys:
         ca, cb = cell(spec_a, key, args.prefer), cell(spec_b, key, args.prefer)
-        if not _differs(ca, cb):
+        if not _differs(spec_a, ca, spec_b, cb):
+            if ca["value"] is not None and not math.isclose(ca["value"], cb["value"], rel_tol=1e-9):
+                rounded.append({"key": key, "a": _written(spec_a, key, ca["origin"]),
+                                "b": _written(spec_b, key, cb["origin"])})
             continue
         ratio = cb["value"] / ca["value"] if ca["value"] and cb["value"] is not None else None
         diffs.append({"key": key, "unit": ca["unit"] or cb["unit"], "a": ca, "b": cb, "ratio_b_over_a": ratio})
+    shown = CEILINGS_SHOWN[args.prefer]
     if args.json:
-        print_json({"a": spec_a.id, "b": spec_b.id, "prefer": args.prefer, "differences": diffs})
+        print_json({"a": spec_a.id, "b": spec_b.id, "prefer": args.prefer, "ceilings": shown, "differences": diffs,
+                    "equal_within_rounding": rounded})
         return 0
     print(f"A = {_describe(spec_a)}")
     print(f"B = {_describe(spec_b)}")
+    print(f"Ceilings compared: {shown}.")
+    if rounded:
+        print(textwrap.fill("Equal within the rounding of the digits each spec writes (not listed): "
+                            + "; ".join(f"{r['key']} ({r['a']} vs {r['b']})" for r in rounded) + ".", width=100))
     if not diffs:
-        print(f"No value differs between {spec_a.id} and {spec_b.id} (--prefer {args.prefer}).")
+        print(f"No value differs between {spec_a.id} and {spec_b.id}.")
         return 0
     _table(f"Values that differ ({len(diffs)}; --prefer {args.prefer})",
            ["key", f"A: {spec_a.id}", f"B: {spec_b.id}", "B/A"],
@@ -272,11 +312,65 @@ def cmd_diff(args) -> int:
     return 0
 
 
+# ----------------------------------------------------------------------------------------------- new
+
+def _new_file(out: Path) -> Path:
+    """Checked before any file is read: a new .yaml file, never an existing one."""
+    if out.suffix not in (".yaml", ".yml"):
+        raise UserError(f"--out {out}: expected a .yaml or .yml file name for the new spec")
+    return check_output_file(out, "--out", replace=False,
+                             refuse="specs new never overwrites a file (choose a new name)")
+
+
+def cmd_new(args) -> int:
+    out = _new_file(Path(args.out))
+    spec_id = args.id if args.id is not None else out.stem
+    if not ID_PATTERN.match(spec_id):
+        where = "--id" if args.id is not None else f"the id taken from the file name {out.name!r}"
+        raise UserError(f"{where}: {spec_id!r} is not a spec id; expected lower case letters, digits, '.', '_' "
+                        "or '-' (give --id)")
+    base = get_spec(args.base)
+    if base.hypothetical:
+        raise UserError(f"--from {base.id}: a hypothetical design has no measurements; start from the spec of a "
+                        "real device (ssmbench specs list)")
+    fragment = load_fragment(args.probe)
+    data = with_measured(base, fragment.entries)
+    dates = sorted(str(e["date"]) for e in fragment.entries)
+    device = fragment.device_name
+    provenance = (f"Made by 'ssmbench specs new' from spec {base.id} with the measured ceilings of probe file "
+                  f"{fragment.path} ({device or 'device not recorded'}, {dates[-1]}); {base.id}'s other measured "
+                  "entries are kept.")
+    data.update(id=spec_id, name=args.name or f"{base.name} (ssmbench probe {dates[-1]})",
+                notes="\n".join(p for p in (base.notes and base.notes.strip(), provenance) if p))
+    if device is not None:
+        data["device_names"] = [device]  # the device the measured ceilings belong to (the one device rule)
+    parse_spec(data, out)  # never write a spec that does not load
+    text = "".join(f"# {line}\n" for line in textwrap.wrap(provenance, 98))
+    text += dump_yaml(data)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "x", encoding="utf-8") as fh:
+        fh.write(text)
+    probe_keys = [e["key"] for e in fragment.entries]
+    kept = [m.key for m in base.measured if m.key not in probe_keys]
+    print(f"wrote {out}: id {spec_id!r}" + ("" if args.id else " (from the file name; --id to choose)")
+          + f", name {data['name']!r}" + ("" if args.name else " (--name to choose)"))
+    print(f"measured (from {fragment.path}): {', '.join(probe_keys)}")
+    if kept:
+        print(f"measured (kept from {base.id}): {', '.join(kept)}")
+    print(f"device_names: {data.get('device_names') or 'none'}"
+          + ("" if device else f" (kept from {base.id}: the probe file records no device name)"))
+    if device is not None and device not in base.device_names:
+        print(f"note: the probe measured {device!r}, which is not a device of {base.id} (its device_names: "
+              f"{base.device_names or 'none'}); its datasheet values are {base.id}'s: edit those that differ")
+    print(f"check it with: ssmbench specs validate {out}")
+    return 0
+
+
 # ------------------------------------------------------------------------------------------ register
 
 def register(subparsers) -> None:
     specs = subparsers.add_parser(
-        "specs", help="list, show, validate and compare hardware specs",
+        "specs", help="list, show, validate and compare hardware specs; make one from a probe file",
         description="Hardware specs: one YAML file per device (real GPUs and hypothetical accelerators), "
                     "every value with its unit and source.",
     )
@@ -289,7 +383,7 @@ def register(subparsers) -> None:
                        description="One line per built-in spec: BF16 tensor rate, FP32 vector rate, special-"
                                    "function rate, DRAM bandwidth and size, TDP. " + LEGEND)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.add_argument("--prefer", choices=("measured", "datasheet"), default="measured", help=prefer_help)
+    p.add_argument("--prefer", choices=("measured", "datasheet"), default=PREFER_DEFAULT, help=prefer_help)
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("show", help="every value of one spec with unit, origin and source",
@@ -297,7 +391,7 @@ def register(subparsers) -> None:
                                    "origin and source, the measured section and the sources.")
     p.add_argument("spec", metavar="ID_OR_FILE", help="a built-in spec id (see 'specs list') or a spec file")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    p.add_argument("--prefer", choices=("measured", "datasheet"), default="measured", help=prefer_help)
+    p.add_argument("--prefer", choices=("measured", "datasheet"), default=PREFER_DEFAULT, help=prefer_help)
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("validate", help="check spec files; exit 2 if any is invalid",
@@ -311,9 +405,25 @@ def register(subparsers) -> None:
     p = sub.add_parser("diff", help="values that differ between two specs, with the ratio B/A",
                        description="Values that differ between spec A and spec B (ids or files), with the "
                                    "ratio B/A. Values one spec lists and the other does not, or knows and the "
-                                   "other does not, are shown too.")
+                                   "other does not, are shown too. Values that agree within the rounding of "
+                                   "the digits each file writes ('67 TFLOP/s' and '66.9 TFLOP/s') are named "
+                                   "apart, not listed; provenance alone (source, note) is no difference.")
     p.add_argument("a", metavar="A", help="spec id or file")
     p.add_argument("b", metavar="B", help="spec id or file")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.add_argument("--prefer", choices=("measured", "datasheet"), default="datasheet", help=prefer_help)
+    p.add_argument("--prefer", choices=("measured", "datasheet"), default=PREFER_DEFAULT, help=prefer_help)
     p.set_defaults(func=cmd_diff)
+
+    p = sub.add_parser("new", help="write a new spec: a base spec with the measured ceilings of a probe file",
+                       description="Write a new spec file: the base spec's values and sources, with the 'measured:' "
+                                   "entries of a file written by 'ssmbench probe' merged in (they replace the base's "
+                                   "entries of the same key; the base's others are kept) and device_names set to "
+                                   "the device the probe measured. The file is checked against the schema before "
+                                   "it is written; an existing file is never overwritten.")
+    p.add_argument("--from", dest="base", required=True, metavar="ID_OR_FILE",
+                   help="base spec: a built-in id (see 'specs list') or a spec file of a real device")
+    p.add_argument("--probe", required=True, metavar="FILE", help="a file written by 'ssmbench probe --out'")
+    p.add_argument("--out", required=True, metavar="FILE", help="the new spec file (.yaml or .yml)")
+    p.add_argument("--id", help="id of the new spec (default: the --out file name without its suffix)")
+    p.add_argument("--name", help="name of the new spec (default: the base's name and the probe date)")
+    p.set_defaults(func=cmd_new)
