@@ -1,6 +1,9 @@
-"""Pick the ceiling a projection uses: the attained (measured) value or the datasheet value.
+"""Pick the ceiling a projection uses: the attained (measured) value or the spec's own value.
 
-A ceiling always says which it is, so that every bound printed downstream can be labelled.
+A ceiling always says what it is, so that every bound printed downstream can be labelled: "measured"
+(an attained ceiling of the spec's ``measured:`` section), "datasheet" (a published value: source tags
+P, S, R), "derived" (computed from published values by a stated method: tag D), "design assumption"
+(a value a hypothetical design declares: tag A; never printed as a datasheet value) or "unknown".
 """
 
 from __future__ import annotations
@@ -11,13 +14,15 @@ from typing import Literal
 from .schema import Spec
 
 Preference = Literal["measured", "datasheet"]
+# the origin of a spec value by its source's tag (P primary, S secondary, R not re-read: published values)
+ORIGIN_OF_TAG = {"D": "derived", "A": "design assumption"}
 
 
 @dataclass(frozen=True)
 class Ceiling:
     key: str
     value: float | None  # canonical SI units; None when the spec states it is unknown
-    origin: Literal["measured", "datasheet", "unknown"]
+    origin: Literal["measured", "datasheet", "derived", "design assumption", "unknown"]
     provenance: str  # source title, or measurement date and method, or the reason it is unknown
 
 
@@ -36,4 +41,5 @@ def ceiling(spec: Spec, key: str, prefer: Preference = "measured") -> Ceiling:
     if datum.si is None:
         return Ceiling(key, None, "unknown", datum.unknown or "")
     src = spec.sources[datum.source]
-    return Ceiling(key, datum.si, "datasheet", f"{src.title} [{src.tag}]" + (f" ({datum.note})" if datum.note else ""))
+    origin = ORIGIN_OF_TAG.get(src.tag, "datasheet")
+    return Ceiling(key, datum.si, origin, f"{src.title} [{src.tag}]" + (f" ({datum.note})" if datum.note else ""))

@@ -241,16 +241,20 @@ def test_activation_references_compute_their_activation():
 def test_moe():
     d = {"B": 2, "L": 3, "D": 8, "F": 16, "X": 4, "Xk": 2}
     t, copies, D_, F_, X_, k = 6, 12, 8, 16, 4, 2
+    hit = X_ * (1 - (1 - k / X_) ** t)  # expected distinct experts of 6 tokens, top-2 of 4: 3.9375
     check("moe", None, "fwd", d, tensor={"bf16": 2 * t * D_ * X_ + 6 * copies * D_ * F_},
           vector=t * (4 * X_ + k * X_ + 2 * k) + 4 * copies * F_ + 2 * k * D_ * t,
           transcendental=copies * F_ + t * X_,
-          read={"activations": t * D_ * E, "weights": (D_ * X_ + 4 * 3 * D_ * F_) * E},
+          read={"activations": t * D_ * E, "weights": (D_ * X_ + hit * 3 * D_ * F_) * E},
           write={"activations": t * D_ * E}, launches=7)
     check("moe", None, "bwd", d, tensor={"bf16": 2 * (2 * t * D_ * X_ + 6 * copies * D_ * F_)}, launches=11,
-          write={"activations": t * D_ * E, "weights": (D_ * X_ + 4 * 3 * D_ * F_) * E})
+          write={"activations": t * D_ * E, "weights": (D_ * X_ + hit * 3 * D_ * F_) * E})
     # decode, one token, 8 experts, top-2: only 2 experts' weights are read
     check("moe", None, "decode", {**d, "B": 1, "X": 8},
           read={"activations": D_ * E, "weights": (D_ * 8 + 2 * 3 * D_ * F_) * E})
+    # 4 tokens, top-2 of 8: 8 (1 - (3/4)^4) = 5.47 experts, not min(8, 8) = 8 (tokens share experts)
+    check("moe", None, "decode", {**d, "B": 4, "X": 8},
+          read={"activations": 4 * D_ * E, "weights": (D_ * 8 + 8 * (1 - 0.75 ** 4) * 3 * D_ * F_) * E})
 
 
 def test_composites_are_sums_of_their_parts():

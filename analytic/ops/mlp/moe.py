@@ -9,8 +9,11 @@ Counted (conventions.py), T = B*L tokens:
   (Xk adds, Xk divides)  ->  4X + Xk*X + 2Xk vector, X transcendentals.
 - experts: the ``gated_mlp``/``fused`` rule over the T*Xk routed token copies (its L replaced by
   L*Xk): 6*T*Xk*D*F tensor FLOPs, i.e. T*Xk times a gated MLP per token. Weights: only the experts
-  actually hit are read, at most min(X, T*Xk) of them (the compulsory count when routing is spread;
-  all X once T*Xk >= X): min(X, B*L*Xk) * 3*D*F elements (sympy ``Min``).
+  actually hit are read: the expected number of distinct experts under uniform routing, each token
+  choosing Xk of the X experts: an expert is missed by one token with probability 1 - Xk/X, by all T
+  with (1 - Xk/X)^T, so X (1 - (1 - Xk/X)^T) experts are hit (Xk for one token, -> X as T grows;
+  min(X, T*Xk) overcounts whenever tokens share experts) times 3*D*F elements each. Real routers are
+  not uniform (load imbalance is not counted, below): this is an expectation, not a bound.
 - combine: y[t] = sum_k w[t, k] * out[t, k]: Xk*D FMAs per token (2*Xk*D vector).
 Backward: combine backward (d out = w * dy: Xk*D; d w = <dy, out>: 2*Xk*D), experts'
 ``gated_mlp`` backward over the routed copies, scatter-add of the Xk dx rows of each token (Xk*D),
@@ -31,7 +34,7 @@ softmax-top-k kernel (writes fp32 weights and int32 ids, [B, L, Xk]); one alignm
 sorts the token copies by expert (reads the ids, writes int32 sorted ids); the ``gated_mlp``/``fused``
 kernels as grouped GEMMs over all experts at once (each grouped GEMM also reads the sorted ids; x
 rows are gathered, not copied); one weighted-combine kernel: 7 launches forward, 11 backward.
-Decode is the forward with L = 1: with few tokens, min(X, B*Xk) experts' weights dominate.
+Decode is the forward with L = 1: with few tokens, the X (1 - (1 - Xk/X)^B) hit experts' weights dominate.
 Not counted: padding of expert groups to the GEMM tile (up to one tile of rows per expert), load
 imbalance, capacity factors and token dropping, expert parallelism (all-to-all).
 """
@@ -49,7 +52,8 @@ from .cost import gated_mlp_cost, gemm
 
 T = B * L  # tokens
 COPIES = B * L * Xk  # routed token copies
-EXPERTS_HIT = sp.Min(X, COPIES)
+# expected distinct experts T tokens route to, each choosing Xk of X uniformly: X (1 - (1 - Xk/X)^T)
+EXPERTS_HIT = X * (1 - (1 - Xk / X) ** T)
 ROUTE_BYTES = BYTES_PER_ELEMENT["fp32"]  # top-k weights are fp32; ids and sorted ids int32: also 4 bytes
 
 TOPK_VECTOR = 4 * X + Xk * X + 2 * Xk  # per token
