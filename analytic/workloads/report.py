@@ -8,7 +8,7 @@ intensity, bound per resource, bottleneck, on-chip fit, ``shape``: the call's di
 point), ``layers`` (one row per block of the model) and ``spec.ceilings`` (each ceiling used, with its
 origin and provenance).
 
-Calibrated estimates are added to such a prediction by ``ssmbench.calibrate.apply.add_calibration``
+Calibrated estimates are added to such a prediction by ``add_calibration`` of ``calibrate/apply.py``
 (``ssmbench predict --calibration``); the analytic model does not import the calibration package.
 
 Decode with ``context`` S and ``seqlen`` L generates L tokens after a cached context of S and reports

@@ -1,7 +1,7 @@
 """Input recipes of the plain-PyTorch references: how the torch_ref backend builds, from a case's
 dims, the inputs of an op's eager reference (``Recipe``), declared in each family's ``ref.py`` as
 ``RECIPES``. Data only: the makers draw from the ``Rand`` the backend passes in
-(``ssmbench.measure.backends.common.Rand``: seeded, fp32), so nothing here imports torch.
+(``Rand`` of ``measure/backends/common.py``: seeded, fp32), so nothing here imports torch.
 
 Distributions are the ones the models use: weights N(0, 1/fan_in); norm scales 1 + 0.1 N(0, 1);
 SSM A negative (-(n+1) per state index: S4D-real / Mamba init; SSD A per head in [-16, -1]), dt bias

@@ -1,6 +1,6 @@
 """Plain-PyTorch helpers shared by the families' kernel-semantics references (the correctness gate).
 
-The gate's precision switch ``hi`` (see ``ssmbench.measure.backends.common``):
+The gate's precision switch ``hi`` (see ``measure/backends/common.py``):
 - ``hi=True``: every tensor fp64 (the caller casts the inputs);
 - ``hi=False``: the kernel's inputs as they are; matmul operands and results at the activation dtype
   (fp32 accumulation inside, as cuBLAS does), decays / cumulative sums / recurrent state in fp32.
