@@ -41,7 +41,6 @@ imbalance, capacity factors and token dropping, expert parallelism (all-to-all).
 
 from __future__ import annotations
 
-import sympy as sp
 
 from ...conventions import BYTES_PER_ELEMENT, nbytes
 from ...cost import Cost
