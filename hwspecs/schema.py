@@ -16,9 +16,11 @@ Layout of a spec file::
                                                         not re-read, D derived, A design assumption
     compute:          sm_count, clock_boost, tensor: {dtype: rate}, vector: {dtype: rate},
                       special_function (transcendental evaluations per second)
-    memory:           ordered from on-chip to off-chip: {level: {scope, capacity, bandwidth}};
-                      the last level is ``dram`` (device memory). Bandwidth is device aggregate.
-    launch:           kernel (per-launch overhead), graph_node (per node of a replayed CUDA graph)
+    memory:           ordered from on-chip to off-chip: {level: {scope, capacity, bandwidth, latency}};
+                      the last level is ``dram`` (device memory). Bandwidth is device aggregate;
+                      latency (optional) is the load-to-use latency of one access at that level.
+    launch:           kernel (per-launch overhead), graph_node (per node of a replayed CUDA graph),
+                      host (optional): {backend class: host time per call} for HOST_CLASSES
     power:            tdp, idle
     energy:           optional: per_flop {engine: J/FLOP}, per_byte {level: J/B}
     interconnect:     optional list of {name, bandwidth}
@@ -184,12 +186,34 @@ class MemoryLevel(_Strict):
     scope: Literal["per_sm", "device"]
     capacity: Capacity
     bandwidth: Bandwidth
+    # Load-to-use latency of one access served by this level (the time a dependent load waits); with
+    # the bandwidth it gives the bytes that must be in flight to reach the bandwidth (Little's law).
+    latency: Duration | None = None
     technology: str | None = None
+
+
+# Backend classes whose host-side cost per call differs (the CPU time to issue one kernel through
+# that software path; the device runs ahead while the host issues): an eager PyTorch op (dispatcher,
+# allocator, launch), a Triton kernel (its Python launcher: argument binding, specialisation and
+# autotune-cache lookup), a CUDA-extension op (a pybind11 call into a library's own launcher), a
+# cuBLAS matmul issued by PyTorch, a cuDNN/SDPA call.
+HOST_CLASSES = ("torch_eager", "triton", "cuda_extension", "cublas", "cudnn")
 
 
 class Launch(_Strict):
     kernel: Duration
     graph_node: Duration
+    host: dict[str, Duration] = Field(default_factory=dict)
+
+    @field_validator("host", mode="before")
+    @classmethod
+    def _host_classes(cls, v):
+        if not isinstance(v, dict):
+            return v
+        bad = sorted(map(str, set(v) - set(HOST_CLASSES)))
+        if bad:
+            raise ValueError(f"unknown backend class(es) {bad}; expected some of {list(HOST_CLASSES)}")
+        return v
 
 
 class PowerSpec(_Strict):
@@ -392,8 +416,12 @@ class Spec(_Strict):
         for name, level in self.memory.items():
             yield f"memory.{name}.capacity", level.capacity
             yield f"memory.{name}.bandwidth", level.bandwidth
+            if level.latency is not None:
+                yield f"memory.{name}.latency", level.latency
         yield "launch.kernel", self.launch.kernel
         yield "launch.graph_node", self.launch.graph_node
+        for cls, d in self.launch.host.items():
+            yield f"launch.host.{cls}", d
         yield "power.tdp", self.power.tdp
         yield "power.idle", self.power.idle
         if self.energy is not None:
@@ -423,6 +451,8 @@ def value_kind(key: str) -> str:
         else:
             tp = None
             break
+    if get_origin(tp) in (Union, types.UnionType):  # an optional value (memory.<level>.latency)
+        tp = next(a for a in get_args(tp) if a is not type(None))
     if isinstance(tp, type) and issubclass(tp, Datum):
         return tp.kind
     raise ValueError(f"{key!r} is not a spec value path; expected a dotted path such as 'memory.dram.bandwidth', "
