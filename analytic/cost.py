@@ -12,6 +12,10 @@ Fields (conventions in ``conventions.py``):
 - ``extra_read`` / ``extra_write``: what a named implementation moves beyond the compulsory bytes
   (re-reads, materialized intermediates, spills). As-executed bytes = compulsory + extra.
 - ``launches``: kernel launches. ``working_set``: on-chip bytes one SM must hold at once.
+- ``host``: {backend class: calls the host issues through that software path} (the classes of
+  ``hwspecs.schema.HOST_CLASSES``: an eager PyTorch op, a Triton launch, a CUDA-extension call, ...);
+  the registry fills it from the implementation's execution traits (``execution.py``) when a rule
+  leaves it empty, so composites (blocks, models) sum the host work of their parts.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any, Mapping
 import numpy as np
 import sympy as sp
 
+from ..hwspecs.schema import HOST_CLASSES
 from .conventions import TENSOR_CLASSES
 
 
@@ -50,7 +55,7 @@ def _max(a: Any, b: Any) -> Any:
     return max(a, b)
 
 
-_MAP_FIELDS = ("tensor", "read", "write", "extra_read", "extra_write")
+_MAP_FIELDS = ("tensor", "read", "write", "extra_read", "extra_write", "host")
 _SCALAR_FIELDS = ("vector", "transcendental", "launches")
 
 
@@ -65,8 +70,12 @@ class Cost:
     extra_write: Mapping[str, Any] = field(default_factory=dict)
     launches: Any = 0
     working_set: Any = 0
+    host: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
+        bad_host = set(self.host) - set(HOST_CLASSES)
+        if bad_host:
+            raise ValueError(f"Cost.host: unknown backend class(es) {sorted(bad_host)}; known: {HOST_CLASSES}")
         for name in ("read", "write", "extra_read", "extra_write"):
             bad = set(getattr(self, name)) - set(TENSOR_CLASSES)
             if bad:

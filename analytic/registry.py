@@ -15,6 +15,7 @@ numpy functions, so evaluating a cost over arrays of shapes costs a few numpy op
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
@@ -23,6 +24,7 @@ import numpy as np
 import sympy as sp
 
 from ..errors import UserError
+from . import execution
 from .conventions import BYTES_PER_ELEMENT, MODES
 from .cost import Cost
 from .symbols import DESCRIPTIONS, SYMBOLS
@@ -244,6 +246,9 @@ def symbolic_cost(op_name: str, impl_name: str | None = None, mode: str = "fwd",
         cost = impl.rule(mode, dtype, **kw)
     if not isinstance(cost, Cost):
         raise TypeError(f"op {op.name}/{impl.name}: rule returned {type(cost).__name__}, expected Cost")
+    if not cost.host and cost.launches != 0:
+        # Every launch of this implementation is issued through its backend class (execution.py).
+        cost = dataclasses.replace(cost, host={execution.host_class(op.name, impl.name): cost.launches})
     stray = {s.name for s in cost.free_symbols()} - set(op.dims)
     if stray:
         raise ValueError(f"op {op.name}/{impl.name}: cost uses dimension(s) {sorted(stray)} not in op.dims")

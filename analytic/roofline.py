@@ -45,6 +45,7 @@ import numpy as np
 from ..errors import UserError
 from ..hwspecs import Spec, ceiling
 from ..hwspecs.ceilings import Ceiling
+from ..hwspecs.schema import HOST_CLASSES
 from .cost import Cost
 
 LABEL = "analytic bound"
@@ -54,9 +55,13 @@ BytesBasis = Literal["executed", "compulsory"]
 
 # Tensor-core dtypes with their own ceiling; fp32 matmul goes to the vector engine.
 TENSOR_DTYPES = ("fp64", "tf32", "bf16", "fp16", "fp8", "int8")
-# Work columns of the vectorized form, in order. 'launches' and 'working_set' are not divided by a rate.
+# Work columns of the vectorized form, in order. 'launches' and 'working_set' are not divided by a rate;
+# 'tensor.fp32' repeats the fp32 matmul FLOPs already in 'vector' (the bound charges them to the CUDA
+# cores) so that the achievable model can move them to TF32 where the implementation does; 'host.<class>'
+# counts host-issued calls per backend class (achievable model only).
 WORK_COLUMNS = tuple(f"tensor.{d}" for d in TENSOR_DTYPES) + (
-    "vector", "special_function", "dram.compulsory", "dram.executed", "launches", "working_set")
+    "vector", "special_function", "dram.compulsory", "dram.executed", "launches", "working_set",
+    "tensor.fp32") + tuple(f"host.{c}" for c in HOST_CLASSES)
 COL = {name: i for i, name in enumerate(WORK_COLUMNS)}
 # Time resources, in the order ties are broken for the bottleneck label.
 RESOURCES = ("tensor", "vector", "special_function", "dram", "cache", "launch")
@@ -203,6 +208,7 @@ def work_array(cost: Cost, dtype_of_fp32: str = "vector") -> np.ndarray:
     for dt, v in cost.tensor.items():
         if dt == "fp32":
             cols[COL["vector"]] = cols[COL["vector"]] + v
+            cols[COL["tensor.fp32"]] = cols[COL["tensor.fp32"]] + v
         elif dt in TENSOR_DTYPES:
             cols[COL[f"tensor.{dt}"]] = cols[COL[f"tensor.{dt}"]] + v
         else:
@@ -213,6 +219,8 @@ def work_array(cost: Cost, dtype_of_fp32: str = "vector") -> np.ndarray:
     cols[COL["dram.executed"]] = cost.executed_bytes
     cols[COL["launches"]] = cost.launches
     cols[COL["working_set"]] = cost.working_set
+    for c, v in cost.host.items():
+        cols[COL[f"host.{c}"]] = v
     arrays = [np.asarray(c, dtype=float) for c in cols]
     shape = np.broadcast_shapes(*(a.shape for a in arrays))
     return np.stack([np.broadcast_to(a, shape) for a in arrays])

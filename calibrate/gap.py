@@ -18,6 +18,11 @@ Attribution of the gap (measured - bound) uses the fitted model's terms: the fix
 bottleneck resource) is that resource's excess, summed into *compute* (tensor, vector, special
 function) and *memory* (DRAM). The gap is attributed to the class with the largest positive excess;
 what the model does not explain is the residual.
+
+The *achievable estimate* (``analytic/achievable.py``: attained rates, memory latency, per-kernel and
+per-call host costs, L2 residency; nothing fitted) is reported beside them, with its own error against
+the measurement and its bottleneck class (host/launch, latency, or a resource). The report lists every
+case measured faster than the datasheet bound (a true lower bound must never be beaten).
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ from .report import dims_text
 from .transfer import is_transfer
 
 GAP_SCHEMA_VERSION = 1
+# Issue #13's target for the achievable estimate alone: median |error| over all measured cases.
+ACHIEVABLE_TARGET_PCT = 25.0
 CLASSES = ("compute", "memory", "fixed overhead")
 
 
@@ -66,6 +73,10 @@ def _case_row(c: JoinedCase, profile: Profile, group: dict | None, spec_id: str,
         "bound_s": b.bound_s, "bound_times_s": b.times, "bottleneck": b.bottleneck, "unknown_resources": list(b.unknown),
         "measured_s": c.measured_s, "measured_p20_s": c.measured_p20_s, "measured_p80_s": c.measured_p80_s,
         "roofline_pct": 100.0 * b.bound_s / c.measured_s,
+        "datasheet_bound_s": b.datasheet_bound_s,
+        "achievable_s": b.achievable_s, "achievable_bottleneck": (b.achievable or {}).get("bottleneck"),
+        "achievable_terms_s": {k: (b.achievable or {}).get(k) for k in ("host_s", "gpu_s", "fixed_s")},
+        "achievable_ape_pct": 100.0 * abs(b.achievable_s / c.measured_s - 1.0),
         "group": group["label"] if group else None, "group_status": group["status"] if group else "no group",
         "calibrated_s": None, "lo_s": None, "hi_s": None, "label": None, "residual_pct": None,
         "heldout_pred_s": None, "heldout_ape_pct": None, "covered": None, "error_kind": None, "attribution": None,
@@ -145,6 +156,30 @@ def _family_rows(rows: list[dict], groups: list[dict]) -> list[dict]:
     return out
 
 
+def _achievable_summary(rows: list[dict]) -> dict[str, Any]:
+    """How far the achievable estimate alone (no fitted parameter) is from the measurements, overall and
+    per family, and the cases that ran faster than the datasheet bound (beyond the timing noise: the
+    measured p80 is below the bound), which a true lower bound must never allow."""
+    def stats(rs: list[dict]) -> dict[str, Any]:
+        e = np.array([r["achievable_ape_pct"] for r in rs if np.isfinite(r["achievable_ape_pct"])])
+        signed = np.array([r["achievable_s"] / r["measured_s"] for r in rs if np.isfinite(r["achievable_s"])])
+        if not len(e):
+            return {"n": 0, "median_ape_pct": None, "p90_ape_pct": None, "median_ratio": None}
+        return {"n": int(len(e)), "median_ape_pct": float(np.median(e)), "p90_ape_pct": float(np.percentile(e, 90)),
+                "median_ratio": float(np.median(signed))}
+    below = [{"key": r["key"], "measured_s": r["measured_s"], "measured_p80_s": r["measured_p80_s"],
+              "datasheet_bound_s": r["datasheet_bound_s"]} for r in rows
+             if r["datasheet_bound_s"] and (r["measured_p80_s"] or r["measured_s"]) < r["datasheet_bound_s"]]
+    bound_e = [100.0 * abs(r["datasheet_bound_s"] / r["measured_s"] - 1) for r in rows if r["datasheet_bound_s"]]
+    return {"label": "achievable estimate (analytic, parameters from the spec; no fit)",
+            "target_median_ape_pct": ACHIEVABLE_TARGET_PCT,
+            "all": stats(rows), "families": {f: stats([r for r in rows if r["family"] == f])
+                                             for f in sorted({r["family"] for r in rows})},
+            "bottlenecks": dict(Counter(r["achievable_bottleneck"] for r in rows)),
+            "datasheet_bound_median_ape_pct": float(np.median(bound_e)) if bound_e else None,
+            "faster_than_datasheet_bound": below}
+
+
 def gap_report(joined: Joined, profile: Profile, spec_id: str, fitted_here: bool) -> dict[str, Any]:
     transferred = is_transfer(profile.spec_id, spec_id)
     trained = profile.result_hashes() if not transferred else set()
@@ -167,6 +202,7 @@ def gap_report(joined: Joined, profile: Profile, spec_id: str, fitted_here: bool
                         "transferred": transferred, "level": profile.level, "group_by": group_by},
         "results": joined.files, "devices": joined.devices, "device_mismatch": joined.device_mismatch,
         "target": TARGET,
+        "achievable": _achievable_summary(rows),
         "families": _family_rows(rows, groups),
         "groups": [{k: g.get(k) for k in ("label", "key", "status", "reason", "n_points", "n_shapes", "model",
                                           "cv", "interval", "candidates")} for g in groups],

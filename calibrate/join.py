@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..analytic import roofline
+from ..analytic import achievable, execution, roofline
 from ..analytic.cases import case_cost as analytic_cost
 from ..analytic.cases import case_family
 from ..errors import UserError
@@ -59,6 +59,12 @@ class Bounds:
     ceilings: dict[str, dict]        # spec key -> {value, origin, provenance}
     work: dict[str, float]           # analytic totals: flops, transcendentals, executed_bytes, bytes
     notes: tuple[str, ...] = ()
+    achievable: dict | None = None   # the achievable estimate (analytic/achievable.py Estimate.to_dict())
+    datasheet_bound_s: float | None = None  # the bound at datasheet peaks only (a true lower bound)
+
+    @property
+    def achievable_s(self) -> float:
+        return float(self.achievable["time_s"]) if self.achievable else float("nan")
 
     @property
     def bound_s(self) -> float:
@@ -88,17 +94,23 @@ def _ceilings_used(sc: "roofline.SpecCeilings", times: Mapping[str, float], tens
 
 
 def resource_bounds(spec: Spec, op: str, impl: str, dims: Mapping[str, int], dtype: str, mode: str,
-                    prefer: str = "measured") -> Bounds:
-    """The one place calibration turns an op identity into per-resource bound times on a spec."""
+                    prefer: str = "measured", backend: str | None = None) -> Bounds:
+    """The one place calibration turns an op identity into per-resource bound times on a spec, with
+    the achievable estimate of the same call (``backend``: the measured backend, whose host call
+    path may differ from the one the implementation implies, see ``analytic/execution.py``)."""
     c = analytic_cost(op, dict(dims), impl=impl, mode=mode, dtype=dtype)
     proj = roofline.project(c, spec, prefer=prefer, launch="eager", bytes_basis="executed")
+    sheet = roofline.project(c, spec, prefer="datasheet", launch="eager", bytes_basis="executed")
+    ach = achievable.estimate(execution.as_measured(c, backend), spec,
+                              tf32=execution.fp32_matmul_on_tf32(op, impl), launch="eager")
     times = {b.resource: float(b.time_s) for b in proj.bounds if b.time_s is not None and b.time_s > 0}
     unknown = tuple(b.resource for b in proj.bounds if b.time_s is None)
     tensor_dtypes = [d for d, v in c.tensor.items() if d in roofline.TENSOR_DTYPES and float(v) > 0]
     used = _ceilings_used(roofline.SpecCeilings.of(spec, prefer), times, tensor_dtypes)
     work = {"flops": float(c.flops), "transcendentals": float(c.transcendental),
             "executed_bytes": float(c.executed_bytes), "bytes": float(c.bytes)}
-    return Bounds(times, unknown, float(c.launches), used, work, tuple(proj.not_bounded))
+    return Bounds(times, unknown, float(c.launches), used, work, tuple(proj.not_bounded), ach.to_dict(),
+                  sheet.time_s)
 
 
 # The joined table ----------------------------------------------------------------------------------
@@ -200,7 +212,7 @@ def join(results: list[ResultFile], spec: Spec, prefer: str = "measured", allow_
             try:
                 case = rec.case
                 family = case_family(case.op)
-                b = resource_bounds(spec, case.op, case.impl, case.dims, case.dtype, case.mode, prefer)
+                b = resource_bounds(spec, case.op, case.impl, case.dims, case.dtype, case.mode, prefer, case.backend)
             except UserError as exc:  # unknown op, implementation, mode, dtype or dims: the analytic model says which
                 reason = str(exc)
                 unpredicted.append(f"{key}: {reason}")

@@ -56,6 +56,26 @@ def model_text(group: dict) -> str:
     return f"{m['name']} ({', '.join(parts)})"
 
 
+def _achievable_md(a: dict[str, Any] | None) -> list[str]:
+    if not a:
+        return []
+    lines = ["", "## Achievable estimate (no fitted parameters)", "",
+             f"Label: **{a['label']}**. Median |err| over all cases: {pct(a['all']['median_ape_pct'])} "
+             f"(p90 {pct(a['all']['p90_ape_pct'])}; target <= {a['target_median_ape_pct']:g}%); the datasheet "
+             f"roofline bound alone is {pct(a['datasheet_bound_median_ape_pct'])} off. Median estimate / measured: "
+             f"{a['all']['median_ratio']:.2f}." if a["all"]["n"] else "No case has an achievable estimate.", ""]
+    lines += _table(["family", "cases", "|err| median", "|err| p90", "estimate / measured (median)"],
+                    [[f, s["n"], pct(s["median_ape_pct"]), pct(s["p90_ape_pct"]),
+                      "-" if s["median_ratio"] is None else f"{s['median_ratio']:.2f}"]
+                     for f, s in a["families"].items()])
+    lines += ["", "Bottleneck classes (achievable): " + ", ".join(f"{k} {v}" for k, v in sorted(a["bottlenecks"].items(), key=lambda kv: str(kv[0]))) + "."]
+    below = a["faster_than_datasheet_bound"]
+    lines += ["", f"Cases measured faster than the datasheet bound (measured p80 below it): {len(below)}"
+              + ("." if not below else ": " + "; ".join(f"{b['key']} ({format_si(b['measured_s'], 's')} vs "
+                                                        f"{format_si(b['datasheet_bound_s'], 's')})" for b in below))]
+    return lines
+
+
 def gap_markdown(rep: dict[str, Any]) -> str:
     cal = rep["calibration"]
     est_label = "transferred" if cal["transferred"] else "calibrated"
@@ -84,6 +104,7 @@ def gap_markdown(rep: dict[str, Any]) -> str:
     lines += _table(["key", "value", "origin", "provenance"],
                     [[k, ceiling_text(k, c["value"]), c["origin"], c["provenance"]]
                      for k, c in sorted(rep["spec"]["ceilings"].items())])
+    lines += _achievable_md(rep.get("achievable"))
     tgt = rep["target"]
     lines += ["", "## Per family", "",
               f"Target: CV median |err| <= {tgt['median_ape_pct']:g}%, p90 <= {tgt['p90_ape_pct']:g}%, "
@@ -125,11 +146,12 @@ def gap_markdown(rep: dict[str, Any]) -> str:
             f"{r['op']}/{r['impl']} {r['dtype']} {r['mode']}", dims_text(r["dims"]),
             f"{format_si(r['bound_s'], 's')} ({r['bottleneck']})", format_si(r["measured_s"], "s"),
             pct(r["roofline_pct"]),
+            f"{format_si(r['achievable_s'], 's')} ({r['achievable_bottleneck']}; {pct(r['achievable_ape_pct'])} off)",
             ("-" if r["calibrated_s"] is None else f"{format_si(r['calibrated_s'], 's')}{iv} ({r['label']})"),
             pct(r["residual_pct"]), pct(r["heldout_ape_pct"]), att_text,
         ])
     lines += _table(["case", "dims", "bound (analytic, bottleneck)", "measured (median)", "% of roofline",
-                     f"{est_label} [{level}% interval]", "residual", "held-out |err|", "gap attributed to"], crows)
+                     "achievable estimate (bottleneck; |err|)", f"{est_label} [{level}% interval]", "residual", "held-out |err|", "gap attributed to"], crows)
     if rep["excluded"]:
         lines += ["", "## Excluded cases", ""]
         lines += _table(["case", "status", "reason", "file"],

@@ -61,7 +61,9 @@ COMPUTE_RESOURCES = ("tensor", "vector", "special_function")
 def _term_columns(key: str) -> tuple[int, ...]:
     if key.startswith("tensor."):
         dt = key.split(".", 1)[1]
-        return (COL["vector"],) if dt == "fp32" else (COL[f"tensor.{dt}"],)
+        return (COL["vector"], COL["tensor.fp32"]) if dt == "fp32" else (COL[f"tensor.{dt}"],)
+    if key.startswith("host."):
+        return (COL[key],)
     if key in ("vector", "launches", "working_set"):
         return (COL[key],)
     if key == "transcendental":

@@ -1,0 +1,241 @@
+"""The achievable-time model: what an op should take on a device, from physical terms, between the
+roofline bound (``roofline.py``: work at datasheet peaks, a true lower bound) and a calibrated fit.
+
+Every parameter is a spec value: attained ceilings (``measured:`` entries, read by ``ssmbench probe``
+on a real GPU) for real devices, design assumptions for hypothetical ones; nothing is fitted here.
+The label of every number is **achievable estimate**.
+
+Terms, for one call of an op whose kernels launch back to back (``launches`` = n):
+
+- **Engine times** at attained rates (``prefer="measured"``): T_tensor = sum_d FLOPs_d / rate_d;
+  fp32 matmul FLOPs go to the TF32 tensor-core rate where the implementation's matmuls are Triton
+  ``tl.dot`` (``execution.py``), else to the CUDA cores with the other vector FLOPs; T_vector,
+  T_sfu (transcendentals).
+- **Cache level**: a kernel's extra traffic (intermediates one kernel writes and the next reads,
+  re-reads of its inputs: as-executed minus compulsory bytes) is served by the device-wide cache
+  when one kernel's traffic fits in half of it (the other half is left to the streaming operands):
+  those bytes cross L2 (T_l2 = bytes / memory.l2.bandwidth) instead of DRAM. Compulsory bytes
+  always cross DRAM (the measurements flush L2 between calls).
+- **Memory latency** (Little's law): a kernel cannot stream before its first loads return, so each
+  kernel pays one DRAM load-to-use latency before bandwidth binds: T_mem = n x memory.dram.latency +
+  DRAM bytes / memory.dram.bandwidth. For a kernel that moves fewer bytes than the device keeps in
+  flight (bandwidth x latency, ~3 MB on an H200) the latency is most of its memory time.
+- **GPU fixed cost per kernel**: n x launch.graph_node, the device-side time of a kernel that does no
+  work (launch, block scheduling, drain), as measured on back-to-back nodes of a CUDA graph, where
+  no host cost is in the way.
+- GPU time: T_gpu = n x graph_node + max(T_tensor, T_vector, T_sfu, T_mem, T_l2): the engines and
+  the memory system overlap within a call; the per-kernel fixed costs do not.
+- **Host time** (eager launch regime): T_host = sum over backend classes c of calls_c x
+  launch.host.<c>, the CPU time to issue the calls (eager PyTorch op, Triton launcher, CUDA
+  extension, cuBLAS, cuDNN). The host issues asynchronously, so back-to-back calls take
+  max(T_host, T_gpu): a call is host-bound when issuing it takes longer than running it. Under
+  CUDA-graph replay (``launch="graph"``) the host issues one graph per step: T_host = 0 here.
+- Achievable time T = max(T_host, T_gpu).
+
+Bottleneck classes: ``host/launch`` when T_host >= T_gpu; else ``latency`` when the fixed and latency
+parts (n x graph_node + n x dram latency) exceed every engine and bandwidth time; else the resource
+with the largest time (tensor, vector, special_function, dram, l2).
+
+A parameter the spec does not know (``unknown`` or not listed) contributes no term, and the result
+names it under ``not_modelled``: the estimate is then optimistic in that term, never silently zero
+with a claim of completeness.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from ..hwspecs import Spec
+from ..hwspecs.schema import HOST_CLASSES
+from .cost import Cost
+from .roofline import COL, TENSOR_DTYPES, Prefer, check_choice, spec_ceiling, work_array
+
+LABEL = "achievable estimate"
+# Share of the device-wide cache one kernel's traffic may use and still be served from it.
+L2_RESIDENT_FRACTION = 0.5
+CLASSES = ("host/launch", "latency", "tensor", "vector", "special_function", "dram", "l2")
+GPU_RESOURCES = ("tensor", "vector", "special_function", "dram", "l2")
+
+
+def _val(spec: Spec, key: str, prefer: str) -> tuple[float, str]:
+    c = spec_ceiling(spec, key, prefer)
+    if c.value is None:
+        return np.nan, f"{key} ({c.provenance})"
+    return float(c.value), ""
+
+
+@dataclass(frozen=True)
+class AchievableTable:
+    """The achievable model's parameters of several specs as arrays [n_specs]; NaN where unknown."""
+
+    spec_ids: tuple[str, ...]
+    rate_tensor: np.ndarray   # [S, len(TENSOR_DTYPES)]
+    rate_vector: np.ndarray
+    rate_sfu: np.ndarray
+    dram_bw: np.ndarray
+    dram_latency: np.ndarray
+    l2_bw: np.ndarray
+    l2_capacity: np.ndarray
+    node_s: np.ndarray        # launch.graph_node
+    host_s: np.ndarray        # [S, len(HOST_CLASSES)]
+    missing: tuple[dict[str, str], ...]  # per spec: parameter -> why unknown
+
+    @classmethod
+    def of(cls, specs: Sequence[Spec], prefer: Prefer = "measured") -> "AchievableTable":
+        rows: dict[str, list] = {k: [] for k in ("tensor", "vector", "sfu", "dram", "lat", "l2", "l2cap",
+                                                 "node", "host")}
+        missing = []
+        for spec in specs:
+            miss: dict[str, str] = {}
+
+            def get(key: str) -> float:
+                v, why = _val(spec, key, prefer)
+                if why:
+                    miss[key] = why
+                return v
+
+            rows["tensor"].append([_val(spec, f"compute.tensor.{d}", prefer)[0] for d in TENSOR_DTYPES])
+            rows["vector"].append(get("compute.vector.fp32"))
+            rows["sfu"].append(get("compute.special_function"))
+            rows["dram"].append(get("memory.dram.bandwidth"))
+            rows["lat"].append(get("memory.dram.latency"))
+            cache = next((n for n, lvl in spec.memory.items() if lvl.scope == "device" and n != "dram"), None)
+            if cache is None:
+                miss["cache"] = "the spec lists no device-wide level between the SMs and DRAM"
+                rows["l2"].append(np.nan)
+                rows["l2cap"].append(np.nan)
+            else:
+                rows["l2"].append(get(f"memory.{cache}.bandwidth"))
+                rows["l2cap"].append(get(f"memory.{cache}.capacity"))
+            rows["node"].append(get("launch.graph_node"))
+            rows["host"].append([get(f"launch.host.{c}") for c in HOST_CLASSES])
+            missing.append(miss)
+        arr = {k: np.array(v, dtype=float) for k, v in rows.items()}
+        return cls(tuple(s.id for s in specs), arr["tensor"].reshape(len(specs), -1), arr["vector"], arr["sfu"],
+                   arr["dram"], arr["lat"], arr["l2"], arr["l2cap"], arr["node"],
+                   arr["host"].reshape(len(specs), -1), tuple(missing))
+
+
+@dataclass(frozen=True)
+class Achieved:
+    """Achievable times of work on specs; arrays have shape [n_specs, *work_shape], seconds."""
+
+    time: np.ndarray
+    host: np.ndarray
+    gpu: np.ndarray
+    fixed: np.ndarray          # n x graph_node + n x dram latency
+    times: dict[str, np.ndarray]  # GPU_RESOURCES -> s (dram includes the per-kernel latency)
+    bottleneck: np.ndarray     # index into CLASSES
+    l2_bytes: np.ndarray       # bytes served by the device-wide cache instead of DRAM
+    dram_bytes: np.ndarray
+
+    def bottleneck_names(self) -> np.ndarray:
+        return np.asarray(CLASSES, dtype=object)[self.bottleneck]
+
+
+def _z(a: np.ndarray) -> np.ndarray:
+    return np.nan_to_num(a, nan=0.0)
+
+
+def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarray | bool = False,
+                    launch: str = "eager") -> Achieved:
+    """Achievable time of ``work`` [len(WORK_COLUMNS), *shape] on every spec of ``table``.
+
+    ``tf32``: where fp32 matmul FLOPs run on TF32 tensor cores (bool, or an array over the work
+    shape: one implementation per element)."""
+    check_choice("launch regime", launch, ("eager", "graph"))
+    extra = (1,) * (work.ndim - 1)
+
+    def ps(a: np.ndarray) -> np.ndarray:  # one value per spec, broadcast over the work shape
+        return np.asarray(a).reshape((-1,) + extra)
+
+    nt = len(TENSOR_DTYPES)
+    inv_tensor = np.where(np.isnan(table.rate_tensor), 0.0, 1.0 / table.rate_tensor)
+    tensor = np.tensordot(inv_tensor, work[:nt], axes=([1], [0]))
+    tf32 = np.asarray(tf32, dtype=bool)
+    fp32_mm = work[COL["tensor.fp32"]]
+    on_tf32 = np.where(tf32, fp32_mm, 0.0)
+    tf32_rate = ps(table.rate_tensor[:, TENSOR_DTYPES.index("tf32")])
+    tensor = tensor + on_tf32 * _z(1.0 / tf32_rate)
+    # fp32 matmul FLOPs move to TF32 only where the spec knows a TF32 rate
+    moved = np.where(np.isnan(tf32_rate), 0.0, on_tf32)
+    vector = (work[COL["vector"]] - moved) * _z(1.0 / ps(table.rate_vector))
+    sfu = work[COL["special_function"]] * _z(1.0 / ps(table.rate_sfu))
+
+    launches = work[COL["launches"]]
+    executed = work[COL["dram.executed"]]
+    compulsory = work[COL["dram.compulsory"]]
+    extra_bytes = np.maximum(executed - compulsory, 0.0)
+    per_kernel = executed / np.maximum(launches, 1.0)
+    fits = per_kernel <= L2_RESIDENT_FRACTION * ps(table.l2_capacity)  # NaN capacity compares False
+    known_l2 = ~np.isnan(ps(table.l2_bw))
+    l2_bytes = np.where(fits & known_l2, extra_bytes, 0.0)
+    dram_bytes = executed - l2_bytes
+    l2 = l2_bytes * _z(1.0 / ps(table.l2_bw))
+    dram = launches * _z(ps(table.dram_latency)) + dram_bytes * _z(1.0 / ps(table.dram_bw))
+
+    node = launches * _z(ps(table.node_s))
+    fixed = node + launches * _z(ps(table.dram_latency))
+    times = {"tensor": tensor, "vector": vector, "special_function": sfu, "dram": dram, "l2": l2}
+    shape = np.broadcast_shapes(*(np.shape(t) for t in times.values()), (len(table.spec_ids),) + work.shape[1:])
+    stacked = np.stack([np.broadcast_to(times[r], shape) for r in GPU_RESOURCES])
+    gpu = node + stacked.max(axis=0)
+
+    if launch == "eager":
+        host_cols = np.stack([work[COL[f"host.{c}"]] for c in HOST_CLASSES])  # [H, *shape]
+        host = np.tensordot(_z(table.host_s), host_cols, axes=([1], [0]))
+    else:
+        host = np.zeros(shape)
+    host = np.broadcast_to(host, shape)
+    time = np.maximum(host, gpu)
+
+    engine = stacked.argmax(axis=0) + CLASSES.index("tensor")
+    cls = np.where(np.broadcast_to(fixed, shape) >= stacked.max(axis=0), CLASSES.index("latency"), engine)
+    cls = np.where(host >= gpu, CLASSES.index("host/launch"), cls)
+    return Achieved(time, host, np.broadcast_to(gpu, shape), np.broadcast_to(fixed, shape),
+                    {r: np.broadcast_to(t, shape) for r, t in times.items()}, cls,
+                    np.broadcast_to(l2_bytes, shape), np.broadcast_to(dram_bytes, shape))
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One op's achievable time on one spec, with its terms, each in seconds."""
+
+    spec_id: str
+    time_s: float
+    host_s: float
+    gpu_s: float
+    fixed_s: float
+    times_s: dict[str, float]
+    bottleneck: str
+    l2_bytes: float
+    dram_bytes: float
+    launch_regime: str
+    not_modelled: dict[str, str]
+    label: str = LABEL
+
+    def to_dict(self) -> dict:
+        return {"label": self.label, "spec": self.spec_id, "time_s": self.time_s, "host_s": self.host_s,
+                "gpu_s": self.gpu_s, "fixed_s": self.fixed_s, "times_s": self.times_s,
+                "bottleneck": self.bottleneck, "l2_bytes": self.l2_bytes, "dram_bytes": self.dram_bytes,
+                "launch_regime": self.launch_regime, "not_modelled": self.not_modelled}
+
+
+def estimate(cost: Cost, spec: Spec, *, tf32: bool = False, launch: str = "eager",
+             prefer: Prefer = "measured") -> Estimate:
+    """The achievable time of one numeric Cost on one spec, with its terms and what is not modelled."""
+    table = AchievableTable.of([spec], prefer)
+    work = work_array(cost)
+    a = achievable_work(work, table, tf32=tf32, launch=launch)
+    miss = dict(table.missing[0])
+    if launch == "graph":
+        miss = {k: v for k, v in miss.items() if not k.startswith("launch.host.")}
+    else:
+        used = {f"launch.host.{c}" for c, v in cost.host.items() if float(v) > 0}
+        miss = {k: v for k, v in miss.items() if not k.startswith("launch.host.") or k in used}
+    return Estimate(spec.id, float(a.time[0]), float(a.host[0]), float(a.gpu[0]), float(a.fixed[0]),
+                    {r: float(t[0]) for r, t in a.times.items()}, str(a.bottleneck_names()[0]),
+                    float(a.l2_bytes[0]), float(a.dram_bytes[0]), launch, miss)

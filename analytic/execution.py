@@ -1,0 +1,134 @@
+"""How each implementation is executed, beyond what it computes and moves: the software path that
+issues its kernels from the host, and the engine its fp32 matmuls run on.
+
+These traits feed the achievable-time model (``achievable.py``), not the roofline bound:
+
+- ``host_class``: the backend class (``hwspecs.schema.HOST_CLASSES``) whose per-call host cost each
+  of the implementation's launches pays. An eager PyTorch op goes through the dispatcher, the caching
+  allocator and a CUDA launch; a Triton kernel through Triton's Python launcher (argument binding,
+  specialisation key, autotune-cache lookup); a CUDA-extension op through pybind11 into the
+  library's own launcher; a matmul issued by PyTorch through the dispatcher and cuBLAS(Lt); an SDPA
+  call on the cuDNN backend through cuDNN's graph cache. The registry turns this into the Cost's
+  ``host`` term ({class: launches}) when a rule does not state its host calls itself.
+- ``fp32_matmul``: where fp32 x fp32 matmul FLOPs run. PyTorch keeps TF32 off by default
+  (``torch.backends.cuda.matmul.allow_tf32 = False``), so cuBLAS fp32 GEMMs run on the CUDA cores
+  ("vector"); Triton's ``tl.dot`` on fp32 operands uses TF32 tensor cores by default
+  (``input_precision="tf32"`` on sm_80 and newer), so the Triton kernels of mamba-ssm (SSD, Mamba-3)
+  and fla run their fp32 matmuls at the TF32 rate ("tf32").
+
+A measured backend may override the class its implementation implies: FlashAttention-2 through SDPA
+is one PyTorch op, but the same ``fa2`` implementation on SDPA's cuDNN backend pays cuDNN's call
+path (``BACKEND_HOST_CLASS``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Literal
+
+from ..hwspecs.schema import HOST_CLASSES
+from .cases import is_composite
+from .cost import Cost
+
+Fp32Matmul = Literal["vector", "tf32"]
+
+
+@dataclass(frozen=True)
+class Traits:
+    host_class: str
+    fp32_matmul: Fp32Matmul = "vector"
+
+    def __post_init__(self):
+        if self.host_class not in HOST_CLASSES:
+            raise ValueError(f"unknown host class {self.host_class!r}; known: {HOST_CLASSES}")
+
+
+EAGER = Traits("torch_eager")
+CUBLAS = Traits("cublas")
+EXTENSION = Traits("cuda_extension")
+TRITON = Traits("triton", fp32_matmul="tf32")
+
+# (op, implementation) -> traits. Every registered implementation has an entry (tests/test_execution.py).
+TRAITS: dict[tuple[str, str], Traits] = {
+    **{(op, impl): t for op in ("attention_causal", "attention_full") for impl, t in (
+        ("naive", EAGER),          # matmul, softmax, matmul as PyTorch ops
+        ("fa2", EAGER),            # torch SDPA: one dispatched op (cuDNN backend: see BACKEND_HOST_CLASS)
+        ("fa3", EXTENSION),        # flash-attn's Hopper extension (flash_attn_interface)
+        ("splitkv", EXTENSION),    # flash_attn_with_kvcache
+    )},
+    ("conv1d", "causal_conv1d"): EXTENSION,
+    ("conv1d", "torch_conv"): EAGER,
+    ("gated_delta_rule", "chunked"): TRITON,
+    ("gated_delta_rule", "recurrent"): TRITON,
+    ("silu", "torch_eager"): EAGER,
+    ("softplus", "torch_eager"): EAGER,
+    ("silu_gate", "torch_eager"): EAGER,
+    ("silu_gate", "fused"): TRITON,
+    ("embedding", "gather_scatter"): EAGER,
+    ("lm_head", "cublas"): CUBLAS,
+    ("linear", "cublas"): CUBLAS,
+    ("mamba1_scan", "fused"): EXTENSION,
+    ("mamba1_scan", "naive"): EAGER,
+    ("mamba1_scan", "loop"): EAGER,
+    ("mamba3", "siso"): TRITON,
+    ("mamba3", "mimo"): TRITON,
+    ("mlp", "torch_eager"): EAGER,
+    ("mlp", "fused"): CUBLAS,
+    ("gated_mlp", "torch_eager"): EAGER,
+    ("gated_mlp", "fused"): CUBLAS,
+    ("mlp_relu2", "torch_eager"): EAGER,
+    ("mlp_relu2", "fused"): TRITON,
+    ("gated_mlp_geglu", "torch_eager"): EAGER,
+    ("gated_mlp_geglu", "fused"): CUBLAS,
+    ("moe", "grouped_gemm"): TRITON,
+    ("rmsnorm", "fused"): TRITON,
+    ("rmsnorm", "torch_eager"): EAGER,
+    ("layernorm", "fused"): TRITON,
+    ("layernorm", "torch_eager"): EAGER,
+    ("gated_rmsnorm", "fused"): TRITON,
+    ("gated_rmsnorm", "torch_eager"): EAGER,
+    ("s4", "fft"): EAGER,
+    ("s4", "recurrent"): EAGER,
+    ("softmax", "fused"): EAGER,         # F.softmax: one native kernel
+    ("softmax", "online"): TRITON,
+    ("softmax", "three_pass"): TRITON,
+    ("softmax", "torch_eager"): EAGER,
+    **{(op, "triton"): TRITON for op in ("ssd_chunk_cumsum", "ssd_bmm", "ssd_chunk_state", "ssd_state_passing",
+                                         "ssd_chunk_scan")},
+    ("ssd", "chunked"): TRITON,
+    ("ssd", "quadratic"): EAGER,
+    ("ssd", "recurrent"): EAGER,
+}
+
+# Measured backends whose call path differs from the one their implementation implies.
+BACKEND_HOST_CLASS = {"torch.sdpa.cudnn": "cudnn"}
+
+
+def traits(op: str, impl: str) -> Traits:
+    try:
+        return TRAITS[(op, impl)]
+    except KeyError:
+        raise KeyError(f"no execution traits for {op}/{impl}; add them to analytic/execution.py") from None
+
+
+def host_class(op: str, impl: str, backend: str | None = None) -> str:
+    """The backend class of one call of ``op``/``impl`` (measured on ``backend`` when given)."""
+    if backend is not None and backend in BACKEND_HOST_CLASS:
+        return BACKEND_HOST_CLASS[backend]
+    return traits(op, impl).host_class
+
+
+def fp32_matmul_on_tf32(op: str, impl: str) -> bool:
+    """Whether ``op``/``impl`` runs its fp32 matmuls on TF32 tensor cores (False for composites:
+    blocks and models sum parts whose fp32 matmuls, if any, go through PyTorch with TF32 off)."""
+    return not is_composite(op) and traits(op, impl).fp32_matmul == "tf32"
+
+
+def as_measured(cost: Cost, backend: str | None) -> Cost:
+    """``cost`` with its host calls moved to the class of the measured ``backend`` where that backend
+    has its own call path (``BACKEND_HOST_CLASS``)."""
+    if backend not in BACKEND_HOST_CLASS:
+        return cost
+    calls = sum(cost.host.values(), 0)
+    return dataclasses.replace(cost, host={BACKEND_HOST_CLASS[backend]: calls} if calls else {})

@@ -1,0 +1,143 @@
+"""The achievable-time model (analytic/achievable.py): each term as a formula on a hand-built spec,
+the bottleneck classes, TF32 routing, L2 residency, unknown parameters, and the execution traits
+every registered implementation must have."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from ssmbench.analytic import execution
+from ssmbench.analytic.achievable import AchievableTable, achievable_work, estimate
+from ssmbench.analytic.cost import Cost
+from ssmbench.analytic.registry import all_ops, cost
+from ssmbench.analytic.roofline import project, work_array
+from ssmbench.hwspecs import get_spec, load_all, parse_spec
+
+from test_roofline import DRAM_BW, GRAPH_NODE, L2_BW, SFU, TENSOR_BF16, VECTOR, spec_data
+
+LATENCY = 1e-6
+HOST_EAGER = 5e-6
+HOST_TRITON = 20e-6
+TF32 = 50e12
+
+
+def toy_spec(**over):
+    d = spec_data(**over)
+    d["memory"]["dram"]["latency"] = {"value": "1 us", "source": "a"}
+    d["launch"]["host"] = {"torch_eager": {"value": "5 us", "source": "a"}, "triton": {"value": "20 us", "source": "a"}}
+    d["compute"]["tensor"]["tf32"] = {"value": "50 TFLOP/s", "source": "a"}
+    return parse_spec(d)
+
+
+@pytest.fixture
+def toy():
+    return toy_spec()
+
+
+def test_large_work_is_bound_by_its_engine_plus_fixed_terms(toy):
+    c = Cost(tensor={"bf16": 2e12}, read={"weights": 1e9}, launches=2, host={"torch_eager": 2})
+    e = estimate(c, toy)
+    t_tensor = 2e12 / TENSOR_BF16
+    assert e.times_s["tensor"] == pytest.approx(t_tensor)
+    assert e.times_s["dram"] == pytest.approx(2 * LATENCY + 1e9 / DRAM_BW)
+    assert e.gpu_s == pytest.approx(2 * GRAPH_NODE + t_tensor)
+    assert e.host_s == pytest.approx(2 * HOST_EAGER)
+    assert e.time_s == pytest.approx(e.gpu_s)
+    assert e.bottleneck == "tensor"
+    assert e.label == "achievable estimate"
+
+
+def test_tiny_work_is_host_bound_and_graph_replay_removes_the_host(toy):
+    c = Cost(vector=1e3, read={"activations": 1e3}, launches=3, host={"triton": 3})
+    e = estimate(c, toy)
+    assert e.host_s == pytest.approx(3 * HOST_TRITON)
+    assert e.time_s == pytest.approx(3 * HOST_TRITON)
+    assert e.bottleneck == "host/launch"
+    g = estimate(c, toy, launch="graph")
+    assert g.host_s == 0 and g.bottleneck == "latency"
+    assert g.time_s == pytest.approx(3 * GRAPH_NODE + 3 * LATENCY + 1e3 / DRAM_BW)
+
+
+def test_fp32_matmul_moves_to_tf32_only_where_the_implementation_uses_it(toy):
+    c = Cost(tensor={"fp32": 1e12}, launches=1)
+    assert estimate(c, toy).times_s["vector"] == pytest.approx(1e12 / VECTOR)
+    t = estimate(c, toy, tf32=True)
+    assert t.times_s["tensor"] == pytest.approx(1e12 / TF32) and t.times_s["vector"] == 0
+
+
+def test_intermediates_that_fit_in_l2_cross_l2_not_dram(toy):
+    small = Cost(read={"activations": 1e6}, write={"activations": 1e6}, extra_read={"intermediates": 1e6},
+                 extra_write={"intermediates": 1e6}, launches=2)
+    e = estimate(small, toy)
+    assert e.l2_bytes == pytest.approx(2e6) and e.dram_bytes == pytest.approx(2e6)
+    assert e.times_s["l2"] == pytest.approx(2e6 / L2_BW)
+    big = Cost(read={"activations": 1e9}, extra_read={"intermediates": 1e9}, launches=1)
+    assert estimate(big, toy).l2_bytes == 0  # one kernel's traffic is far beyond the 10 MB L2
+
+
+def test_unknown_parameters_give_no_term_and_are_named():
+    spec = parse_spec(spec_data())  # no latency, no host costs, no tf32
+    c = Cost(vector=1e9, read={"activations": 1e9}, launches=1, host={"torch_eager": 1})
+    e = estimate(c, spec)
+    assert "memory.dram.latency" in e.not_modelled and "launch.host.torch_eager" in e.not_modelled
+    assert "launch.host.triton" not in e.not_modelled  # not used by this cost
+    assert e.host_s == 0 and e.times_s["dram"] == pytest.approx(1e9 / DRAM_BW)
+
+
+def test_achievable_is_never_below_the_compulsory_datasheet_bound(toy):
+    for c in (Cost(tensor={"bf16": 1e9}, vector=1e8, transcendental=1e7, read={"activations": 1e8},
+                   extra_read={"intermediates": 1e6}, launches=5, host={"torch_eager": 5}),
+              Cost(transcendental=1e12, read={"activations": 1e3}, launches=1)):
+        b = project(c, toy, prefer="datasheet", bytes_basis="compulsory")
+        assert estimate(c, toy).time_s >= b.time_s
+
+
+def test_vectorized_form_agrees_with_the_one_op_form(toy):
+    sizes = np.array([1e3, 1e6, 1e9])
+    c = Cost(tensor={"bf16": 100 * sizes}, read={"activations": sizes}, launches=np.array([1.0, 2.0, 3.0]),
+             host={"torch_eager": np.array([1.0, 2.0, 3.0])})
+    a = achievable_work(work_array(c), AchievableTable.of([toy]))
+    for i, s in enumerate(sizes):
+        one = Cost(tensor={"bf16": 100 * s}, read={"activations": s}, launches=i + 1, host={"torch_eager": i + 1})
+        e = estimate(one, toy)
+        assert a.time[0, i] == pytest.approx(e.time_s)
+        assert a.bottleneck_names()[0, i] == e.bottleneck
+
+
+def test_every_implementation_has_execution_traits_and_host_calls():
+    for op in all_ops().values():
+        for impl in op.impls:
+            t = execution.traits(op.name, impl.name)
+            assert t.host_class in execution.HOST_CLASSES
+
+
+def test_registry_fills_host_calls_from_the_traits():
+    c = cost("linear", {"B": 1, "L": 16, "I": 1024, "O": 2048}, impl="cublas")
+    assert c.host == {"cublas": c.launches}
+    s = cost("ssd", {"B": 1, "L": 1024, "H": 8, "P": 64, "N": 64, "G": 1, "C": 256}, impl="chunked")
+    assert set(s.host) == {"triton"} and float(s.host["triton"]) == float(s.launches) > 1
+
+
+def test_measured_backend_overrides_the_host_class():
+    c = Cost(launches=1, host={"torch_eager": 1})
+    assert execution.as_measured(c, "torch.sdpa.cudnn").host == {"cudnn": 1}
+    assert execution.as_measured(c, "torch.sdpa.flash").host == {"torch_eager": 1}
+
+
+def test_bad_host_class_is_named():
+    with pytest.raises(ValueError, match="unknown backend class"):
+        Cost(host={"cuda_graphs": 1})
+
+
+def test_every_builtin_spec_gives_an_estimate_or_names_what_is_missing():
+    c = cost("linear", {"B": 1, "L": 16, "I": 1024, "O": 2048}, impl="cublas")
+    for spec in load_all().values():
+        e = estimate(c, spec)
+        assert e.time_s > 0
+        for key, why in e.not_modelled.items():
+            assert why, key
+
+
+def test_h200_spec_lists_what_it_knows():
+    e = estimate(cost("linear", {"B": 1, "L": 16, "I": 1024, "O": 2048}, impl="cublas"), get_spec("h200-sxm"))
+    assert e.spec_id == "h200-sxm" and e.time_s > 0
