@@ -24,7 +24,9 @@ Terms, for one call of an op whose kernels launch back to back (``launches`` = n
   work (launch, block scheduling, drain), as measured on back-to-back nodes of a CUDA graph, where
   no host cost is in the way.
 - GPU time: T_gpu = n x graph_node + max(T_tensor, T_vector, T_sfu, T_mem, T_l2): the engines and
-  the memory system overlap within a call; the per-kernel fixed costs do not.
+  the memory system overlap within a call; the per-kernel fixed costs do not. For a kernel whose
+  engine phases run one after another on the same warps (FlashAttention-2's softmax between its two
+  GEMMs; ``execution.Traits.engines``) the engine times add: max(T_tensor + T_vector + T_sfu, T_mem, T_l2).
 - **Host time** (eager launch regime): T_host = sum over backend classes c of calls_c x
   launch.host.<c>, the CPU time to issue the calls (eager PyTorch op, Triton launcher, CUDA
   extension, cuBLAS, cuDNN). The host issues asynchronously, so back-to-back calls take
@@ -141,11 +143,12 @@ def _z(a: np.ndarray) -> np.ndarray:
 
 
 def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarray | bool = False,
-                    launch: str = "eager") -> Achieved:
+                    serial: np.ndarray | bool = False, launch: str = "eager") -> Achieved:
     """Achievable time of ``work`` [len(WORK_COLUMNS), *shape] on every spec of ``table``.
 
-    ``tf32``: where fp32 matmul FLOPs run on TF32 tensor cores (bool, or an array over the work
-    shape: one implementation per element)."""
+    ``tf32``: where fp32 matmul FLOPs run on TF32 tensor cores; ``serial``: where the engine times
+    (tensor, vector, special function) add instead of overlapping (``execution.Traits.engines``).
+    Each is a bool, or an array over the work shape (one implementation per element)."""
     check_choice("launch regime", launch, ("eager", "graph"))
     extra = (1,) * (work.ndim - 1)
 
@@ -182,7 +185,10 @@ def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarra
     times = {"tensor": tensor, "vector": vector, "special_function": sfu, "dram": dram, "l2": l2}
     shape = np.broadcast_shapes(*(np.shape(t) for t in times.values()), (len(table.spec_ids),) + work.shape[1:])
     stacked = np.stack([np.broadcast_to(times[r], shape) for r in GPU_RESOURCES])
-    gpu = node + stacked.max(axis=0)
+    serial = np.broadcast_to(np.asarray(serial, dtype=bool), shape)
+    engines = stacked[:3].sum(axis=0)  # tensor + vector + special_function, when they do not overlap
+    top = np.where(serial, np.maximum(engines, stacked[3:].max(axis=0)), stacked.max(axis=0))
+    gpu = node + top
 
     if launch == "eager":
         host_cols = np.stack([work[COL[f"host.{c}"]] for c in HOST_CLASSES])  # [H, *shape]
@@ -193,7 +199,7 @@ def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarra
     time = np.maximum(host, gpu)
 
     engine = stacked.argmax(axis=0) + CLASSES.index("tensor")
-    cls = np.where(np.broadcast_to(fixed, shape) >= stacked.max(axis=0), CLASSES.index("latency"), engine)
+    cls = np.where(np.broadcast_to(fixed, shape) >= top, CLASSES.index("latency"), engine)
     cls = np.where(host >= gpu, CLASSES.index("host/launch"), cls)
     return Achieved(time, host, np.broadcast_to(gpu, shape), np.broadcast_to(fixed, shape),
                     {r: np.broadcast_to(t, shape) for r, t in times.items()}, cls,
@@ -224,12 +230,12 @@ class Estimate:
                 "launch_regime": self.launch_regime, "not_modelled": self.not_modelled}
 
 
-def estimate(cost: Cost, spec: Spec, *, tf32: bool = False, launch: str = "eager",
+def estimate(cost: Cost, spec: Spec, *, tf32: bool = False, serial: bool = False, launch: str = "eager",
              prefer: Prefer = "measured") -> Estimate:
     """The achievable time of one numeric Cost on one spec, with its terms and what is not modelled."""
     table = AchievableTable.of([spec], prefer)
     work = work_array(cost)
-    a = achievable_work(work, table, tf32=tf32, launch=launch)
+    a = achievable_work(work, table, tf32=tf32, serial=serial, launch=launch)
     miss = dict(table.missing[0])
     if launch == "graph":
         miss = {k: v for k, v in miss.items() if not k.startswith("launch.host.")}

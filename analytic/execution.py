@@ -10,15 +10,21 @@ These traits feed the achievable-time model (``achievable.py``), not the rooflin
   library's own launcher; a matmul issued by PyTorch through the dispatcher and cuBLAS(Lt); an SDPA
   call on the cuDNN backend through cuDNN's graph cache. The registry turns this into the Cost's
   ``host`` term ({class: launches}) when a rule does not state its host calls itself.
+- ``engines``: whether the kernel's tensor-core, CUDA-core and special-function phases overlap. In
+  FlashAttention-2 the softmax exponentials of a tile run on the same warps between its two GEMMs;
+  FlashAttention-3 (Shah et al. 2024, Sec. 3.1) was built to overlap them because on Hopper the
+  exp throughput (3.9 TFLOPS vs 989 TFLOPS of matmul on the H100 SXM5) makes them take a large
+  share of the cycle. FA2 engine times therefore add ("serial"); cuDNN's Hopper attention kernels
+  and FA3 overlap them.
 - ``fp32_matmul``: where fp32 x fp32 matmul FLOPs run. PyTorch keeps TF32 off by default
   (``torch.backends.cuda.matmul.allow_tf32 = False``), so cuBLAS fp32 GEMMs run on the CUDA cores
   ("vector"); Triton's ``tl.dot`` on fp32 operands uses TF32 tensor cores by default
   (``input_precision="tf32"`` on sm_80 and newer), so the Triton kernels of mamba-ssm (SSD, Mamba-3)
   and fla run their fp32 matmuls at the TF32 rate ("tf32").
 
-A measured backend may override the class its implementation implies: FlashAttention-2 through SDPA
-is one PyTorch op, but the same ``fa2`` implementation on SDPA's cuDNN backend pays cuDNN's call
-path (``BACKEND_HOST_CLASS``).
+A measured backend may override the traits its implementation implies: FlashAttention-2 through SDPA
+is one PyTorch op, but the same ``fa2`` implementation on SDPA's cuDNN backend runs cuDNN's kernels
+behind cuDNN's call path (``BACKEND_TRAITS``).
 """
 
 from __future__ import annotations
@@ -38,6 +44,10 @@ Fp32Matmul = Literal["vector", "tf32"]
 class Traits:
     host_class: str
     fp32_matmul: Fp32Matmul = "vector"
+    # "overlap": the kernel's engines work at the same time (warp specialisation, several resident
+    # warps in different phases), so its engine time is the largest engine's; "serial": the same warps
+    # run one engine's phase after another's with nothing else to hide it, so engine times add.
+    engines: Literal["overlap", "serial"] = "overlap"
 
     def __post_init__(self):
         if self.host_class not in HOST_CLASSES:
@@ -48,12 +58,13 @@ EAGER = Traits("torch_eager")
 CUBLAS = Traits("cublas")
 EXTENSION = Traits("cuda_extension")
 TRITON = Traits("triton", fp32_matmul="tf32")
+FA2 = Traits("torch_eager", engines="serial")
 
 # (op, implementation) -> traits. Every registered implementation has an entry (tests/test_execution.py).
 TRAITS: dict[tuple[str, str], Traits] = {
     **{(op, impl): t for op in ("attention_causal", "attention_full") for impl, t in (
         ("naive", EAGER),          # matmul, softmax, matmul as PyTorch ops
-        ("fa2", EAGER),            # torch SDPA: one dispatched op (cuDNN backend: see BACKEND_HOST_CLASS)
+        ("fa2", FA2),              # torch SDPA: one dispatched op (cuDNN backend: see BACKEND_TRAITS)
         ("fa3", EXTENSION),        # flash-attn's Hopper extension (flash_attn_interface)
         ("splitkv", EXTENSION),    # flash_attn_with_kvcache
     )},
@@ -101,11 +112,15 @@ TRAITS: dict[tuple[str, str], Traits] = {
     ("ssd", "recurrent"): EAGER,
 }
 
-# Measured backends whose call path differs from the one their implementation implies.
-BACKEND_HOST_CLASS = {"torch.sdpa.cudnn": "cudnn"}
+# Measured backends that execute an implementation differently from what it implies: SDPA's cuDNN
+# backend runs cuDNN's own Hopper kernels (engines overlapped) behind cuDNN's call path.
+BACKEND_TRAITS = {"torch.sdpa.cudnn": Traits("cudnn")}
 
 
-def traits(op: str, impl: str) -> Traits:
+def traits(op: str, impl: str, backend: str | None = None) -> Traits:
+    """The traits of ``op``/``impl`` (as measured on ``backend`` when given)."""
+    if backend is not None and backend in BACKEND_TRAITS:
+        return BACKEND_TRAITS[backend]
     try:
         return TRAITS[(op, impl)]
     except KeyError:
@@ -114,21 +129,25 @@ def traits(op: str, impl: str) -> Traits:
 
 def host_class(op: str, impl: str, backend: str | None = None) -> str:
     """The backend class of one call of ``op``/``impl`` (measured on ``backend`` when given)."""
-    if backend is not None and backend in BACKEND_HOST_CLASS:
-        return BACKEND_HOST_CLASS[backend]
-    return traits(op, impl).host_class
+    return traits(op, impl, backend).host_class
 
 
-def fp32_matmul_on_tf32(op: str, impl: str) -> bool:
+def fp32_matmul_on_tf32(op: str, impl: str, backend: str | None = None) -> bool:
     """Whether ``op``/``impl`` runs its fp32 matmuls on TF32 tensor cores (False for composites:
     blocks and models sum parts whose fp32 matmuls, if any, go through PyTorch with TF32 off)."""
-    return not is_composite(op) and traits(op, impl).fp32_matmul == "tf32"
+    return not is_composite(op) and traits(op, impl, backend).fp32_matmul == "tf32"
+
+
+def serial_engines(op: str, impl: str, backend: str | None = None) -> bool:
+    """Whether the engine times of ``op``/``impl`` add instead of overlapping (composites: False; their
+    parts are projected one by one where that matters)."""
+    return not is_composite(op) and traits(op, impl, backend).engines == "serial"
 
 
 def as_measured(cost: Cost, backend: str | None) -> Cost:
     """``cost`` with its host calls moved to the class of the measured ``backend`` where that backend
-    has its own call path (``BACKEND_HOST_CLASS``)."""
-    if backend not in BACKEND_HOST_CLASS:
+    has its own call path (``BACKEND_TRAITS``)."""
+    if backend not in BACKEND_TRAITS:
         return cost
     calls = sum(cost.host.values(), 0)
-    return dataclasses.replace(cost, host={BACKEND_HOST_CLASS[backend]: calls} if calls else {})
+    return dataclasses.replace(cost, host={BACKEND_TRAITS[backend].host_class: calls} if calls else {})

@@ -102,7 +102,8 @@ def resource_bounds(spec: Spec, op: str, impl: str, dims: Mapping[str, int], dty
     proj = roofline.project(c, spec, prefer=prefer, launch="eager", bytes_basis="executed")
     sheet = roofline.project(c, spec, prefer="datasheet", launch="eager", bytes_basis="executed")
     ach = achievable.estimate(execution.as_measured(c, backend), spec,
-                              tf32=execution.fp32_matmul_on_tf32(op, impl), launch="eager")
+                              tf32=execution.fp32_matmul_on_tf32(op, impl, backend),
+                              serial=execution.serial_engines(op, impl, backend), launch="eager")
     times = {b.resource: float(b.time_s) for b in proj.bounds if b.time_s is not None and b.time_s > 0}
     unknown = tuple(b.resource for b in proj.bounds if b.time_s is None)
     tensor_dtypes = [d for d, v in c.tensor.items() if d in roofline.TENSOR_DTYPES and float(v) > 0]

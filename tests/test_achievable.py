@@ -122,6 +122,15 @@ def test_measured_backend_overrides_the_host_class():
     c = Cost(launches=1, host={"torch_eager": 1})
     assert execution.as_measured(c, "torch.sdpa.cudnn").host == {"cudnn": 1}
     assert execution.as_measured(c, "torch.sdpa.flash").host == {"torch_eager": 1}
+    assert execution.serial_engines("attention_causal", "fa2", "torch.sdpa.flash")
+    assert not execution.serial_engines("attention_causal", "fa2", "torch.sdpa.cudnn")
+
+
+def test_serial_engines_add_their_times(toy):
+    c = Cost(tensor={"bf16": 1e12}, transcendental=5e9, launches=1)
+    over, ser = estimate(c, toy), estimate(c, toy, serial=True)
+    assert over.gpu_s == pytest.approx(GRAPH_NODE + 1e12 / TENSOR_BF16)
+    assert ser.gpu_s == pytest.approx(GRAPH_NODE + 1e12 / TENSOR_BF16 + 5e9 / SFU)
 
 
 def test_bad_host_class_is_named():

@@ -205,6 +205,41 @@ def model_notes(model: Model, res: GridResult, ops: list[dict]) -> list[str]:
     return notes
 
 
+def achievable_rows(res: GridResult, spec, prefer: str, ops: list[dict]) -> dict:
+    """The achievable estimate (``analytic/achievable.py``) of every op call of ``res`` (first spec,
+    first grid point), added to its row, and of the whole step.
+
+    The step's host and device overlap across op calls (the launch queue lets the host run ahead of the
+    device while it issues later calls), so the step takes max(sum of host times, sum of device times),
+    not the sum of per-call maxima; under CUDA-graph replay the host term is zero."""
+    from ..achievable import LABEL as ACH_LABEL
+    from ..achievable import AchievableTable, achievable_work
+    from ..execution import fp32_matmul_on_tf32, serial_engines
+    table = AchievableTable.of([spec], prefer)
+    host = gpu = 0.0
+    by_class: dict[str, float] = {}
+    for i, c in enumerate(res.calls.calls):
+        w = res.call_work[i, :, :1, :1]
+        a = achievable_work(w, table, tf32=fp32_matmul_on_tf32(c.call.op, c.call.impl),
+                            serial=serial_engines(c.call.op, c.call.impl), launch=res.launch)
+        h, g = float(a.host[0, 0, 0]), float(a.gpu[0, 0, 0])
+        cls = str(a.bottleneck_names()[0, 0, 0])
+        ops[i]["achievable"] = {"label": ACH_LABEL, "time_s": max(h, g), "host_s": h, "gpu_s": g, "bottleneck": cls}
+        host += h
+        gpu += g
+        by_class[cls] = by_class.get(cls, 0.0) + max(h, g)
+    t = max(host, gpu)
+    host_used = {f"launch.{col}" for col in COL if col.startswith("host.") and res.call_work[:, COL[col], 0, 0].sum() > 0}
+    if res.launch == "graph":
+        host_used = set()
+    used = {k for k in table.missing[0] if not k.startswith("launch.host.") or k in host_used}
+    return {"label": ACH_LABEL, "time_s": t, "host_s": host, "gpu_s": gpu,
+            "bottleneck": "host/launch" if host >= gpu else max(by_class, key=by_class.get),
+            "time_by_class_s": by_class, "launch_regime": res.launch,
+            "not_modelled": {k: table.missing[0][k] for k in sorted(used)},
+            "note": "per call: max(host issue time, device time); the step: max(sum of host, sum of device)"}
+
+
 def predict(model: Model, spec, phase: str, batch: int, seqlen: int, context: int | None = None, *,
             dtype: str | Precision = "bf16", prefer: str = "measured", launch: str | None = None,
             bytes_basis: str = "executed", impls: dict | None = None, recompute: bool = False,
@@ -273,6 +308,9 @@ def predict(model: Model, spec, phase: str, batch: int, seqlen: int, context: in
         "on_chip_capacity_bytes": sc.on_chip_capacity(),
         "launch_regime": res.launch, "bytes_basis": bytes_basis,
     }
+    ach = achievable_rows(res, spec, prefer, ops)
+    ach["tokens_per_s"] = tokens / ach["time_s"] if ach["time_s"] > 0 and fits else None
+    total["achievable"] = ach
     notes = model_notes(model, res, ops)
     if phase == "decode":
         regimes = {}

@@ -344,6 +344,14 @@ def _total_rows(r: dict) -> list[list[str]]:
             ["bottleneck", t["bottleneck"] or "none (no known ceiling)"],
             ["tokens / s (from the analytic bound)", _rate(t["tokens_per_s"])],
             ["time per token (analytic bound)", si(t["time_per_token_s"], "s")]]
+    a = t.get("achievable")
+    if a:
+        rows += [[f"{a['label']}: time ({a['launch_regime']} launches)",
+                  f"{si(a['time_s'], 's')} (host {si(a['host_s'], 's')}, device {si(a['gpu_s'], 's')}), "
+                  f"bottleneck {a['bottleneck']}"],
+                 [f"tokens / s ({a['label']})", _rate(a["tokens_per_s"])]]
+        if a["not_modelled"]:
+            rows.append([f"{a['label']}: not modelled", "; ".join(a["not_modelled"].values())])
     rows += [[f"memory: {k}", si(v, "B")] for k, v in t["memory_bytes"].items()]
     rows += [["memory: total / capacity", f"{si(t['memory_total_bytes'], 'B')} / {si(t['memory_capacity_bytes'], 'B')}"],
              ["capacity", t["status"]],
