@@ -46,7 +46,9 @@ def _calibrate_row(o: dict, profile, spec, dtype: str, backend: str | None):
     n = o["count"]
     notes = []
     if d["extrapolated"]:
-        notes.append("extrapolated: bound outside the fitted shapes' range")
+        notes.append("extrapolated: " + "; ".join(d["extrapolation"]))
+    if d["pooled_from"]:
+        notes.append(f"pooled: the group has too few shapes of its own; estimated from {d['pooled_from']['label']}")
     if rounded:
         notes.append("evaluated at " + ", ".join(rounded))
     if d["device_mismatch"]:
@@ -55,7 +57,8 @@ def _calibrate_row(o: dict, profile, spec, dtype: str, backend: str | None):
         "estimate_s": d["estimate_s"] * n, "lo_s": d["lo_s"] * n, "hi_s": d["hi_s"] * n,
         "label": d["label"], "level": d["level"], "per_call_s": d["estimate_s"], "count": n,
         "level_guaranteed": d["level_guaranteed"], "interval_rule": d["interval_rule"],
-        "extrapolated": d["extrapolated"], "group": d["group"], "model": d["model"], "cv": d["cv"],
+        "extrapolated": d["extrapolated"], "extrapolated_dims": d["extrapolated_dims"],
+        "pooled_from": d["pooled_from"], "group": d["group"], "model": d["model"], "cv": d["cv"],
         "device_mismatch": d["device_mismatch"]},
         "calibration_note": "; ".join(notes) or None}
     return Estimate(d["estimate_s"], d["lo_s"], d["hi_s"], d["label"]), fields
@@ -118,7 +121,8 @@ def add_calibration(r: dict, profile, spec, backends: dict[str, str] | None = No
     }
     target = transfer_label(profile.spec_id, spec.id)
     held = sorted({f"{g['key']['op']}/{g['key']['impl']} {g['key']['dtype']} {g['key']['mode']} ({g['key']['backend']})"
-                   for g in profile.groups if g["status"] == "calibrated"})
+                   + (f" [pooled from {g['pooled_from']['level']}]" if g["status"] == "pooled" else "")
+                   for g in profile.groups if g["status"] in ("calibrated", "pooled")})
     r["calibration"] = {
         "profile": profile.path, "profile_spec": profile.spec_id, "target_spec": spec.id, "label": target,
         "level": profile.level, "prefer": profile.data["spec"].get("prefer", "measured"),

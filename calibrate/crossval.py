@@ -12,6 +12,9 @@ lo = floor((n + 1) alpha / 2), hi = ceil((n + 1)(1 - alpha / 2)). Where n is too
 ranks (n + 1 < 2 / alpha) the extreme residuals are used and the interval says so: its level is then
 not guaranteed. The interval always contains the point estimate (its log bounds straddle 0).
 
+The ranks count shapes, not cases: each case weighs 1 / (cases of its shape), so repeat timings of
+one shape (whose residuals move together) do not make the interval narrower than its level.
+
 Coverage is reported honestly: each held-out shape's cases are checked against an interval built
 only from the residuals of the *other* shapes (so a case never widens its own interval).
 """
@@ -50,6 +53,7 @@ class Interval:
     log_hi: float
     n: int
     exact_level: bool       # False: too few residuals, the extreme ones were used
+    method: str = "split-conformal ranks of leave-shape-out log residuals (each shape weighs 1)"
 
     def apply(self, t: np.ndarray | float, widen: float = 1.0):
         return t * np.exp(self.log_lo * widen), t * np.exp(self.log_hi * widen)
@@ -57,32 +61,47 @@ class Interval:
     def to_dict(self) -> dict:
         return {"level": self.level, "log_lo": self.log_lo, "log_hi": self.log_hi, "n_residuals": self.n,
                 "factor_lo": math.exp(self.log_lo), "factor_hi": math.exp(self.log_hi),
-                "level_guaranteed": self.exact_level,
-                "method": "split-conformal ranks of leave-shape-out log residuals"}
+                "level_guaranteed": self.exact_level, "method": self.method}
 
 
-def conformal(residuals: np.ndarray, level: float) -> Interval:
-    r = np.sort(np.asarray(residuals, dtype=float))
-    n = len(r)
-    if n == 0:
+def shape_weights(shape_ids: np.ndarray) -> np.ndarray:
+    """1 / (cases of the shape) per case: repeat measurements of one shape count once together."""
+    _, inverse, counts = np.unique(shape_ids, return_inverse=True, return_counts=True)
+    return 1.0 / counts[inverse]
+
+
+def conformal(residuals: np.ndarray, level: float, weights: np.ndarray | None = None,
+              method: str | None = None) -> Interval:
+    """Split-conformal interval of log residuals. ``weights`` (e.g. ``shape_weights``): the ranks
+    count weight instead of cases, so that n is the number of independent shapes, not of repeat
+    timings of one shape (which would make the interval narrower than its level)."""
+    r = np.asarray(residuals, dtype=float)
+    w = np.ones_like(r) if weights is None else np.asarray(weights, dtype=float)
+    if len(r) == 0:
         raise ValueError("no residuals to build an interval from")
+    order = np.argsort(r)
+    r, w = r[order], w[order]
+    cum = np.cumsum(w)
+    n = float(cum[-1])
     alpha = 1.0 - level
-    k_lo = math.floor((n + 1) * alpha / 2)
-    k_hi = math.ceil((n + 1) * (1 - alpha / 2))
-    exact = k_lo >= 1 and k_hi <= n
-    lo = r[max(k_lo, 1) - 1]
-    hi = r[min(k_hi, n) - 1]
-    return Interval(level, float(min(lo, 0.0)), float(max(hi, 0.0)), n, exact)
+    k_lo = math.floor((n + 1) * alpha / 2 + 1e-9)
+    k_hi = math.ceil((n + 1) * (1 - alpha / 2) - 1e-9)
+    exact = k_lo >= 1 and k_hi <= n + 1e-9
+    lo = r[min(int(np.searchsorted(cum, max(k_lo, 1) - 1e-9)), len(r) - 1)]
+    hi = r[min(int(np.searchsorted(cum, min(k_hi, n) - 1e-9)), len(r) - 1)]
+    return Interval(level, float(min(lo, 0.0)), float(max(hi, 0.0)), int(round(n)), exact,
+                    **({"method": method} if method else {}))
 
 
 def loso_coverage(residuals: np.ndarray, shape_ids: np.ndarray, level: float) -> np.ndarray:
     """Per case: is its residual inside the interval built from the other shapes' residuals?"""
     covered = np.zeros(len(residuals), dtype=bool)
+    w = shape_weights(shape_ids)
     for s in np.unique(shape_ids):
         test = shape_ids == s
         if (~test).sum() == 0:
             continue
-        iv = conformal(residuals[~test], level)
+        iv = conformal(residuals[~test], level, w[~test])
         covered[test] = (residuals[test] >= iv.log_lo) & (residuals[test] <= iv.log_hi)
     return covered
 
@@ -110,7 +129,7 @@ def evaluate(models: list[Model], X: Features, y: np.ndarray, shape_ids: np.ndar
     n_shapes = len(np.unique(shape_ids))
     out = []
     for m in models:
-        k = m.n_params(active)
+        k = m.n_params_of(X)
         if n_shapes - 1 < k + 1:
             out.append(Candidate(m.name, k, None,
                                  f"{k} parameters need at least {k + 2} distinct shapes, the group has {n_shapes}"))

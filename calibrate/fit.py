@@ -9,7 +9,11 @@ backends executing the same analytic implementation are different code with diff
 Per group: candidate model forms (models.py) are scored by leave-shape-out cross-validation,
 the best is refitted on every case, and its held-out residuals give the prediction interval
 (crossval.py). A group with fewer than ``min_shapes`` distinct shapes is reported as not calibrated,
-with its name and count; it is never dropped.
+with its name and count; it is never dropped. Such a group then borrows strength from the groups
+around it (pool.py): the ``achievable_eff`` form fitted on its family and backend (or family, or
+every case), shrunk towards its own shapes, labelled ``status: "pooled"`` with the level it borrowed
+from and its held-out error within that level. Each record carries ``dim_ranges``, the range of
+every dimension in the data it was fitted on (an estimate outside them is ``extrapolated``).
 """
 
 from __future__ import annotations
@@ -20,10 +24,11 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..errors import UserError
-from .crossval import ape, choose, conformal, evaluate, loso_coverage
+from .crossval import ape, choose, conformal, evaluate, loso_coverage, shape_weights
 from .defaults import DEFAULT_LEVEL, DEFAULT_MIN_SHAPES
 from .join import Joined, JoinedCase
 from .models import MODELS, Features, active_resources
+from .pool import dim_ranges, pool_group
 from .progress import Progress
 
 
@@ -80,7 +85,7 @@ def fit_group(key: GroupKey, cases: list[JoinedCase], level: float = DEFAULT_LEV
         "n_points": len(cases), "n_shapes": n_shapes,
         "device_mismatch": any(c.device_mismatch for c in cases),
         "active_resources": list(active_resources(X)),
-        "bound_range_s": [float(bounds.min()), float(bounds.max())],
+        "bound_range_s": [float(bounds.min()), float(bounds.max())], "dim_ranges": dim_ranges(cases),
         "model": None, "candidates": [], "cv": None, "interval": None, "heldout": [],
     }
     if n_shapes < min_shapes:
@@ -102,7 +107,8 @@ def fit_group(key: GroupKey, cases: list[JoinedCase], level: float = DEFAULT_LEV
         return rec
     model = best.fitted
     resid = np.log(y / best.heldout_pred)  # [n]
-    interval = conformal(resid, level)
+    weights = shape_weights(shapes)
+    interval = conformal(resid, level, weights)
     covered = loso_coverage(resid, shapes, level)
     errors = ape(best.heldout_pred, y)
     rec.update({
@@ -115,7 +121,7 @@ def fit_group(key: GroupKey, cases: list[JoinedCase], level: float = DEFAULT_LEV
     })
     for i, c in enumerate(cases):
         others = shapes != shapes[i]
-        iv = conformal(resid[others], level)
+        iv = conformal(resid[others], level, weights[others])
         lo, hi = iv.apply(best.heldout_pred[i])
         rec["heldout"].append({
             "key": c.key, "file_sha256": c.source_sha256, "dims": c.dims, "op": c.op,
@@ -127,13 +133,18 @@ def fit_group(key: GroupKey, cases: list[JoinedCase], level: float = DEFAULT_LEV
 
 
 def fit_groups(joined: Joined, level: float = DEFAULT_LEVEL, min_shapes: int = DEFAULT_MIN_SHAPES,
-               group_by: str = "op", progress: Progress | None = None) -> list[dict]:
-    """Every group's record, in label order; ``progress`` (calibrate/progress.py) hears of each."""
+               group_by: str = "op", progress: Progress | None = None, pool: bool = True) -> list[dict]:
+    """Every group's record, in label order; ``progress`` (calibrate/progress.py) hears of each.
+    ``pool``: groups that cannot be calibrated on their own get a pooled estimate (pool.py)."""
     grouped = group_cases(joined.cases, group_by)
     groups = []
+    levels: dict = {}   # pooled levels, fitted once and shared by the small groups they serve
     for i, (key, cases) in enumerate(grouped.items(), start=1):
         t0 = time.perf_counter()
-        groups.append(fit_group(key, cases, level, min_shapes, group_by))
+        rec = fit_group(key, cases, level, min_shapes, group_by)
+        if rec["status"] != "calibrated" and pool:
+            pool_group(rec, cases, joined.cases, lambda c: group_key(c, group_by).label, level, min_shapes, levels)
+        groups.append(rec)
         if progress is not None:
             progress(i, len(grouped), key.label, groups[-1], time.perf_counter() - t0)
     return groups

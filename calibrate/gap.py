@@ -34,8 +34,8 @@ import numpy as np
 
 from ..errors import UserError
 from ..provenance import analysis_meta
-from .estimate import estimate_from_bounds
-from .defaults import DEFAULT_LEVEL, DEFAULT_MIN_SHAPES, TARGET
+from .estimate import USABLE, estimate_from_bounds
+from .defaults import DEFAULT_LEVEL, DEFAULT_MIN_SHAPES, TARGET, TARGET_ALL
 from .fit import fit_groups
 from .progress import Progress
 from .join import RESOURCE_CLASS, RESOURCES, Joined, JoinedCase
@@ -57,6 +57,9 @@ def attribute(terms: dict[str, float], times: dict[str, float]) -> dict[str, Any
     excess["fixed overhead"] = terms.get("fixed", 0.0)
     for r in RESOURCES:
         excess[RESOURCE_CLASS[r]] += terms.get(r, 0.0) - (feats[r] if r == bottleneck else 0.0)
+    for r, v in terms.items():  # terms beyond the roofline's resources (achievable_eff: l2)
+        if r != "fixed" and r not in RESOURCES:
+            excess[RESOURCE_CLASS.get(r, "memory")] += v
     positive = {c: v for c, v in excess.items() if v > 0}
     total = sum(positive.values())
     to = max(positive, key=positive.get) if positive else "none (at or above the bound)"
@@ -81,17 +84,21 @@ def _case_row(c: JoinedCase, profile: Profile, group: dict | None, spec_id: str,
         "calibrated_s": None, "lo_s": None, "hi_s": None, "label": None, "residual_pct": None,
         "heldout_pred_s": None, "heldout_ape_pct": None, "covered": None, "error_kind": None, "attribution": None,
     }
-    if group is None or group["status"] != "calibrated":
+    if group is None or group["status"] not in USABLE:
         return row
-    e = estimate_from_bounds(profile, group, b, spec_id)
+    e = estimate_from_bounds(profile, group, b, spec_id, c.dims)
     row.update({"calibrated_s": e["estimate_s"], "lo_s": e["lo_s"], "hi_s": e["hi_s"], "label": e["label"],
-                "extrapolated": e["extrapolated"], "residual_pct": 100.0 * (c.measured_s / e["estimate_s"] - 1.0),
+                "pooled_from": e["pooled_from"], "extrapolated": e["extrapolated"],
+                "extrapolated_dims": e["extrapolated_dims"],
+                "residual_pct": 100.0 * (c.measured_s / e["estimate_s"] - 1.0),
                 "attribution": attribute(e["terms_s"], b.times)})
     if c.source_sha256 in trained:
         held = {(h["key"], h["file_sha256"]): h for h in group["heldout"]}.get((c.key, c.source_sha256))
         if held is not None:
             row.update({"heldout_pred_s": held["heldout_pred_s"], "heldout_ape_pct": held["ape_pct"],
-                        "covered": held["covered"], "error_kind": "cross-validated (leave-shape-out)"})
+                        "covered": held["covered"],
+                        "error_kind": ("cross-validated (leave-shape-out)" if group["status"] == "calibrated" else
+                                       "cross-validated (leave-shape-out within the pooled level)")})
     else:
         row.update({"heldout_pred_s": e["estimate_s"],
                     "heldout_ape_pct": 100.0 * abs(e["estimate_s"] / c.measured_s - 1.0),
@@ -110,7 +117,7 @@ def _stats(errors: list[float], covered: list[bool]) -> dict[str, Any]:
 
 def _shortfall(stats: dict, groups: list[dict], rows: list[dict]) -> list[str]:
     why = []
-    not_cal = [g for g in groups if g["status"] != "calibrated"]
+    not_cal = [g for g in groups if g["status"] not in USABLE]
     for g in not_cal:
         why.append(f"not calibrated: {g['reason']}")
     if stats["n"] == 0:
@@ -140,6 +147,8 @@ def _family_rows(rows: list[dict], groups: list[dict]) -> list[dict]:
         cv = [r for r in fr if r["error_kind"] and r["error_kind"].startswith("cross")]
         val = [r for r in fr if r["error_kind"] and r["error_kind"].startswith("validation")]
         cv_stats = _stats([r["heldout_ape_pct"] for r in cv], [r["covered"] for r in cv])
+        own = [r for r in cv if r["group_status"] == "calibrated"]
+        pooled = [r for r in cv if r["group_status"] == "pooled"]
         val_stats = _stats([r["heldout_ape_pct"] for r in val], [r["covered"] for r in val])
         judged = cv_stats if cv_stats["n"] else val_stats
         why = _shortfall(judged, fg, cv or val)
@@ -147,12 +156,29 @@ def _family_rows(rows: list[dict], groups: list[dict]) -> list[dict]:
         out.append({
             "family": fam, "n_cases": len(fr), "n_groups": len(fg),
             "n_calibrated": sum(g["status"] == "calibrated" for g in fg),
+            "n_pooled": sum(g["status"] == "pooled" for g in fg),
             "roofline_pct_median": float(np.median([r["roofline_pct"] for r in fr])),
             "cv": cv_stats, "validation": val_stats,
+            "cv_calibrated": _stats([r["heldout_ape_pct"] for r in own], [r["covered"] for r in own]),
+            "cv_pooled": _stats([r["heldout_ape_pct"] for r in pooled], [r["covered"] for r in pooled]),
             "gap_mostly": attributions.most_common(1)[0][0] if attributions else None,
             "gap_attribution_counts": dict(attributions),
             "meets_target": not why, "shortfall": why,
         })
+    return out
+
+
+def _overall(rows: list[dict]) -> dict[str, Any]:
+    """Held-out errors over every group: of the groups calibrated on their own, of the pooled ones,
+    and of both, against TARGET_ALL (printed, not enforced)."""
+    cv = [r for r in rows if r["error_kind"] and r["error_kind"].startswith("cross")]
+    parts = {"calibrated": [r for r in cv if r["group_status"] == "calibrated"],
+             "pooled": [r for r in cv if r["group_status"] == "pooled"], "all": cv}
+    out: dict[str, Any] = {k: _stats([r["heldout_ape_pct"] for r in rs], [r["covered"] for r in rs])
+                           for k, rs in parts.items()}
+    out["n_cases"] = len(rows)
+    out["n_without_estimate"] = sum(1 for r in rows if r["calibrated_s"] is None)
+    out["target"] = TARGET_ALL
     return out
 
 
@@ -204,8 +230,10 @@ def gap_report(joined: Joined, profile: Profile, spec_id: str, fitted_here: bool
         "target": TARGET,
         "achievable": _achievable_summary(rows),
         "families": _family_rows(rows, groups),
-        "groups": [{k: g.get(k) for k in ("label", "key", "status", "reason", "n_points", "n_shapes", "model",
-                                          "cv", "interval", "candidates")} for g in groups],
+        "overall": _overall(rows),
+        "groups": [{k: g.get(k) for k in ("label", "key", "status", "reason", "n_points", "n_shapes", "pooled_from",
+                                          "shrinkage", "model", "cv", "interval", "candidates", "dim_ranges")}
+                   for g in groups],
         "cases": rows,
         "excluded": joined.excluded,
     }

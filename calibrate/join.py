@@ -45,7 +45,7 @@ from ..measure.results import ResultFile, latest_by_key
 # (the H200 spec does not know launch.kernel); both still enter the reported analytic bound.
 RESOURCES = ("tensor", "vector", "special_function", "dram")
 RESOURCE_CLASS = {"tensor": "compute", "vector": "compute", "special_function": "compute", "dram": "memory",
-                  "cache": "memory", "launch": "fixed overhead"}
+                  "cache": "memory", "l2": "memory", "launch": "fixed overhead"}
 _MAX_LISTED = 12
 
 

@@ -15,6 +15,12 @@ Forms (t is the predicted time per call):
                        work measured in roofline seconds on the calibrated spec; with a = 1 the
                        size term W_half / e_max is a constant that t0 also describes, so a is what
                        lets this form differ from ``roofline_const``)
+- ``achievable_eff``:  t = g max(h T_host, f T_fixed + max_r A_r / e_r)
+                       (on the achievable model's terms instead of the roofline's: A_r the
+                       attained-rate engine and memory times incl. L2 and DRAM latency, T_host the
+                       host issue time, T_fixed the per-kernel GPU fixed time; h, f, e_r = 1 is the
+                       achievable estimate itself, and a weak prior pulls their logs to 0; g = 1 except
+                       for a small group estimated from a pooled fit, pool.py)
 - ``overlap``:         t = ((t0 n)^p + (T_max / e)^p)^(1/p),  1 <= p <= 16
                        (the fixed time overlaps the work: p = 1 adds them, large p takes the larger.
                        Eager PyTorch code issues kernels from the CPU while earlier ones run, so a
@@ -44,7 +50,7 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy.optimize import least_squares, nnls
 
-from .join import RESOURCES, JoinedCase
+from .join import RESOURCES, Bounds, JoinedCase
 
 EFF_BOUNDS = (1e-4, 4.0)
 T0_BOUNDS = (1e-10, 10.0)          # seconds per launch
@@ -53,24 +59,78 @@ PRIOR_WEIGHT = 0.05
 LOSS_SCALE = 0.1                   # soft-L1 scale on log-time residuals (~10%)
 TOL = 1e-7                         # optimiser tolerances: far below timing noise
 P_MAX = 16.0                       # overlap exponent: 1 = fixed time adds, 16 = nearly max()
+# Resources of the achievable model (analytic/achievable.py GPU_RESOURCES).
+ACH_RESOURCES = ("tensor", "vector", "special_function", "dram", "l2")
+# Host issue time per kernel launch taken where the spec does not model launch.host.* (the
+# achievable estimate's host term is then 0): the order of an eager PyTorch op's dispatch on a
+# current server CPU. ``achievable_eff`` scales it by h, so it is a starting point, not a result.
+HOST_NOMINAL_S = 5e-6
+SCALE_BOUNDS = (1e-3, 1e3)         # host and fixed-cost scales of achievable_eff
+
+
+def achievable_terms(bounds: list[Bounds], T: np.ndarray, launches: np.ndarray):
+    """Per case: achievable engine / memory times [n, RA], host time [n] and per-kernel GPU fixed time
+    [n] from ``Bounds.achievable``. The fixed time is gpu_s - max_r times_s (n x launch.graph_node;
+    the DRAM latency stays inside the dram time, as in the achievable model), so that with every
+    parameter at 1, achievable_eff reproduces the achievable estimate. A host time of 0 (the spec
+    does not know launch.host.*) becomes HOST_NOMINAL_S per launch; a case without an achievable
+    estimate takes the roofline times (no l2 term) and no GPU fixed time."""
+    n = len(bounds)
+    A = np.zeros((n, len(ACH_RESOURCES)))  # [n, RA]
+    host = HOST_NOMINAL_S * launches       # [n]
+    fixed = np.zeros(n)                    # [n]
+    for i, b in enumerate(bounds):
+        a = b.achievable
+        if not a:
+            for j, r in enumerate(ACH_RESOURCES):
+                A[i, j] = T[i, RESOURCES.index(r)] if r in RESOURCES else 0.0
+            continue
+        times = a.get("times_s") or {}
+        A[i] = [float(times.get(r) or 0.0) for r in ACH_RESOURCES]
+        fixed[i] = max(float(a.get("gpu_s") or 0.0) - A[i].max(), 0.0)
+        if float(a.get("host_s") or 0.0) > 0:
+            host[i] = float(a["host_s"])
+    return A, host, fixed
 
 
 @dataclass(frozen=True)
 class Features:
     T: np.ndarray          # [n, R] bound time per resource in RESOURCES order, s (0 = no work)
     launches: np.ndarray   # [n] launches per call, >= 1
+    # achievable-model terms (analytic/achievable.py), None where the bounds carry no estimate:
+    A: np.ndarray | None = None          # [n, len(ACH_RESOURCES)] engine / memory times, s
+    host: np.ndarray | None = None       # [n] host issue time, s (nominal per launch where not modelled)
+    fixed: np.ndarray | None = None      # [n] per-kernel GPU fixed time, s
+
+    @classmethod
+    def from_bounds(cls, bounds: list[Bounds]) -> "Features":
+        T = np.array([[b.times.get(r, 0.0) for r in RESOURCES] for b in bounds], dtype=float)  # [n, R]
+        n = np.array([max(b.launches, 1.0) for b in bounds], dtype=float)  # [n]
+        A, host, fixed = achievable_terms(bounds, T, n)
+        return cls(T, n, A, host, fixed)
 
     @classmethod
     def from_cases(cls, cases: list[JoinedCase]) -> "Features":
-        T = np.array([[c.bounds.times.get(r, 0.0) for r in RESOURCES] for c in cases], dtype=float)  # [n, R]
-        n = np.array([max(c.bounds.launches, 1.0) for c in cases], dtype=float)  # [n]
-        return cls(T, n)
+        return cls.from_bounds([c.bounds for c in cases])
 
     def __len__(self) -> int:
         return self.T.shape[0]
 
     def subset(self, idx) -> "Features":
-        return Features(self.T[idx], self.launches[idx])
+        def cut(a):
+            return None if a is None else a[idx]
+        return Features(self.T[idx], self.launches[idx], cut(self.A), cut(self.host), cut(self.fixed))
+
+    def achievable(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(A, host, fixed); from the roofline times where the bounds carried no achievable estimate
+        (no l2 term, nominal host time per launch, no GPU fixed time)."""
+        if self.A is not None:
+            return self.A, self.host, self.fixed
+        A = np.zeros((len(self), len(ACH_RESOURCES)))  # [n, RA]
+        for i, r in enumerate(ACH_RESOURCES):
+            if r in RESOURCES:
+                A[:, i] = self.column(r)
+        return A, HOST_NOMINAL_S * self.launches, np.zeros(len(self))
 
     @property
     def bound(self) -> np.ndarray:
@@ -103,6 +163,10 @@ class Model:
 
     def n_params(self, active: tuple[str, ...]) -> int:
         raise NotImplementedError
+
+    def n_params_of(self, X: Features) -> int:
+        """Parameters this form fits on X (cross-validation needs more shapes than this)."""
+        return self.n_params(active_resources(X))
 
     def fit(self, X: Features, y: np.ndarray, start: "Model | None" = None) -> "Model":
         """Fit on (X, y). ``start``: a fit of the same form on related data (cross-validation folds
@@ -344,13 +408,91 @@ class Overlap(Model):
         return out
 
 
+def achievable_active(X: Features) -> tuple[str, ...]:
+    """Achievable resources whose time reaches ACTIVE_FRACTION of the largest in some case."""
+    A, _, _ = X.achievable()
+    top = np.maximum(A.max(axis=1), 1e-30)[:, None]
+    return tuple(r for i, r in enumerate(ACH_RESOURCES) if np.max(A[:, i] / top[:, 0]) >= ACTIVE_FRACTION)
+
+
+class AchievableEff(Model):
+    """Efficiencies on the achievable model: t = g * max(h * T_host, f * T_fixed + max_r T_r / e_r).
+
+    T_host, T_fixed, T_r: the achievable estimate's host issue time, per-kernel GPU fixed time and
+    engine / memory times (``achievable_terms``). h scales the host time, f the fixed cost, e_r is
+    the attained fraction of resource r's achievable rate (inactive resources stay at 1). All are
+    fitted on log scale with a weak prior (PRIOR_WEIGHT) towards 0, i.e. towards the achievable
+    model as it is, so a term the data never exercise stays at its physical value. g (``group_scale``)
+    is 1 for a fit of one group; a pooled fit applied to a small group (pool.py) carries that group's
+    shrunken offset there."""
+
+    name = "achievable_eff"
+    formula = "t = g*max(h*T_host, f*T_fixed + max_r T_r/e_r) (achievable-model terms)"
+
+    def n_params(self, active):
+        return 2 + len(active)
+
+    def n_params_of(self, X):
+        return 2 + len(achievable_active(X))
+
+    def fit(self, X, y, start=None):
+        active = achievable_active(X)
+        A, H, F = X.achievable()
+        cols = np.array([ACH_RESOURCES.index(r) for r in active], dtype=int)
+        rest = np.array([i for i in range(len(ACH_RESOURCES)) if i not in cols], dtype=int)
+        Ta = A[:, cols]                                                  # [n, a]
+        floor = A[:, rest].max(axis=1) if len(rest) else np.zeros(len(y))  # [n] inactive: at ceiling
+        k = len(active)
+        lb = np.log([SCALE_BOUNDS[0]] * 2 + [EFF_BOUNDS[0]] * k)
+        ub = np.log([SCALE_BOUNDS[1]] * 2 + [EFF_BOUNDS[1]] * k)
+
+        def pred(p):
+            work = np.maximum(np.max(Ta / np.exp(p[2:]), axis=1), floor) if k else floor
+            return np.maximum(np.exp(p[0]) * H, np.exp(p[1]) * F + work)
+
+        gpu0 = F + np.maximum(Ta.max(axis=1) if k else 0.0, floor)
+        e0 = float(np.clip(np.median(gpu0 / y), *EFF_BOUNDS))
+        h0 = float(np.clip(np.min(y / np.maximum(H, 1e-30)), *SCALE_BOUNDS))
+        starts = [np.zeros(2 + k), np.log([h0, 1.0] + [e0] * k), np.log([h0, 1.0] + [1.0] * k),
+                  np.log([1.0, 3.0] + [e0] * k)]
+        for j in range(k):  # one start per resource: that resource binds, the others at their ceiling
+            s = [1.0] * k
+            s[j] = e0
+            starts.append(np.log([h0, 1.0] + s))
+        p = _log_fit(pred, _starts(start, starts, AchievableEff, active), lb, ub, y,
+                     prior=lambda p: PRIOR_WEIGHT * p)
+        params = {"host_scale": float(np.exp(p[0])), "fixed_scale": float(np.exp(p[1]))}
+        params.update({f"eff.{r}": float(np.exp(v)) for r, v in zip(active, p[2:])})
+        return AchievableEff(params, active)
+
+    def _vector(self):
+        return np.log([self.params["host_scale"], self.params["fixed_scale"]]
+                      + [self.params[f"eff.{r}"] for r in self.active])
+
+    def terms(self, X):
+        A, H, F = X.achievable()
+        g = self.params.get("group_scale", 1.0)
+        effs = np.array([self.params.get(f"eff.{r}", 1.0) for r in ACH_RESOURCES])
+        ratio = A / effs                                                  # [n, RA]
+        which = ratio.argmax(axis=1)
+        work = ratio.max(axis=1)
+        host = self.params["host_scale"] * H
+        fixed = self.params["fixed_scale"] * F
+        gpu_bound = fixed + work >= host
+        out = {r: g * np.where(gpu_bound & (which == i), work, 0.0) for i, r in enumerate(ACH_RESOURCES)}
+        # a host-bound call: its whole time is fixed overhead (issuing kernels, not running them)
+        out["fixed"] = g * np.where(gpu_bound, fixed, host)
+        return out
+
+
 def _pnorm(a: np.ndarray, b: np.ndarray, p: float) -> np.ndarray:
     """(a^p + b^p)^(1/p), computed without overflow for large p."""
     m = np.maximum(a, b)
     return m * ((a / m) ** p + (b / m) ** p) ** (1.0 / p)
 
 
-MODELS: dict[str, type[Model]] = {m.name: m for m in (RooflineConst, MaxEff, SumNNLS, SizeEff, Overlap)}
+MODELS: dict[str, type[Model]] = {m.name: m for m in (RooflineConst, MaxEff, SumNNLS, SizeEff, Overlap,
+                                                      AchievableEff)}
 
 
 def model_from_dict(d: dict[str, Any]) -> Model:

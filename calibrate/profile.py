@@ -8,7 +8,8 @@ Layout (schema_version 1)::
      "provenance": {"results": [{"path", "sha256", "device", "n_cases"}], "devices": [...],
                     "device_mismatch": bool, "skipped": [{"path", "reason"}] (only when files were skipped)},
      "settings": {"level", "min_shapes", "group_by"},
-     "groups": [ one record per group, see fit.py ],
+     "groups": [ one record per group, see fit.py; status "calibrated", "pooled" (pool.py: estimated
+                 from a pooled level, named in "pooled_from") or "not_calibrated" ],
      "excluded": [ {"key", "file", "status", "reason"} ]}
 
 A profile is written once: an existing file is not replaced unless asked (``force``), so a profile
@@ -149,7 +150,7 @@ class Profile:
     def interval(group: dict) -> Interval:
         iv = group["interval"]
         return Interval(float(iv["level"]), float(iv["log_lo"]), float(iv["log_hi"]), int(iv["n_residuals"]),
-                        bool(iv["level_guaranteed"]))
+                        bool(iv["level_guaranteed"]), **({"method": iv["method"]} if iv.get("method") else {}))
 
 
 def read_profile(path: str | Path) -> Profile:
@@ -170,7 +171,7 @@ def read_profile(path: str | Path) -> Profile:
         if k not in data:
             raise UserError(f"{path}: calibration profile has no {k!r} section; the file is damaged")
     for g in data["groups"]:
-        if g.get("status") == "calibrated":
+        if g.get("status") in ("calibrated", "pooled"):
             try:
                 model_from_dict(g["model"])
             except (KeyError, TypeError, ValueError) as exc:

@@ -18,6 +18,8 @@ Progress = Callable[[int, int, str, dict, float], None]
 def _outcome(group: dict) -> str:
     if group["status"] == "calibrated":
         return f"calibrated ({group['model']['name']})"
+    if group["status"] == "pooled":
+        return f"pooled from {group['pooled_from']['level']} ({group['model']['name']})"
     return "not calibrated"
 
 

@@ -41,6 +41,13 @@ def ceiling_text(key: str, value: float | None) -> str:
     return format_quantity(value, kind)
 
 
+def status_text(group: dict) -> str:
+    """A group's status for tables: a pooled group names the level it borrowed from."""
+    if group.get("status") == "pooled" and group.get("pooled_from"):
+        return f"pooled from {group['pooled_from']['label']}"
+    return str(group.get("status", "-")).replace("_", " ")
+
+
 def model_text(group: dict) -> str:
     m = group.get("model")
     if not m:
@@ -76,6 +83,23 @@ def _achievable_md(a: dict[str, Any] | None) -> list[str]:
     return lines
 
 
+def _overall_md(o: dict[str, Any] | None, level: int) -> list[str]:
+    if not o:
+        return []
+    t = o["target"]
+    lines = ["", "## All groups (held-out)", "",
+             f"Target: median |err| <= {t['median_ape_pct']:g}%, p90 <= {t['p90_ape_pct']:g}%, {level}% intervals "
+             f"covering {100 * t['coverage_min']:.0f}-{100 * t['coverage_max']:.0f}% (printed, not enforced). "
+             "*pooled* groups have too few shapes of their own and are estimated from their family and backend "
+             "(or family, or every case); their errors are leave-shape-out within that level. "
+             f"Cases without an estimate: {o['n_without_estimate']} of {o['n_cases']}.", ""]
+    lines += _table(["groups", "held-out cases", "|err| median", "|err| p90", "coverage"],
+                    [[k, o[k]["n"], pct(o[k]["median_ape_pct"]), pct(o[k]["p90_ape_pct"]),
+                      pct(None if o[k]["coverage"] is None else 100 * o[k]["coverage"], 0)]
+                     for k in ("calibrated", "pooled", "all")])
+    return lines
+
+
 def gap_markdown(rep: dict[str, Any]) -> str:
     cal = rep["calibration"]
     est_label = "transferred" if cal["transferred"] else "calibrated"
@@ -105,6 +129,7 @@ def gap_markdown(rep: dict[str, Any]) -> str:
                     [[k, ceiling_text(k, c["value"]), c["origin"], c["provenance"]]
                      for k, c in sorted(rep["spec"]["ceilings"].items())])
     lines += _achievable_md(rep.get("achievable"))
+    lines += _overall_md(rep.get("overall"), level)
     tgt = rep["target"]
     lines += ["", "## Per family", "",
               f"Target: CV median |err| <= {tgt['median_ape_pct']:g}%, p90 <= {tgt['p90_ape_pct']:g}%, "
@@ -114,7 +139,8 @@ def gap_markdown(rep: dict[str, Any]) -> str:
         s = f["cv"] if f["cv"]["n"] else f["validation"]
         kind = "CV" if f["cv"]["n"] else ("validation" if f["validation"]["n"] else "-")
         fam_rows.append([
-            f["family"], f["n_cases"], f"{f['n_calibrated']}/{f['n_groups']}",
+            f["family"], f["n_cases"],
+            f"{f['n_calibrated']}/{f['n_groups']}" + (f" (+{f['n_pooled']} pooled)" if f.get("n_pooled") else ""),
             pct(f["roofline_pct_median"]), kind, pct(s["median_ape_pct"]), pct(s["p90_ape_pct"]),
             pct(None if s["coverage"] is None else 100 * s["coverage"], 0), f["gap_mostly"] or "-",
             "yes" if f["meets_target"] else "no: " + "; ".join(f["shortfall"]),
@@ -127,7 +153,7 @@ def gap_markdown(rep: dict[str, Any]) -> str:
         cv = g.get("cv") or {}
         iv = g.get("interval") or {}
         grows.append([
-            g["label"], g["status"], g.get("n_shapes", "-"), model_text(g),
+            g["label"], status_text(g), g.get("n_shapes", "-"), model_text(g),
             pct(cv.get("median_ape_pct")), pct(cv.get("p90_ape_pct")),
             pct(None if cv.get("coverage") is None else 100 * cv["coverage"], 0),
             "-" if not iv else f"x{iv['factor_lo']:.3f} .. x{iv['factor_hi']:.3f}",

@@ -18,7 +18,7 @@ import numpy as np
 from ..analytic.cases import Case
 from ..hwspecs import Spec
 from ..measure.results import ResultWriter
-from .join import RESOURCES, resource_bounds
+from .join import resource_bounds
 from .models import Features, Model
 
 
@@ -39,8 +39,8 @@ def _key(g: SyntheticGroup, dims: dict[str, int]) -> str:
 
 
 def true_time(g: SyntheticGroup, spec: Spec, dims: dict[str, int], prefer: str = "measured") -> float:
-    b = resource_bounds(spec, g.op, g.impl, dims, g.dtype, g.mode, prefer)
-    X = Features(np.array([[b.times.get(r, 0.0) for r in RESOURCES]]), np.array([max(b.launches, 1.0)]))
+    b = resource_bounds(spec, g.op, g.impl, dims, g.dtype, g.mode, prefer, g.backend)
+    X = Features.from_bounds([b])
     return float(g.truth.predict(X)[0])
 
 

@@ -140,18 +140,28 @@ def test_too_few_shapes_names_the_group_and_count(tmp_path, spec, monkeypatch, c
     assert "rmsnorm/torch_eager [torch_ref] bf16 fwd has 2 distinct shape(s)" in err and "at least 4" in err
 
 
-def test_some_groups_too_small_are_reported_not_dropped(tmp_path, spec, monkeypatch, capsys):
+def test_some_groups_too_small_are_pooled_and_labelled(tmp_path, spec, monkeypatch, capsys):
     groups = [SyntheticGroup("rmsnorm", "torch_eager", "torch_ref", "bf16", "fwd", SHAPES, TRUTH),
               SyntheticGroup("layernorm", "torch_eager", "torch_ref", "bf16", "fwd", SHAPES[:3], TRUTH)]
     write_synthetic(tmp_path, spec, groups, "NVIDIA H200", noise=0.02)
     out = tmp_path / "p.json"
     assert run_cli(monkeypatch, "calibrate", "--results", str(tmp_path), "--hw", "h200-sxm", "--out", str(out)) == 0
     captured = capsys.readouterr()
-    assert "not calibrated: group NVIDIA H200: layernorm/torch_eager [torch_ref] bf16 fwd has 3 distinct shape(s)" \
+    # too small on its own: said so, then estimated from the family on its backend, and labelled
+    assert "pooled: group NVIDIA H200: layernorm/torch_eager [torch_ref] bf16 fwd has 3 distinct shape(s)" \
         in captured.err
+    assert "family norm [torch_ref]" in captured.err
     assert "calibrated" in captured.out and "wrote calibrated profile" in captured.out
-    statuses = {g["key"]["op"]: g["status"] for g in read_profile(out).groups}
-    assert statuses == {"rmsnorm": "calibrated", "layernorm": "not_calibrated"}
+    profile = read_profile(out)
+    statuses = {g["key"]["op"]: g["status"] for g in profile.groups}
+    assert statuses == {"rmsnorm": "calibrated", "layernorm": "pooled"}
+    g = next(g for g in profile.groups if g["key"]["op"] == "layernorm")
+    assert g["pooled_from"]["level"] == "family+backend" and g["pooled_from"]["n_groups"] == 2
+    assert g["model"]["name"] == "achievable_eff" and "group_scale" in g["model"]["params"]
+    assert g["cv"]["scheme"].startswith("leave-shape-out within the pooled level")
+    assert len(g["heldout"]) == 3 and "leave-group-out" in g["interval"]["method"]
+    # the truth is one model for both ops: the pooled estimate is close to it
+    assert g["cv"]["median_ape_pct"] < 10.0
 
 
 def test_min_shapes_and_level_are_checked(tmp_path, spec, monkeypatch, capsys):

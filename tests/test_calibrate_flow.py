@@ -34,7 +34,7 @@ def _groups():
                        failures=[(dict(B=64, L=16384, D=8192), "oom", "CUDA out of memory (synthetic)")]),
         SyntheticGroup("silu", "torch_eager", "torch_ref", "bf16", "fwd", SILU,
                        SizeEff({"t0_s_per_launch": 3e-6, "eff_max": 0.9, "W_half_s": 2e-5, "a": 2.0}, ())),
-        # three shapes only: must be reported as not calibrated, by name and count
+        # three shapes only: not calibrated on its own (said by name and count), so pooled with silu
         SyntheticGroup("softplus", "torch_eager", "torch_ref", "bf16", "fwd", SILU[:3],
                        SizeEff({"t0_s_per_launch": 3e-6, "eff_max": 0.9, "W_half_s": 2e-5, "a": 2.0}, ())),
     ]
@@ -98,8 +98,10 @@ def test_profile_has_provenance_and_recovers_parameters(data, profile_path):
         assert g["cv"]["p90_ape_pct"] <= 25.0
         assert g["cv"]["coverage"] >= 0.6  # 9-18 held-out cases per group: coverage is coarse
     soft = _group(p, "softplus")
-    assert soft["status"] == "not_calibrated"
+    assert soft["status"] == "pooled"
     assert "softplus" in soft["reason"] and "3 distinct shape" in soft["reason"]
+    assert soft["pooled_from"]["level"] == "family+backend"
+    assert soft["pooled_from"]["label"] == "NVIDIA H200: family elementwise [torch_ref]"
     assert [e["status"] for e in p.data["excluded"]] == ["oom"]
 
 
@@ -116,7 +118,7 @@ def test_calibrate_prints_a_summary_of_every_group(calibrated):
     assert summary["profile"] == str(calibrated[0])
     statuses = {g["label"].split(": ", 1)[1].split("/")[0]: g["status"] for g in summary["groups"]}
     assert statuses == {"linear": "calibrated", "rmsnorm": "calibrated", "silu": "calibrated",
-                        "softplus": "not_calibrated"}
+                        "softplus": "pooled"}
 
 
 def test_gap_markdown_json_and_plot(data, profile_path, monkeypatch, capsys, tmp_path):
@@ -133,9 +135,13 @@ def test_gap_markdown_json_and_plot(data, profile_path, monkeypatch, capsys, tmp
     rep = json.loads(capsys.readouterr().out)
     fams = {f["family"]: f for f in rep["families"]}
     assert fams["gemm"]["meets_target"] and fams["norm"]["meets_target"]
-    # softplus (elementwise) is not calibrated: the family says so instead of passing silently
-    assert not fams["elementwise"]["meets_target"]
-    assert any("softplus" in why for why in fams["elementwise"]["shortfall"])
+    # softplus (elementwise) is too small on its own: pooled, and its rows and family say so
+    assert fams["elementwise"]["n_pooled"] == 1 and fams["elementwise"]["cv_pooled"]["n"] == 3
+    soft = [r for r in rep["cases"] if r["op"] == "softplus"]
+    assert all(r["label"] == "pooled" and r["pooled_from"]["level"] == "family+backend"
+               and r["error_kind"] == "cross-validated (leave-shape-out within the pooled level)" for r in soft)
+    assert rep["overall"]["pooled"]["n"] == 3 and rep["overall"]["n_without_estimate"] == 0
+    assert "pooled from NVIDIA H200: family elementwise [torch_ref]" in md
     rows = [r for r in rep["cases"] if r["op"] == "linear"]
     assert all(r["label"] == "calibrated" and r["error_kind"].startswith("cross-validated") for r in rows)
     for r in rows:
@@ -151,7 +157,7 @@ def test_gap_fits_on_the_fly_without_a_profile(data, monkeypatch, capsys):
     assert run_cli(monkeypatch, "gap", "--results", str(data["fit"]), "--hw", "h200-sxm", "--json") == 0
     rep = json.loads(capsys.readouterr().out)
     assert rep["calibration"]["fitted_here"]
-    assert {g["status"] for g in rep["groups"]} == {"calibrated", "not_calibrated"}
+    assert {g["status"] for g in rep["groups"]} == {"calibrated", "pooled"}
 
 
 def test_gap_on_results_not_used_in_the_fit_reports_validation_errors(data, profile_path, monkeypatch, capsys):
@@ -166,7 +172,7 @@ def test_gap_on_results_not_used_in_the_fit_reports_validation_errors(data, prof
 def test_calibrated_estimate_matches_truth_within_interval(data, profile_path):
     spec = data["spec"]
     g = _groups()[0]
-    dims = dict(B=2, L=1024, I=2048, O=4096)  # not a fitted shape
+    dims = dict(B=1, L=1024, I=2048, O=4096)  # not a fitted shape, inside every fitted range
     est, lo, hi, label = calibrated_estimate(str(profile_path), "linear", "cublas", dims, "bf16", "fwd")
     assert label == "calibrated"
     assert lo <= est <= hi
@@ -174,6 +180,15 @@ def test_calibrated_estimate_matches_truth_within_interval(data, profile_path):
     assert est == pytest.approx(truth, rel=0.1)
     d = estimate_detail(str(profile_path), "linear", "cublas", dims, "bf16", "fwd")
     assert d["bound_s"] < est and d["group"].startswith("NVIDIA H200") and not d["extrapolated"]
+
+
+def test_extrapolated_names_the_dimension(profile_path):
+    # B was 1 in every fitted shape: B = 2 is outside the data even where the bound is inside its range
+    d = estimate_detail(str(profile_path), "linear", "cublas", dict(B=2, L=1024, I=2048, O=4096), "bf16", "fwd")
+    assert d["extrapolated"] and d["extrapolated_dims"] == ["B"]
+    assert d["extrapolation"] == ["B=2 outside the fitted B = 1..1"]
+    d = estimate_detail(str(profile_path), "linear", "cublas", dict(B=1, L=64, I=2048, O=16384), "bf16", "fwd")
+    assert d["extrapolated_dims"] == ["O"]
 
 
 def _slower_spec(tmp_path):
@@ -220,9 +235,13 @@ def test_estimates_for_a_sequence_of_ops(profile_path):
                                                      dict(B=1, L=2048, I=2048, O=2048), "bf16", "fwd")
     norm, _ = calibrated_estimate_or_reason(str(profile_path), "rmsnorm", "torch_eager",
                                             dict(B=1, L=2048, D=2048), "bf16", "fwd")
-    missing, reason = calibrated_estimate_or_reason(str(profile_path), "softplus", "torch_eager",
+    missing, reason = calibrated_estimate_or_reason(str(profile_path), "layernorm", "torch_eager",
                                                     dict(B=1, L=2048, D=2048), "bf16", "fwd")
-    assert none_reason is None and missing is None and "not calibrated" in reason
+    assert none_reason is None and missing is None and "no calibrated group" in reason
     total = sum_estimates([(lin, 2), (norm, 1)])
     assert total.estimate_s == pytest.approx(2 * lin.estimate_s + norm.estimate_s)
     assert total.lo_s <= total.estimate_s <= total.hi_s and total.label == "calibrated"
+    soft, _ = calibrated_estimate_or_reason(str(profile_path), "softplus", "torch_eager",
+                                            dict(B=1, L=2048, D=2048), "bf16", "fwd")
+    assert soft.label == "pooled" and soft.lo_s <= soft.estimate_s <= soft.hi_s
+    assert sum_estimates([(lin, 1), (soft, 1)]).label == "calibrated + pooled"

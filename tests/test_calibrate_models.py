@@ -11,10 +11,14 @@ from ssmbench.calibrate.crossval import (
     evaluate,
     leave_shape_out,
     loso_coverage,
+    shape_weights,
 )
 from ssmbench.calibrate.join import RESOURCES
+from ssmbench.calibrate.join import Bounds
 from ssmbench.calibrate.models import (
+    ACH_RESOURCES,
     MODELS,
+    AchievableEff,
     Features,
     MaxEff,
     Overlap,
@@ -88,7 +92,8 @@ def test_terms_add_up_to_prediction_and_round_trip(name):
     y = _noisy(RooflineConst({"t0_s_per_launch": 4e-6, "eff": 0.6}).predict(X), 0.05)
     fit = MODELS[name]().fit(X, y)
     terms = fit.terms(X)
-    assert set(terms) == set(RESOURCES) | {"fixed"}
+    # achievable_eff adds the l2 term of the achievable model
+    assert set(RESOURCES) | {"fixed"} <= set(terms) <= set(RESOURCES) | {"fixed", "l2"}
     np.testing.assert_allclose(sum(terms.values()), fit.predict(X), rtol=1e-9)
     assert all(np.all(v >= 0) for v in terms.values())
     again = model_from_dict(fit.to_dict())
@@ -157,3 +162,59 @@ def test_interval_contains_the_estimate_and_grows_with_level(res, level):
     hi = conformal(r, min(level + 0.04, 0.99))
     assert lo.log_lo <= 0.0 <= lo.log_hi
     assert hi.log_lo <= lo.log_lo and hi.log_hi >= lo.log_hi
+
+
+def _achievable_features(n=60, seed=0):
+    rng = np.random.default_rng(seed)
+    A = np.zeros((n, len(ACH_RESOURCES)))
+    for r in ("tensor", "dram", "l2"):
+        A[:, ACH_RESOURCES.index(r)] = 10 ** rng.uniform(-6, -2.5, n)
+    launches = rng.integers(1, 6, n).astype(float)
+    return Features(np.zeros((n, len(RESOURCES))), launches, A, 5e-6 * launches, 1.1e-6 * launches)
+
+
+def test_achievable_eff_recovers_physical_parameters():
+    X = _achievable_features()
+    truth = AchievableEff({"host_scale": 1.6, "fixed_scale": 2.5, "eff.tensor": 0.7, "eff.dram": 0.85,
+                           "eff.l2": 0.5}, ("tensor", "dram", "l2"))
+    y = _noisy(truth.predict(X), 0.02)
+    fit = AchievableEff().fit(X, y)
+    assert fit.active == ("tensor", "dram", "l2")
+    for k, v in truth.params.items():
+        assert fit.params[k] == pytest.approx(v, rel=0.1), k
+
+
+def test_achievable_eff_at_unit_parameters_is_the_achievable_estimate():
+    ach = {"time_s": 9e-6, "host_s": 9e-6, "gpu_s": 7e-6, "fixed_s": 3e-6,
+           "times_s": {"tensor": 1e-6, "vector": 0.0, "special_function": 0.0, "dram": 5e-6, "l2": 2e-6}}
+    b = Bounds({"tensor": 1e-6, "dram": 4e-6}, (), 2.0, {}, {}, (), ach, 4e-6)
+    X = Features.from_bounds([b, Bounds({"dram": 4e-6}, (), 2.0, {}, {}, (), {**ach, "host_s": 0.0}, 4e-6)])
+    unit = AchievableEff({"host_scale": 1.0, "fixed_scale": 1.0}, ())
+    assert X.fixed[0] == pytest.approx(2e-6)               # gpu_s - max times_s: the per-kernel fixed time
+    assert unit.predict(X)[0] == pytest.approx(9e-6)       # host-bound: the host time
+    assert unit.predict(X)[1] == pytest.approx(1e-5)       # host not modelled: nominal 5 us x 2 launches
+    assert X.host[1] == pytest.approx(1e-5)
+    np.testing.assert_allclose(sum(unit.terms(X).values()), unit.predict(X))
+
+
+def test_intervals_cover_at_the_nominal_rate_with_repeated_shapes():
+    # 50 shapes timed 3 times each: the shape's error is shared by its repeats, so ranks must count shapes
+    rng = np.random.default_rng(3)
+    n_shapes, reps = 50, 3
+    shape_ids = np.repeat(np.arange(n_shapes), reps)
+    resid = np.repeat(rng.normal(0, 0.2, n_shapes), reps) + rng.normal(0, 0.005, n_shapes * reps)
+    covered = loso_coverage(resid, shape_ids, 0.8)
+    assert 0.7 <= covered.mean() <= 0.9
+    # and end to end: leave-shape-out residuals of a fitted form on noisy synthetic data
+    X = _achievable_features(n=n_shapes, seed=4)
+    truth = AchievableEff({"host_scale": 1.0, "fixed_scale": 1.5, "eff.tensor": 0.8, "eff.dram": 0.9,
+                           "eff.l2": 0.7}, ("tensor", "dram", "l2"))
+    Xr = X.subset(shape_ids)
+    y = truth.predict(Xr) * np.exp(np.repeat(rng.normal(0, 0.1, n_shapes), reps))
+    pred = leave_shape_out(AchievableEff(), Xr, y, shape_ids)
+    cov = loso_coverage(np.log(y / pred), shape_ids, 0.8)
+    assert 0.7 <= cov.mean() <= 0.92
+    iv = conformal(np.log(y / pred), 0.8, shape_weights(shape_ids))
+    assert iv.n == n_shapes and iv.exact_level
+    # the interval is as wide as the errors: ~ +-1.28 sigma of a 10% log-normal error
+    assert 0.08 < iv.log_hi < 0.2 and -0.2 < iv.log_lo < -0.08

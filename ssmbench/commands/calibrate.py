@@ -72,7 +72,7 @@ def cmd_calibrate(args) -> int:
     from ..calibrate.progress import group_progress
     from ..calibrate.join import join
     from ..calibrate.profile import build_profile, write_profile
-    from ..calibrate.report import model_text, pct
+    from ..calibrate.report import model_text, pct, status_text
     from ..hwspecs import get_spec
     from ..output import print_json, print_table
 
@@ -91,6 +91,7 @@ def cmd_calibrate(args) -> int:
         "profile": str(path), "spec": spec.id, "results": [f["path"] for f in joined.files],
         "device_mismatch": joined.device_mismatch,
         "groups": [{"label": g["label"], "status": g["status"], "reason": g["reason"], "n_shapes": g["n_shapes"],
+                    "pooled_from": g.get("pooled_from"),
                     "model": (g["model"] or {}).get("name"), "cv": g["cv"], "interval": g["interval"]}
                    for g in groups],
         "excluded": len(joined.excluded),
@@ -103,18 +104,21 @@ def cmd_calibrate(args) -> int:
     for g in groups:
         cv = g["cv"] or {}
         iv = g["interval"]
-        rows.append([g["label"], g["status"], g["n_shapes"], model_text(g), pct(cv.get("median_ape_pct")),
+        rows.append([g["label"], status_text(g), g["n_shapes"], model_text(g), pct(cv.get("median_ape_pct")),
                      pct(cv.get("p90_ape_pct")),
                      pct(None if cv.get("coverage") is None else 100 * cv["coverage"], 0),
                      "-" if not iv else f"x{iv['factor_lo']:.3f} .. x{iv['factor_hi']:.3f}"])
     print_table(f"Calibration on {spec.id} ({spec.name})",
                 ["group", "status", "shapes", "model (calibrated parameters)", "CV |err| median",
                  "CV |err| p90", "coverage", f"{level}% interval"], rows,
-                caption=("CV |err| = |calibrated / measured - 1| on held-out shapes (leave-shape-out); coverage = "
+                caption=("CV |err| = |calibrated / measured - 1| on held-out shapes (leave-shape-out; for a pooled "
+                         "group, within the level it borrowed from); coverage = "
                          f"share of held-out measured times inside their {level}% interval; interval = factors "
                          "on the calibrated estimate."))
     for g in groups:
-        if g["status"] != "calibrated":
+        if g["status"] == "pooled":
+            print(f"pooled: {g['reason']}", file=sys.stderr)
+        elif g["status"] != "calibrated":
             print(f"not calibrated: {g['reason']}", file=sys.stderr)
     if joined.excluded:
         counts: dict[str, int] = {}

@@ -269,7 +269,8 @@ def _print_calibrated_ops(r: dict) -> None:
         else:
             rows.append([o["label"], f"{o['impl']}/{o['mode']}", o["count"], si(o["time_s"], "s"),
                          si(c["estimate_s"], "s"), _interval(c["lo_s"], c["hi_s"]),
-                         c["label"] + (", extrapolated" if c["extrapolated"] else ""), o["calibration_note"] or ""])
+                         c["label"] + (f", extrapolated in {', '.join(c.get('extrapolated_dims') or [])}"
+                                       if c["extrapolated"] else ""), o["calibration_note"] or ""])
     _table(f"Per op: analytic bound and {cal['label']} estimate ({pct} interval), profile {cal['profile']}",
                 ["op call", "impl/mode", "x", "analytic bound", f"{cal['label']} estimate", f"{pct} interval",
                  "label", "note"], rows,
