@@ -58,18 +58,28 @@ FORMATS = ("csv", "json", "parquet")
 
 def common_prefer(specs: Sequence[Spec], prefer: str) -> tuple[str, str]:
     """(ceiling preference, sentence) for comparing several specs: one kind of ceiling for all. Measured
-    ceilings only when every spec has measured values; otherwise the datasheet's for every spec, since a
-    measured (attained) ceiling beside a datasheet peak would favour the spec that was not measured."""
+    ceilings only when every spec has measured values; otherwise each spec's own values (datasheet, or
+    design assumptions for a hypothetical spec), since a measured (attained) ceiling beside a datasheet
+    peak would favour the spec that was not measured."""
+    own = "the spec's own values (datasheet; design assumptions for a hypothetical spec)"
     if prefer == "datasheet":
-        return "datasheet", "datasheet ceilings for every spec (--prefer datasheet)"
+        return "datasheet", f"{own} for every spec (--prefer datasheet)"
     if len(specs) == 1:
-        return prefer, "measured ceilings where the spec has them, else the datasheet's"
+        kind = "design assumptions" if specs[0].hypothetical else "the datasheet's"
+        return prefer, f"measured ceilings where the spec has them, else {kind}"
     missing = [s.id for s in specs if not s.measured]
     if not missing:
-        return "measured", "measured ceilings where each spec has them (every spec has measured values), else the datasheet's"
-    return "datasheet", (f"datasheet ceilings for every spec: {', '.join(missing)} "
+        return "measured", f"measured ceilings where each spec has them (every spec has measured values), else {own}"
+    return "datasheet", (f"{own} for every spec: {', '.join(missing)} "
                          f"{'has' if len(missing) == 1 else 'have'} no measured values, so specs are compared on "
                          "one kind of ceiling")
+
+
+def ceilings_kind(spec: Spec, prefer: str) -> str:
+    """The ``ceilings`` cell of a sweep row: what kind of values the spec's bounds divide by."""
+    if spec.hypothetical:
+        return "design assumptions"
+    return "datasheet" if prefer == "datasheet" or not spec.measured else "measured where present"
 
 
 def _check_grid(name: str, values: Sequence[int], limit: int = 1 << 40) -> np.ndarray:
@@ -100,8 +110,7 @@ def sweep(models: Sequence[Model], specs: Sequence[Spec], phases: Sequence[str],
     ln = _check_grid("length", lengths)
     prefer, _ = common_prefer(specs, prefer)
     table = SpecTable.of(specs, prefer)
-    kind = "datasheet" if prefer == "datasheet" else "measured where present"
-    kinds = np.full(len(specs) * len(b) * len(ln), kind, dtype=object)
+    kinds = np.repeat(np.array([ceilings_kind(sp, prefer) for sp in specs], dtype=object), len(b) * len(ln))
     parts: dict[str, list] = {c: [] for c in COLUMNS}
     S, nb, nl = len(specs), len(b), len(ln)
     n = S * nb * nl
