@@ -4,7 +4,12 @@
 once (``workloads/evaluate.analyze``) and returns columns (numpy arrays), one row per
 (model, spec, phase, batch, length): analytic bounds, bottleneck, memory by class and the capacity
 verdict. Rows that do not fit in device memory keep their time bound in ``time_s_ignoring_capacity``
-and have ``time_s`` = NaN (written as empty / null).
+and have ``time_s`` = NaN (written as empty / null). ``state_residency`` (decode rows of models with a
+recurrent state): ``on chip (sram)`` where the spec's persistent on-chip level holds the whole state of
+the batch and serves its traffic, ``DRAM (exceeds sram)`` where it does not fit, ``DRAM`` on specs
+without such a level (``workloads/placement.py``). ``caveat``: on a spec whose DRAM bandwidth is an
+in-memory (PIM) rate, the flag that GEMM / tensor work is projected with it (optimistic for host-side
+work), with ``time_s_host_gemms`` the time with those calls charged at the host bandwidth.
 
 ``crossover``: the smallest length from which an SSM or hybrid model's time bound stays below its
 attention baseline's on a spec (prefill and train: prompt / sequence length at equal batch; decode:
@@ -42,7 +47,7 @@ from .workloads.phases import PHASES
 
 COLUMNS = ("model", "spec", "phase", "batch", "length", "time_s", "time_s_ignoring_capacity", "sum_s",
            "tokens_per_s", "bottleneck", "fits", "memory_total_bytes", "weights_bytes", "kv_cache_bytes",
-           "state_bytes", "activations_bytes", "ceilings")
+           "state_bytes", "activations_bytes", "state_residency", "caveat", "time_s_host_gemms", "ceilings")
 # Counts written as exact integers where whole (batch and length are always whole): 1048576 and
 # 1000000 must not both print as "1.05e+06".
 COUNT_COLUMNS = ("batch", "length", "memory_total_bytes", "weights_bytes", "kv_cache_bytes", "state_bytes",
@@ -53,18 +58,28 @@ FORMATS = ("csv", "json", "parquet")
 
 def common_prefer(specs: Sequence[Spec], prefer: str) -> tuple[str, str]:
     """(ceiling preference, sentence) for comparing several specs: one kind of ceiling for all. Measured
-    ceilings only when every spec has measured values; otherwise the datasheet's for every spec, since a
-    measured (attained) ceiling beside a datasheet peak would favour the spec that was not measured."""
+    ceilings only when every spec has measured values; otherwise each spec's own values (datasheet, or
+    design assumptions for a hypothetical spec), since a measured (attained) ceiling beside a datasheet
+    peak would favour the spec that was not measured."""
+    own = "the spec's own values (datasheet; design assumptions for a hypothetical spec)"
     if prefer == "datasheet":
-        return "datasheet", "datasheet ceilings for every spec (--prefer datasheet)"
+        return "datasheet", f"{own} for every spec (--prefer datasheet)"
     if len(specs) == 1:
-        return prefer, "measured ceilings where the spec has them, else the datasheet's"
+        kind = "design assumptions" if specs[0].hypothetical else "the datasheet's"
+        return prefer, f"measured ceilings where the spec has them, else {kind}"
     missing = [s.id for s in specs if not s.measured]
     if not missing:
-        return "measured", "measured ceilings where each spec has them (every spec has measured values), else the datasheet's"
-    return "datasheet", (f"datasheet ceilings for every spec: {', '.join(missing)} "
+        return "measured", f"measured ceilings where each spec has them (every spec has measured values), else {own}"
+    return "datasheet", (f"{own} for every spec: {', '.join(missing)} "
                          f"{'has' if len(missing) == 1 else 'have'} no measured values, so specs are compared on "
                          "one kind of ceiling")
+
+
+def ceilings_kind(spec: Spec, prefer: str) -> str:
+    """The ``ceilings`` cell of a sweep row: what kind of values the spec's bounds divide by."""
+    if spec.hypothetical:
+        return "design assumptions"
+    return "datasheet" if prefer == "datasheet" or not spec.measured else "measured where present"
 
 
 def _check_grid(name: str, values: Sequence[int], limit: int = 1 << 40) -> np.ndarray:
@@ -95,7 +110,7 @@ def sweep(models: Sequence[Model], specs: Sequence[Spec], phases: Sequence[str],
     ln = _check_grid("length", lengths)
     prefer, _ = common_prefer(specs, prefer)
     table = SpecTable.of(specs, prefer)
-    kind = "datasheet" if prefer == "datasheet" else "measured where present"
+    kinds = np.repeat(np.array([ceilings_kind(sp, prefer) for sp in specs], dtype=object), len(b) * len(ln))
     parts: dict[str, list] = {c: [] for c in COLUMNS}
     S, nb, nl = len(specs), len(b), len(ln)
     n = S * nb * nl
@@ -111,7 +126,7 @@ def sweep(models: Sequence[Model], specs: Sequence[Spec], phases: Sequence[str],
                     raise
                 unsupported.append(f"{m.id} {p}: {exc}")
                 _fill_unsupported(parts, m.id, p, spec_ids, bb, ll, n)
-                parts["ceilings"][-1] = np.full(n, kind, dtype=object)
+                parts["ceilings"][-1] = kinds
                 continue
             t = r.time_s.reshape(n)
             fits = r.fits.reshape(n)
@@ -133,8 +148,31 @@ def sweep(models: Sequence[Model], specs: Sequence[Spec], phases: Sequence[str],
             parts["kv_cache_bytes"].append(rep(r.memory["kv_cache"]))
             parts["state_bytes"].append(rep(r.memory["state"]))
             parts["activations_bytes"].append(rep(r.memory["activations"]))
-            parts["ceilings"].append(np.full(n, kind, dtype=object))
+            parts["state_residency"].append(_residency_column(m, p, r, n))
+            parts["caveat"].append(np.repeat(np.array([_caveat(c) for c in r.pim], dtype=object), nb * nl))
+            parts["time_s_host_gemms"].append(np.concatenate([
+                np.full(nb * nl, np.nan) if c is None or c["time_s_host_gemms"] is None
+                else np.broadcast_to(c["time_s_host_gemms"], (nb, nl)).reshape(-1) for c in r.pim]))
+            parts["ceilings"].append(kinds)
     return {c: np.concatenate(v) if v else np.array([]) for c, v in parts.items()}
+
+
+def _residency_column(model: Model, phase: str, r, n: int) -> np.ndarray:
+    if phase != "decode" or model.state_bytes_per_sequence(r.precision.state) == 0:
+        return np.full(n, "", dtype=object)
+    cells = []
+    for res in r.residency:
+        where = np.where(res.resident, f"on chip ({res.level})",
+                         "DRAM" if res.level is None or res.capacity is None else f"DRAM (exceeds {res.level})")
+        cells.append(where.astype(object).reshape(-1))
+    return np.concatenate(cells)
+
+
+def _caveat(pim: dict | None) -> str:
+    if pim is None:
+        return ""
+    return ("pim: GEMM / tensor work projected with the in-memory DRAM bandwidth; host-side GEMMs see "
+            f"{pim['host_bandwidth_key']} (optimistic; see time_s_host_gemms)")
 
 
 def _fill_unsupported(parts: dict, model: str, phase: str, spec_ids, bb, ll, n: int) -> None:
@@ -146,6 +184,7 @@ def _fill_unsupported(parts: dict, model: str, phase: str, spec_ids, bb, ll, n: 
     parts["phase"][-1] = np.full(n, phase, dtype=object)
     parts["batch"][-1], parts["length"][-1] = bb, ll
     parts["bottleneck"][-1] = np.full(n, "unsupported", dtype=object)
+    parts["state_residency"][-1] = parts["caveat"][-1] = np.full(n, "", dtype=object)
     parts["fits"][-1] = np.zeros(n, dtype=bool)
 
 

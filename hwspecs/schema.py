@@ -18,7 +18,9 @@ Layout of a spec file::
                       special_function (transcendental evaluations per second)
     memory:           ordered from on-chip to off-chip: {level: {scope, capacity, bandwidth, latency}};
                       the last level is ``dram`` (device memory). Bandwidth is device aggregate;
-                      latency (optional) is the load-to-use latency of one access at that level.
+                      latency (optional) is the load-to-use latency of one access at that level;
+                      dram.host_bandwidth (optional, processing-in-memory designs only): the bandwidth
+                      work outside the memory sees when dram.bandwidth is the in-memory rate.
     launch:           kernel (per-launch overhead), graph_node (per node of a replayed CUDA graph),
                       host (optional): {backend class: host time per call} for HOST_CLASSES
     power:            tdp, idle
@@ -189,6 +191,9 @@ class MemoryLevel(_Strict):
     # Load-to-use latency of one access served by this level (the time a dependent load waits); with
     # the bandwidth it gives the bytes that must be in flight to reach the bandwidth (Little's law).
     latency: Duration | None = None
+    # Processing in memory (dram only): the bandwidth that work executed outside the memory (the host's
+    # GEMMs) sees when ``bandwidth`` is the rate of the units computing in the memory itself.
+    host_bandwidth: Bandwidth | None = None
     technology: str | None = None
 
 
@@ -328,6 +333,10 @@ class Spec(_Strict):
             raise ValueError("memory needs a 'dram' level (device memory: HBM, GDDR or DRAM)")
         if v["dram"].scope != "device":
             raise ValueError("memory.dram.scope must be 'device'")
+        stray = [k for k, lv in v.items() if k != "dram" and lv.host_bandwidth is not None]
+        if stray:
+            raise ValueError(f"memory.{stray[0]}.host_bandwidth: only the dram level computes in memory; "
+                             "host_bandwidth belongs to memory.dram")
         device_wide = None
         for name, level in v.items():
             if level.scope == "device":
@@ -418,6 +427,8 @@ class Spec(_Strict):
             yield f"memory.{name}.bandwidth", level.bandwidth
             if level.latency is not None:
                 yield f"memory.{name}.latency", level.latency
+            if level.host_bandwidth is not None:
+                yield f"memory.{name}.host_bandwidth", level.host_bandwidth
         yield "launch.kernel", self.launch.kernel
         yield "launch.graph_node", self.launch.graph_node
         for cls, d in self.launch.host.items():

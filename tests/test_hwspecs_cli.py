@@ -50,7 +50,7 @@ def test_list_json(run_cli):
         "origin": "measured", "provenance": h200["compute.tensor.bf16"]["provenance"]}
     assert rows["t4"]["values"]["compute.tensor.bf16"]["origin"] == "absent"
     assert rows["gb200"]["values"]["compute.special_function"]["origin"] == "unknown"
-    assert rows["pim-hbm"]["values"]["memory.dram.bandwidth"]["origin"] == "assumption"
+    assert rows["pim-hbm"]["values"]["memory.dram.bandwidth"]["origin"] == "design assumption"
     assert rows["h100-sxm"]["values"]["compute.special_function"]["origin"] == "derived"
 
 

@@ -120,7 +120,7 @@ def test_prefill_rows_and_total_json(synthetic_profile, predict):
             assert o["calibration_note"].startswith(f"no calibrated group for {o['op']}/{o['impl']} bf16 fwd")
             assert "the profile holds" not in o["calibration_note"]
             assert str(synthetic_profile) not in o["calibration_note"]
-    assert {o["op"] for o in uncovered} == {"embedding", "attention_causal", "gated_mlp", "lm_head"}
+    assert {o["op"] for o in uncovered} == {"embedding", "attention_causal", "gated_mlp", "lm_head"} | {"add", "rope", "kv_append"}
     attn = next(o for o in r["ops"] if o["op"] == "attention_causal")
     assert attn["shape"] == {"B": 2, "L": 1024, "S": 1024, "H": 32, "G": 8, "P": 64}
 
@@ -271,13 +271,24 @@ REAL = ("--phase", "prefill", "--batch", "1", "--seqlen", "1024",
         "--impl", "rmsnorm=torch_eager", "--impl", "gated_mlp=torch_eager")
 
 
+# ops of the block plans that the stored H200 measurements do not cover yet (RoPE, the KV-cache write,
+# the residual add, layout copies, casts, A = -exp(A_log), Mamba-3's pre-processing): left at their bound
+UNMEASURED = {"add", "rope", "kv_append", "copy", "cast", "a_from_log", "mamba3_prep"}
+
+
 def test_real_profile_covers_a_plain_pytorch_llama(real_profile, predict):
-    """Every op of a Llama prefill in plain PyTorch (and SDPA's flash backend) is calibrated by the
-    H200 profile: the total is a calibrated estimate with a closed interval."""
+    """Every op of a Llama prefill in plain PyTorch (and SDPA's flash backend) that the H200 measured is
+    calibrated by the H200 profile; the small ops not measured yet stay at their analytic bound, and the
+    total says so."""
     r = _json(predict, *REAL, "--calibration", real_profile, "--calibration-backend",
               "attention_causal=torch.sdpa.flash")
+    left = [o for o in r["ops"] if o["op"] in UNMEASURED]
+    assert {o["op"] for o in left} == {"add", "rope", "kv_append"}
     for o in r["ops"]:
         c = o["calibrated"]
+        if o["op"] in UNMEASURED:
+            assert c is None and o["calibration_note"].startswith(f"no calibrated group for {o['op']}/")
+            continue
         assert c is not None, (o["label"], o["calibration_note"])
         assert c["label"] == "calibrated" and c["lo_s"] <= c["estimate_s"] <= c["hi_s"]
         backend = "torch.sdpa.flash" if o["op"] == "attention_causal" else None
@@ -285,9 +296,10 @@ def test_real_profile_covers_a_plain_pytorch_llama(real_profile, predict):
         assert c["estimate_s"] == pytest.approx(e.estimate_s * o["count"])
         assert c["group"].startswith("NVIDIA H200: ")
     t = r["total"]["calibrated"]
-    assert t["label"] == "calibrated" and t["not_covered"] == [] and t["bound_part_s"] == 0
-    assert t["lo_s"] <= t["estimate_s"] <= t["hi_s"]
-    assert t["estimate_s"] == pytest.approx(sum(o["calibrated"]["estimate_s"] for o in r["ops"]))
+    assert t["label"] == "calibrated + analytic bound" and t["not_covered"] == [o["label"] for o in left]
+    assert t["bound_part_s"] == pytest.approx(sum(o["time_s"] for o in left))
+    assert t["estimate_s"] == pytest.approx(sum(o["calibrated"]["estimate_s"] for o in r["ops"] if o["calibrated"])
+                                            + t["bound_part_s"])
     assert r["calibration"]["results"] and all(len(f["sha256"]) == 64 for f in r["calibration"]["results"])
 
 
@@ -296,4 +308,5 @@ def test_real_profile_with_two_backends_asks_for_one(real_profile, predict):
     attn = next(o for o in r["ops"] if o["op"] == "attention_causal")
     assert attn["calibrated"] is None
     assert "several backends (torch.sdpa.cudnn, torch.sdpa.flash)" in attn["calibration_note"]
-    assert r["total"]["calibrated"]["not_covered"] == [attn["label"]]
+    assert r["total"]["calibrated"]["not_covered"] == [o["label"] for o in r["ops"]
+                                                       if o["op"] in UNMEASURED or o is attn]

@@ -11,9 +11,15 @@ Case identity -> block (dims in the measurement's letters; the modules' defaults
 - ``block:gated_mlp`` (B, L, D, F): down(silu(gate(x)) * up(x)).
 
 Modes: ``fwd`` is the prefill plan, ``fwdbwd`` the training plan, ``decode`` the decode plan (S keys
-for attention). The pre-norm of the model's layer is not part of these modules and is left out; so
-are the embedding and LM head. The result is a ``Cost`` of numbers (labelled an analytic count by
-its callers).
+for attention). The pre-norm and the residual add of the model's layer are not part of these modules
+and are left out; so are the embedding and LM head, and the KV-cache write of attention prefill (the
+measured block's forward keeps no cache; its decode writes the new k, v by indexing: ``kv_append``
+``index_copy``). The result is a ``Cost`` of numbers (labelled an analytic count by its callers).
+
+``block_calls`` lists the block's op calls with their costs; ``composed_bound`` projects each call on
+a spec and sums the per-call bounds (kernels run one after another), the way the model-level
+evaluator composes a model, beside the bound of the summed cost (what ``block_cost`` gives the
+calibration join).
 """
 
 from __future__ import annotations
@@ -24,10 +30,13 @@ from typing import Mapping
 from ..cost import Cost
 from ..registry import AnalyticError, compiled_cost, cost
 from .models import parse_model
-from .phases import dim_parts, dim_value, plan
+from .phases import OpCall, dim_parts, dim_value, plan
 
 _PHASE = {"fwd": "prefill", "fwdbwd": "train", "decode": "decode"}
-_IMPLS = {"block:gated_mlp": {"eager": {"gated_mlp": "torch_eager"}}}
+_IMPLS = {"block:gated_mlp": {"eager": {"gated_mlp": "torch_eager"}},
+          "block:attention": {"sdpa": {"kv_append": "index_copy"}}}
+# calls of a model layer that the measured modules do not run (per mode: None = every mode)
+_LEFT_OUT = {".norm": None, ".residual": None, ".kv_append": ("fwd",)}
 
 
 def _need(dims: Mapping[str, int], op: str, *names: str) -> list[int]:
@@ -58,9 +67,13 @@ def _block(op: str, dims: Mapping[str, int]) -> tuple[int, dict]:
                         "block:attention, block:gated_mlp")
 
 
-def block_cost(op: str, dims: Mapping[str, int], impl: str | None = None, mode: str = "fwd",
-               dtype: str = "bf16") -> Cost:
-    """The Cost of one block case: the sum of its planned op costs at these dims (pre-norm excluded)."""
+def _left_out(label: str, mode: str) -> bool:
+    return any(label.endswith(suffix) and (modes is None or mode in modes) for suffix, modes in _LEFT_OUT.items())
+
+
+def block_calls(op: str, dims: Mapping[str, int], impl: str | None = None, mode: str = "fwd",
+                dtype: str = "bf16") -> list[tuple[OpCall, Cost]]:
+    """The op calls of one block case with their costs at these dims (x their count in the block)."""
     if mode not in _PHASE:
         raise AnalyticError(f"unknown mode {mode!r} for a block case; valid: {', '.join(_PHASE)}")
     D, blk = _block(op, dims)
@@ -72,11 +85,45 @@ def block_cost(op: str, dims: Mapping[str, int], impl: str | None = None, mode: 
         "d_model": D, "vocab": 1, "tie_embeddings": True, "norm": "rmsnorm",
         "blocks": {"b": blk}, "layers": [{"blocks": ["b"]}]}, origin=op)
     grid = {"batch": B, "tokens": L, "keys": S}
-    total = Cost()
+    out = []
     for c in plan(model, _PHASE[mode], _IMPLS.get(op, {}).get(impl or "", {})):
-        if c.block != "b" or c.label == "b.norm":
+        if c.block != "b" or _left_out(c.label, mode):
             continue
         used = compiled_cost(c.op, c.impl, c.mode, dtype).dims  # decode rules do not use L
         values = {k: dim_value(grid, *dim_parts(v)) for k, v in c.dims if k in used}
-        total = total + cost(c.op, values, impl=c.impl, mode=c.mode, dtype=dtype) * c.count
+        if any(v == 0 for v in values.values()):
+            continue  # a call with a zero dimension does not run (as in evaluate.evaluate_plan)
+        out.append((c, cost(c.op, values, impl=c.impl, mode=c.mode, dtype=dtype) * c.count))
+    return out
+
+
+def block_cost(op: str, dims: Mapping[str, int], impl: str | None = None, mode: str = "fwd",
+               dtype: str = "bf16") -> Cost:
+    """The Cost of one block case: the sum of its planned op costs at these dims (pre-norm and
+    residual add excluded)."""
+    total = Cost()
+    for _, c in block_calls(op, dims, impl, mode, dtype):
+        total = total + c
     return total
+
+
+def composed_bound(op: str, dims: Mapping[str, int], spec, impl: str | None = None, mode: str = "fwd",
+                   dtype: str = "bf16", prefer: str = "measured", launch: str | None = None) -> dict:
+    """A block case's analytic bound composed from its op calls on ``spec``: the sum over calls of each
+    call's roofline bound (max over resources), beside the bound of the block's summed cost.
+    ``launch`` defaults to graph replay for decode (the measured decode step is a CUDA graph) and
+    eager launches otherwise."""
+    from ..roofline import project
+
+    launch = launch or ("graph" if mode == "decode" else "eager")
+    calls, rows, total = block_calls(op, dims, impl, mode, dtype), [], Cost()
+    for c, k in calls:
+        p = project(k, spec, prefer=prefer, launch=launch)
+        rows.append({"label": c.label.removeprefix("b."), "op": c.op, "impl": c.impl, "mode": c.mode,
+                     "count": c.count, "bound_s": p.time_s, "bottleneck": p.bottleneck})
+        total = total + k
+    whole = project(total, spec, prefer=prefer, launch=launch)
+    known = [r["bound_s"] for r in rows if r["bound_s"] is not None]
+    return {"label": "analytic bound", "launch": launch, "calls": rows,
+            "composed_s": sum(known) if len(known) == len(rows) else None,
+            "summed_cost_bound_s": whole.time_s}

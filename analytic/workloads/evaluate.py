@@ -37,6 +37,12 @@ Memory by class (bytes resident in device memory at the step's peak; analytic es
 Energy (analytic estimate, only where the spec has ``energy:`` data): FLOPs x J/FLOP per engine, DRAM
 bytes (as executed) x J/B for dram and for every device-wide level they cross, plus idle power x time
 bound. Terms whose coefficient the spec lacks are listed as excluded.
+
+Where a spec keeps the recurrent state on chip (``placement.py``: a device-scope ``sram`` level that
+holds the whole state of the batch, decode only), the decode calls' state bytes move from DRAM to that
+level (bounds, energy, device-memory capacity); ``GridResult.residency`` says per spec whether they
+did. Where a spec's DRAM bandwidth is an in-memory (PIM) rate, ``GridResult.pim`` flags the calls with
+tensor-core work that the bound projects with it.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ from ..registry import AnalyticError, compiled_cost
 from ..roofline import COL, RESOURCES, TENSOR_DTYPES, WORK_COLUMNS, Projected, SpecTable, project_work, spec_ceiling
 from .models import Model
 from .phases import OpCall, dim_parts, dim_value, plan
+from .placement import StateResidency, apply_residency, pim_caveat, state_residency
 from .precision import FP8, Precision, as_precision
 
 ADDITIVE = np.array([c not in ("working_set",) for c in WORK_COLUMNS])
@@ -91,6 +98,7 @@ class _Call:
     dims: tuple  # the compiled cost's dimensions, in call order
     dtype: str  # the dtype this call runs at (precision.Precision.op_dtype)
     weights: tuple  # term indices of read.weights
+    state: tuple = ()  # (term index, compulsory?) of the state-class byte terms
 
 
 @dataclass(frozen=True)
@@ -120,8 +128,9 @@ def compile_plan(calls: tuple[OpCall, ...], dtype: str | Precision) -> CompiledP
         live = tuple(i for i, k in enumerate(cc.keys) if k in LIVE_TERMS)
         saved = tuple(i for i, k in enumerate(cc.keys) if k in SAVED_TERMS)
         weights = tuple(i for i, k in enumerate(cc.keys) if k == "read.weights")
+        state = tuple((i, k.startswith(("read.", "write."))) for i, k in enumerate(cc.keys) if k.endswith(".state"))
         checks = cc.constraints  # the op's and the implementation's, over dims this cost uses
-        out.append(_Call(c, cc.fn, tuple(args), cols, live, saved, checks, cc.dims, d_call, weights))
+        out.append(_Call(c, cc.fn, tuple(args), cols, live, saved, checks, cc.dims, d_call, weights, state))
     return CompiledPlan(tuple(out), np.array([c.count for c in calls], dtype=float))
 
 
@@ -141,12 +150,14 @@ def call_shape(call: OpCall, phase: str, batch: float, length: float) -> dict[st
 
 @dataclass(frozen=True)
 class CallBytes:
-    """Per single call [n_calls, *shape]: live set (LIVE_TERMS), saved for backward (SAVED_TERMS) and
-    weight bytes read (read.weights)."""
+    """Per single call [n_calls, *shape]: live set (LIVE_TERMS), saved for backward (SAVED_TERMS),
+    weight bytes read (read.weights) and state bytes moved (class state: compulsory, as executed)."""
 
     live: np.ndarray
     saved: np.ndarray
     weights: np.ndarray
+    state_compulsory: np.ndarray
+    state_executed: np.ndarray
 
 
 def evaluate_plan(cp: CompiledPlan, grid: dict[str, np.ndarray], shape: tuple[int, ...]):
@@ -154,7 +165,7 @@ def evaluate_plan(cp: CompiledPlan, grid: dict[str, np.ndarray], shape: tuple[in
     zero dimension (the part of a windowed attention beyond the window, for a prompt within it) does
     not run: its work is zero, launches included."""
     W = np.zeros((cp.n, len(WORK_COLUMNS)) + shape)
-    per = {k: np.zeros((cp.n,) + shape) for k in ("live", "saved", "weights")}
+    per = {k: np.zeros((cp.n,) + shape) for k in ("live", "saved", "weights", "state_compulsory", "state_executed")}
     for i, c in enumerate(cp.calls):
         args = [dim_value(grid, *a) for a in c.args]
         for who, k in c.checks:
@@ -169,6 +180,10 @@ def evaluate_plan(cp: CompiledPlan, grid: dict[str, np.ndarray], shape: tuple[in
         for key, terms in (("live", c.live), ("saved", c.saved), ("weights", c.weights)):
             for ti in terms:
                 per[key][i] += vals[ti] * runs
+        for ti, compulsory in c.state:
+            per["state_executed"][i] += vals[ti] * runs
+            if compulsory:
+                per["state_compulsory"][i] += vals[ti] * runs
     W[:, ADDITIVE] *= cp.counts.reshape((-1, 1) + (1,) * len(shape))
     return W, CallBytes(**per)
 
@@ -198,9 +213,12 @@ class GridResult:
     calls: CompiledPlan | None = None
     call_proj: Projected | None = None  # [n_specs, n_calls, nb, nl]
     call_work: np.ndarray | None = None  # [n_calls, n_cols, nb, nl]
+    call_state: tuple | None = None  # (compulsory, executed) state bytes [n_calls, nb, nl] x multiplicity
     energy_j: np.ndarray | None = None
     energy_note: list[str] = field(default_factory=list)
     precision: Precision = field(default_factory=Precision)
+    residency: list[StateResidency] = field(default_factory=list)  # per spec: recurrent state on chip?
+    pim: list[dict | None] = field(default_factory=list)  # per spec: placement.pim_caveat (None: not PIM)
 
     @property
     def tokens_per_s(self) -> np.ndarray:
@@ -272,8 +290,10 @@ def memory_by_class(model: Model, phase: str, dtype: str | Precision, recompute:
     return mem
 
 
-def _energy(W: np.ndarray, table: SpecTable, time_s: np.ndarray):
-    """Energy [n_specs, *shape] where a spec has energy data (NaN otherwise) and per-spec notes."""
+def _energy(W: np.ndarray, table: SpecTable, time_s: np.ndarray, on_chip: np.ndarray | None = None):
+    """Energy [n_specs, *shape] where a spec has energy data (NaN otherwise) and per-spec notes.
+    ``on_chip`` [n_specs, *shape]: executed bytes a spec serves from its on-chip state level instead of
+    DRAM (charged to the device-wide levels only)."""
     tot = W.sum(axis=0)  # [n_cols, *shape]
     out = np.full(time_s.shape, np.nan)
     notes = []
@@ -283,10 +303,11 @@ def _energy(W: np.ndarray, table: SpecTable, time_s: np.ndarray):
             notes.append("no energy estimate: the spec has no energy data")
             continue
         excluded, e = [], np.zeros(time_s.shape[1:])
+        moved = 0 if on_chip is None else on_chip[s]
         terms = [("energy.per_flop.tensor", sum(tot[COL[f"tensor.{d}"]] for d in TENSOR_DTYPES)),
                  ("energy.per_flop.vector", tot[COL["vector"]]),
                  ("energy.per_flop.special_function", tot[COL["special_function"]]),
-                 ("energy.per_byte.dram", tot[COL["dram.executed"]])]
+                 ("energy.per_byte.dram", tot[COL["dram.executed"]] - moved)]
         terms += [(f"energy.per_byte.{lvl}", tot[COL["dram.executed"]]) for lvl, m in spec.memory.items()
                   if lvl != "dram" and m.scope == "device"]
         for key, work in terms:
@@ -327,6 +348,11 @@ def analyze(model: Model, phase: str, table: SpecTable, batch: Sequence[int], le
     grid = phase_grid(phase, b, ln)
     W, call_bytes = evaluate_plan(cp, grid, shape)
     proj = project_work(np.moveaxis(W, 1, 0), table, launch, bytes_basis)  # [S, n_calls, nb, nl]
+    residency = state_residency(model, phase, table, prec.state, b, shape)
+    counts = cp.counts.reshape((-1,) + (1,) * len(shape))
+    state_c, state_e = call_bytes.state_compulsory * counts, call_bytes.state_executed * counts
+    proj = apply_residency(proj, W, state_c, state_e, table, residency, bytes_basis)
+    resident = np.stack([r.resident for r in residency])  # [S, nb, nl]
     time_s = proj.bound.sum(axis=1)
     sum_s = proj.sum.sum(axis=1)
     shares = np.stack([np.where(proj.bottleneck == r, proj.bound, 0).sum(axis=1) for r in range(len(RESOURCES))])
@@ -335,7 +361,8 @@ def analyze(model: Model, phase: str, table: SpecTable, batch: Sequence[int], le
     mem = memory_by_class(model, phase, prec, recompute, grid, shape, call_bytes, impls, cp)
     total = sum(mem.values())
     cap = table.dram_bytes.reshape(-1, 1, 1)
-    fits = ~(total[None] > cap)  # unknown capacity (NaN) compares False: not flagged
+    in_dram = total[None] - np.where(resident, mem["state"][None], 0.0)  # a resident state lives on chip
+    fits = ~(in_dram > cap)  # unknown capacity (NaN) compares False: not flagged
     tokens = b * (ln if phase != "decode" else 1) + np.zeros(shape)
 
     not_bounded = []
@@ -344,9 +371,11 @@ def analyze(model: Model, phase: str, table: SpecTable, batch: Sequence[int], le
         not_bounded.append(names)
     res = GridResult(model, phase, prec.dtype, launch, bytes_basis, table, np.asarray(batch), np.asarray(length),
                      time_s, sum_s, bottleneck, shares, mem, total, fits, ~np.isnan(table.dram_bytes),
-                     tokens, not_bounded, precision=prec)
+                     tokens, not_bounded, precision=prec, residency=residency)
+    labels = [c.call.label for c in cp.calls]
+    res.pim = [pim_caveat(sc, W, proj.bound[s], labels, launch, bytes_basis) for s, sc in enumerate(table.specs)]
     if keep_calls:
-        res.calls, res.call_proj, res.call_work = cp, proj, W
+        res.calls, res.call_proj, res.call_work, res.call_state = cp, proj, W, (state_c, state_e)
     if energy:
-        res.energy_j, res.energy_note = _energy(W, table, time_s)
+        res.energy_j, res.energy_note = _energy(W, table, time_s, np.where(resident, state_e.sum(axis=0)[None], 0.0))
     return res

@@ -259,6 +259,8 @@ def _layer_windows(c: _Config, model_type: str, n: int) -> list[int | None]:
 def _llama(c: _Config, model_type: str) -> dict:
     D, n = c.int("hidden_size"), c.int("num_hidden_layers")
     attn = _attn(c, qkv_bias=bool(c.get("attention_bias")))
+    # RoPE over partial_rotary_factor of each head's dims (1 unless the config says otherwise)
+    attn["rope_dim"] = int(attn["head_dim"] * float(c.data.get("partial_rotary_factor") or 1.0)) // 2 * 2
     blocks = {"mlp": {"kind": "mlp", "d_ff": c.int("intermediate_size"), "activation": "silu", "gated": True}}
     windows = _layer_windows(c, model_type, n)
     seq = []
@@ -292,6 +294,8 @@ def _mamba_ssm(c: _Config) -> dict:
         blocks["attn"] = {"kind": "attention", "heads": H, "kv_heads": a.get("num_heads_kv") or H,
                           "head_dim": a.get("head_dim") or D // H, "qkv_bias": bool(a.get("qkv_proj_bias", True)),
                           "out_bias": bool(a.get("out_proj_bias", True))}
+        if a.get("rotary_emb_dim"):
+            blocks["attn"]["rope_dim"] = int(a["rotary_emb_dim"])
     seq = [["attn" if i in attn_idx else "mamba"] for i in range(n)]
     d_int = c.data.get("d_intermediate") or 0
     if d_int:

@@ -198,11 +198,14 @@ class Attention(_Block):
     qkv_bias: bool = False
     out_bias: bool = False
     window: PositiveInt | None = None  # sliding window: each query attends its last `window` keys
+    rope_dim: PositiveInt | None = None  # dims of each q / k head that RoPE rotates; None: no RoPE
 
     @model_validator(mode="after")
     def _gqa(self):
         if self.heads % self.kv_heads:
             raise ValueError(f"heads ({self.heads}) must be divisible by kv_heads ({self.kv_heads})")
+        if self.rope_dim is not None and (self.rope_dim > self.head_dim or self.rope_dim % 2):
+            raise ValueError(f"rope_dim ({self.rope_dim}) must be even and at most head_dim ({self.head_dim})")
         return self
 
     def width_in(self, d_model: int) -> int:

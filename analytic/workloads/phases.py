@@ -17,20 +17,41 @@ mode ``decode`` (an op without a decode rule runs ``fwd`` with L = 1, which is w
 stateless op is); ``train`` runs ``fwdbwd`` (forward and backward) and, with activation recomputation,
 the forward of every layer block once more.
 
-Ops per block (dims in the op's letters; E = expand x D):
+Ops per block (dims in the op's letters; E = expand x D). Every block a layer runs also ends with its
+residual add (``add`` over B x L x d_model, label ``.residual``; mamba-ssm's ``fused_add_norm`` does it
+inside the next norm: implementation ``fused_norm``). Splits of a projection's output
+(``torch.split``, ``chunk``, ``rearrange`` to heads) are views and launch nothing; where a layout is
+not viewable the module copies it, and those copies are counted (``copy``), as read in mamba-ssm
+2.3.2.post1:
 
-- mamba1: norm(D), in_proj linear(D -> 2E), conv1d(E, K), x_proj linear(E -> R + 2N),
-  [RMSNorm on Delta (R) and B, C (N) for Falcon-Mamba / Jamba], dt_proj linear(R -> E),
-  mamba1_scan(E, N) (softplus of Delta, D skip and z gate inside the fused kernel), out_proj(E -> D).
-- mamba2: norm(D), in_proj linear(D -> 2E + 2GN + H), conv1d(E + 2GN, K), ssd(H, P, N, G, C),
-  gated_rmsnorm(E), out_proj linear(E -> D).
-- mamba3: norm(D), in_proj linear(D -> 2E + 2GNM + 3H + angles), RMSNorm of B and C (N, over
+- mamba1 (``Mamba`` fast path, ``mamba_inner_fn``): norm(D), in_proj linear(D -> 2E) (computed as
+  W @ x^T: no transpose copy), a_from_log (A = -exp(A_log), [E, N], fp32 parameter), the fp32 cast of
+  dt_proj's bias (prefill / train), conv1d(E, K), the copy of the conv output to (B L) x E rows for
+  x_proj (``rearrange(conv1d_out, 'b d l -> (b l) d')`` is a view only for B = 1: the call's D is
+  E when B > 1 and 0, not run, for one sequence), x_proj linear(E -> R + 2N),
+  the two ``.contiguous()`` copies of B and C to [B, 1, N, L], [RMSNorm on Delta (R) and B, C (N) for
+  Falcon-Mamba / Jamba], dt_proj linear(R -> E), mamba1_scan(E, N) (softplus of Delta, D skip and z
+  gate inside the fused kernel), out_proj(E -> D). Training adds what ``MambaInnerFn.backward``
+  runs beyond the ops' backward rules: the recomputed conv1d and dt_proj forward (checkpoint_lvl 1)
+  and five copies (dB and dC made contiguous and written into dx_dbl, ddelta's product written into
+  it). Decode (``Mamba.step``): in_proj, conv1d update, x_proj, dt_proj, a_from_log, the scan step,
+  out_proj.
+- mamba2 (``Mamba2``, mem_eff_path / step): norm(D), in_proj linear(D -> 2E + 2GN + H), a_from_log
+  ([H], A_log stored at the model dtype: cast, exp, neg), conv1d(E + 2GN, K), ssd(H, P, N, G, C),
+  gated_rmsnorm(E), out_proj linear(E -> D). Training adds the conv1d forward that
+  ``MambaSplitConv1dScanCombinedFn.backward`` recomputes.
+- mamba3: norm(D), in_proj linear(D -> 2E + 2GNM + 3H + angles), mamba3_prep (prefill / train: the
+  module's eager softplus / clamp / dt-bias / angle-cast kernels), RMSNorm of B and C (N, over
   G x M rows per token each), mamba3(H, P, N, M) with implementation ``mimo`` when M > 1 else
-  ``siso``, out_proj linear(E -> D). No conv.
+  ``siso``, out_proj linear(E -> D). No conv. Training adds autograd's ``cat`` of the split
+  in-projection's gradients (a copy of B x L x in_proj width).
 - chunked kernels (ssd, mamba3) see the tokens rounded up to whole chunks (C; Mamba-3: its chunk of
   64 / M tokens): the kernels compute the last, partial chunk as a full tile.
-- attention: norm(d_in), qkv linear(d_in -> (H + 2G) P), attention_causal(H, G, P; L = tokens,
-  S = keys), o_proj linear(H P -> D). RoPE is not counted (elementwise on q and k, < 1% of the block).
+- attention: norm(d_in), qkv linear(d_in -> (H + 2G) P), rope (when the block has ``rope_dim``: q and
+  k rotated over rope_dim dims per head), kv_append (prefill and decode: the new tokens' k, v written
+  into the cache), attention_causal(H, G, P; L = tokens, S = keys), o_proj linear(H P -> D).
+  Training adds autograd's ``cat`` of q, k, v's gradients into the fused projection's output
+  (a copy of B x L x (H + 2G) P).
 - attention with a sliding window W (``Attention.window``): query i (0-based) attends keys
   i - W + 1 .. i, i.e. min(i + 1, W) keys. Decode at context S: keys = min(S, W). Prefill (and
   training) of L tokens: score entries per (batch, head) = the causal triangle L^2 / 2 for L <= W,
@@ -45,12 +66,13 @@ Ops per block (dims in the op's letters; E = expand x D):
   ``mlp_relu2`` (Nemotron-H's ReLU^2), ``gated_mlp`` (SwiGLU), ``gated_mlp_geglu`` (Zamba2's GeGLU); any
   other pair is an error naming these.
 - moe: norm(D), moe(D, F, X, Xk).
-- linear: linear(d_in -> d_out).
+- linear: linear(d_in -> d_out) (no residual add of its own).
 - model ends: embedding(B, L, D, V) first; final norm(D) and lm_head(D, V) last. In prefill the LM head
   runs on the last token of each sequence only (``logits='last'``, what generation needs; 'all' for
   every token); in training on every token.
 
-Residual adds and dropout are not counted.
+Not counted: dropout; Mamba-3's decode pre-processing (its ``mamba3`` decode rule is the fused step
+kernel); the extra copies of mamba_inner_fn's B / C / Delta RMSNorm path (Falcon-Mamba, Jamba).
 """
 
 from __future__ import annotations
@@ -81,6 +103,8 @@ DEFAULT_IMPLS: dict[str, dict[str, str]] = {
     "gated_mlp_geglu": {"*": "fused"},
     "mlp": {"fwd": "fused", "decode": "fused"},
     "mlp_relu2": {"fwd": "fused", "decode": "fused"},
+    "kv_append": {"*": "fused"},
+    "add": {"*": "torch_eager"},
 }
 
 # The op that costs an MLP block, by (activation, gated); the activation is part of the op's identity.
@@ -214,46 +238,94 @@ class _Builder:
         self.add(f"{name}.attention_beyond_window", name, n, "attention_full", {"S": W, **heads},
                  tokens=("tokens", 1, 1, W, None), impl=self.impls.get("attention_causal"))
 
+    @property
+    def train(self) -> bool:
+        return self.phase == "train"
+
+    def copy(self, label: str, block: str, n: int, width: Dim, per_block: int = 1) -> None:
+        """A layout copy of B x tokens x ``width`` elements (inside a custom autograd function or
+        itself backward work: a forward-only kernel in every phase)."""
+        self.add(label, block, n, "copy", {"D": width}, per_block=per_block, mode="fwd" if self.train else None)
+
+    def mamba1(self, name: str, n: int, blk: Mamba1, D: int) -> None:
+        E, N, R = blk.d_inner(D), blk.d_state, blk.dt_rank
+        prefill = self.tokens != 1
+        self.norm(name, name, n, D)
+        self.add(f"{name}.in_proj", name, n, "linear", {"I": D, "O": 2 * E})
+        self.add(f"{name}.A", name, n, "a_from_log", {"E": E, "N": N}, impl="fp32_param")
+        if prefill:
+            self.add(f"{name}.dt_bias_fp32", name, n, "cast", {"B": 1, "L": 1, "D": E}, impl="param_to_fp32")
+        self.add(f"{name}.conv1d", name, n, "conv1d", {"E": E, "K": blk.d_conv})
+        if prefill:  # for one sequence the transposed view is a valid GEMM operand: a copy only when B > 1
+            self.copy(f"{name}.conv_out_rows", name, n, ("batch", E, 1, 1, 1))
+        self.add(f"{name}.x_proj", name, n, "linear", {"I": E, "O": R + 2 * N})
+        if prefill:
+            self.copy(f"{name}.bc_contiguous", name, n, N, per_block=2)
+        if blk.bcdt_norm:
+            self.add(f"{name}.dt_norm", name, n, "rmsnorm", {"D": R})
+            self.add(f"{name}.bc_norm", name, n, "rmsnorm", {"D": N}, per_block=2)
+        self.add(f"{name}.dt_proj", name, n, "linear", {"I": R, "O": E})
+        self.add(f"{name}.scan", name, n, "mamba1_scan", {"E": E, "N": N})
+        self.add(f"{name}.out_proj", name, n, "linear", {"I": E, "O": D})
+        if self.train:  # MambaInnerFn.backward beyond the ops' backward rules
+            self.add(f"{name}.conv1d_recompute", name, n, "conv1d", {"E": E, "K": blk.d_conv}, mode="fwd")
+            self.add(f"{name}.dt_proj_recompute", name, n, "linear", {"I": R, "O": E}, mode="fwd")
+            self.copy(f"{name}.bwd_dbc_copies", name, n, N, per_block=4)
+            self.copy(f"{name}.bwd_ddelta_copy", name, n, R)
+
+    def mamba2(self, name: str, n: int, blk: Mamba2, D: int) -> None:
+        E, H = blk.d_inner(D), blk.heads(D)
+        self.norm(name, name, n, D)
+        self.add(f"{name}.in_proj", name, n, "linear", {"I": D, "O": blk.in_proj_out(D)})
+        self.add(f"{name}.A", name, n, "a_from_log", {"E": H, "N": 1}, impl="cast_param")
+        self.add(f"{name}.conv1d", name, n, "conv1d", {"E": blk.conv_channels(D), "K": blk.d_conv})
+        self.add(f"{name}.ssd", name, n, "ssd",
+                 {"H": H, "P": blk.headdim, "N": blk.d_state, "G": blk.ngroups, "C": blk.chunk_size},
+                 tokens=self.chunked_tokens(blk.chunk_size))
+        self.add(f"{name}.gated_norm", name, n, "gated_rmsnorm", {"D": E})
+        self.add(f"{name}.out_proj", name, n, "linear", {"I": E, "O": D})
+        if self.train:  # MambaSplitConv1dScanCombinedFn.backward recomputes the conv
+            self.add(f"{name}.conv1d_recompute", name, n, "conv1d", {"E": blk.conv_channels(D), "K": blk.d_conv},
+                     mode="fwd")
+
+    def mamba3(self, name: str, n: int, blk: Mamba3, D: int) -> None:
+        E, H, M = blk.d_inner(D), blk.heads(D), blk.mimo_rank
+        rows = blk.ngroups * M
+        self.norm(name, name, n, D)
+        self.add(f"{name}.in_proj", name, n, "linear", {"I": D, "O": blk.in_proj_out(D)})
+        if self.tokens != 1:
+            self.add(f"{name}.prep", name, n, "mamba3_prep", {"H": H, "N": blk.d_state})
+        bc_tokens = rows if self.tokens == 1 else ("tokens", rows, 1)
+        self.add(f"{name}.bc_norm", name, n, "rmsnorm", {"D": blk.d_state}, per_block=2, tokens=bc_tokens)
+        self.add(f"{name}.mamba3", name, n, "mamba3", {"H": H, "P": blk.headdim, "N": blk.d_state, "M": M},
+                 impl="mimo" if M > 1 else "siso", tokens=self.chunked_tokens(blk.chunk_size))
+        self.add(f"{name}.out_proj", name, n, "linear", {"I": E, "O": D})
+        if self.train:  # autograd's cat of the split in-projection's gradients
+            self.copy(f"{name}.in_proj_split_bwd", name, n, blk.in_proj_out(D))
+
+    def attention_block(self, name: str, n: int, blk: Attention, D: int) -> None:
+        Din, H, G, P = blk.width_in(D), blk.heads, blk.kv_heads, blk.head_dim
+        self.norm(name, name, n, Din)
+        self.add(f"{name}.qkv_proj", name, n, "linear", {"I": Din, "O": (H + 2 * G) * P})
+        if blk.rope_dim is not None:
+            self.add(f"{name}.rope", name, n, "rope", {"H": H, "G": G, "P": blk.rope_dim})
+        if not self.train:
+            self.add(f"{name}.kv_append", name, n, "kv_append", {"G": G, "P": P})
+        self.attention(name, n, blk)
+        self.add(f"{name}.o_proj", name, n, "linear", {"I": H * P, "O": D})
+        if self.train:  # autograd's cat of dq, dk, dv into the fused projection's output gradient
+            self.copy(f"{name}.qkv_split_bwd", name, n, (H + 2 * G) * P)
+
     def block(self, name: str, n: int) -> None:
         blk, D = self.model.block(name), self.model.d_model
         if isinstance(blk, Mamba1):
-            E, N, R = blk.d_inner(D), blk.d_state, blk.dt_rank
-            self.norm(name, name, n, D)
-            self.add(f"{name}.in_proj", name, n, "linear", {"I": D, "O": 2 * E})
-            self.add(f"{name}.conv1d", name, n, "conv1d", {"E": E, "K": blk.d_conv})
-            self.add(f"{name}.x_proj", name, n, "linear", {"I": E, "O": R + 2 * N})
-            if blk.bcdt_norm:
-                self.add(f"{name}.dt_norm", name, n, "rmsnorm", {"D": R})
-                self.add(f"{name}.bc_norm", name, n, "rmsnorm", {"D": N}, per_block=2)
-            self.add(f"{name}.dt_proj", name, n, "linear", {"I": R, "O": E})
-            self.add(f"{name}.scan", name, n, "mamba1_scan", {"E": E, "N": N})
-            self.add(f"{name}.out_proj", name, n, "linear", {"I": E, "O": D})
+            self.mamba1(name, n, blk, D)
         elif isinstance(blk, Mamba2):
-            E, H = blk.d_inner(D), blk.heads(D)
-            self.norm(name, name, n, D)
-            self.add(f"{name}.in_proj", name, n, "linear", {"I": D, "O": blk.in_proj_out(D)})
-            self.add(f"{name}.conv1d", name, n, "conv1d", {"E": blk.conv_channels(D), "K": blk.d_conv})
-            self.add(f"{name}.ssd", name, n, "ssd",
-                     {"H": H, "P": blk.headdim, "N": blk.d_state, "G": blk.ngroups, "C": blk.chunk_size},
-                     tokens=self.chunked_tokens(blk.chunk_size))
-            self.add(f"{name}.gated_norm", name, n, "gated_rmsnorm", {"D": E})
-            self.add(f"{name}.out_proj", name, n, "linear", {"I": E, "O": D})
+            self.mamba2(name, n, blk, D)
         elif isinstance(blk, Mamba3):
-            E, H, M = blk.d_inner(D), blk.heads(D), blk.mimo_rank
-            rows = blk.ngroups * M
-            self.norm(name, name, n, D)
-            self.add(f"{name}.in_proj", name, n, "linear", {"I": D, "O": blk.in_proj_out(D)})
-            bc_tokens = rows if self.tokens == 1 else ("tokens", rows, 1)
-            self.add(f"{name}.bc_norm", name, n, "rmsnorm", {"D": blk.d_state}, per_block=2, tokens=bc_tokens)
-            self.add(f"{name}.mamba3", name, n, "mamba3", {"H": H, "P": blk.headdim, "N": blk.d_state, "M": M},
-                     impl="mimo" if M > 1 else "siso", tokens=self.chunked_tokens(blk.chunk_size))
-            self.add(f"{name}.out_proj", name, n, "linear", {"I": E, "O": D})
+            self.mamba3(name, n, blk, D)
         elif isinstance(blk, Attention):
-            Din, H, G, P = blk.width_in(D), blk.heads, blk.kv_heads, blk.head_dim
-            self.norm(name, name, n, Din)
-            self.add(f"{name}.qkv_proj", name, n, "linear", {"I": Din, "O": (H + 2 * G) * P})
-            self.attention(name, n, blk)
-            self.add(f"{name}.o_proj", name, n, "linear", {"I": H * P, "O": D})
+            self.attention_block(name, n, blk, D)
         elif isinstance(blk, MLP):
             self.norm(name, name, n, D)
             self.add(f"{name}.mlp", name, n, mlp_op(blk.activation, blk.gated), {"D": D, "F": blk.d_ff})
@@ -262,8 +334,10 @@ class _Builder:
             self.add(f"{name}.moe", name, n, "moe", {"D": D, "F": blk.d_ff, "X": blk.experts, "Xk": blk.top_k})
         elif isinstance(blk, Linear):
             self.add(f"{name}.linear", name, n, "linear", {"I": blk.d_in or D, "O": blk.d_out or D})
+            return
         else:
             raise AnalyticError(f"block {name!r}: no op plan for kind {blk.kind!r}")
+        self.add(f"{name}.residual", name, n, "add", {"D": D})
 
 
 @functools.lru_cache(maxsize=512)

@@ -109,9 +109,14 @@ def _op_rows(res: GridResult) -> list[dict]:
     sc = res.table.specs[0]
     cp, proj, W = res.calls, res.call_proj, res.call_work
     on_chip = sc.on_chip_capacity()
+    resident = res.residency[0] if res.residency and bool(res.residency[0].resident[0, 0]) else None
     rows = []
     for i, c in enumerate(cp.calls):
-        w = W[i, :, 0, 0]
+        w = W[i, :, 0, 0].copy()
+        moved_c = float(res.call_state[0][i, 0, 0]) if resident else 0.0
+        moved_e = float(res.call_state[1][i, 0, 0]) if resident else 0.0
+        w[COL["dram.compulsory"]] -= moved_c  # served by the on-chip level that holds the state
+        w[COL["dram.executed"]] -= moved_e
         by_dtype = {d: float(w[COL[f"tensor.{d}"]]) for d in TENSOR_DTYPES if w[COL[f"tensor.{d}"]] > 0}
         flops = sum(by_dtype.values()) + float(w[COL["vector"]])
         executed = float(w[COL["dram.executed"]])
@@ -131,6 +136,7 @@ def _op_rows(res: GridResult) -> list[dict]:
             "flops_tensor": by_dtype, "flops_vector": float(w[COL["vector"]]),
             "transcendentals": float(w[COL["special_function"]]),
             "bytes_compulsory": float(w[COL["dram.compulsory"]]), "bytes_executed": executed,
+            "bytes_on_chip": {resident.level: moved_e} if resident and moved_e else {},
             "intensity_flop_per_byte": flops / executed if executed > 0 else None,
             "launches": float(w[COL["launches"]]),
             "bound_s": bounds, "time_s": _f(proj.bound[0, i, 0, 0]),
@@ -314,6 +320,15 @@ def predict(model: Model, spec, phase: str, batch: int, seqlen: int, context: in
     ach["tokens_per_s"] = tokens / ach["time_s"] if ach["time_s"] > 0 and fits else None
     total["achievable"] = ach
     notes = model_notes(model, res, ops)
+    if phase == "decode" and model.state_bytes_per_sequence(res.precision.state) > 0:
+        total["state_residency"] = res.residency[0].at()
+        notes.append(total["state_residency"]["result"] + ".")
+    pim = res.pim[0] if res.pim else None
+    if pim is not None:
+        host = pim["time_s_host_gemms"]
+        total["pim_caveat"] = {**pim, "time_s_host_gemms": None if host is None else float(np.asarray(host)[0, 0]),
+                               "label": LABEL}
+        notes.append("caveat: " + pim["result"] + ".")
     if phase == "decode":
         regimes = {}
         for regime in ("eager", "graph"):

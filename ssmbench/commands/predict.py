@@ -371,6 +371,13 @@ def _total_rows(r: dict) -> list[list[str]]:
         rows.append([f"crossover vs {c['baseline']} ({c['phase']})", c["result"]])
     if "calibrated" in t:
         rows += _calibrated_total_rows(t)
+    if "state_residency" in t:
+        rows.append(["recurrent state (decode)", t["state_residency"]["result"]])
+    if "pim_caveat" in t:
+        p = t["pim_caveat"]
+        rows.append(["caveat: PIM bandwidth applied to host GEMMs", p["result"]])
+        rows.append(["time with host GEMMs at the host bandwidth (analytic bound, alternative)",
+                     si(p["time_s_host_gemms"], "s")])
     if t["ops_not_fitting_on_chip"]:
         rows.append(["does not fit on chip (working set)", ", ".join(t["ops_not_fitting_on_chip"])])
     for nb in t["not_bounded"]:

@@ -24,7 +24,7 @@ from ..errors import UserError
 from ..files import check_output_file
 from ..files import dump_yaml
 from ..hwspecs import units
-from ..hwspecs.ceilings import ceiling
+from ..hwspecs.ceilings import ORIGIN_OF_TAG, ceiling
 from ..hwspecs.fragment import load_fragment, with_measured
 from ..hwspecs.loader import SpecError, get_spec, load_all, load_spec, parse_spec
 from ..hwspecs.schema import DTYPES, ID_PATTERN, MEMORY_LEVELS, Spec
@@ -44,12 +44,15 @@ LIST_COLUMNS = (
 # uses, so that what ``specs`` prints is what a prediction divides by.
 PREFER_DEFAULT = "measured"
 CEILINGS_SHOWN = {
-    "measured": "measured ceilings [m] where the spec has them, else datasheet values (--prefer measured)",
-    "datasheet": "datasheet values; measured ceilings are ignored (--prefer datasheet)",
+    "measured": "measured ceilings [m] where the spec has them, else the spec's own values (datasheet, derived [d] "
+                "or design assumption [a], as marked) (--prefer measured)",
+    "datasheet": "the spec's own values (datasheet, derived [d] or design assumption [a], as marked); measured "
+                 "ceilings are ignored (--prefer datasheet)",
 }
 
-_MARK = {"datasheet": "", "derived": " [d]", "assumption": " [a]", "measured": " [m]"}
-_ORIGIN_OF_TAG = {"P": "datasheet", "S": "datasheet", "R": "datasheet", "D": "derived", "A": "assumption"}
+_MARK = {"datasheet": "", "derived": " [d]", "design assumption": " [a]", "measured": " [m]"}
+# the origin words of hwspecs.ceilings (a design assumption prints as one, never as a datasheet value)
+_ORIGIN_OF_TAG = {"P": "datasheet", "S": "datasheet", "R": "datasheet", **ORIGIN_OF_TAG}
 LEGEND = (
     "Unmarked: datasheet value. [m] measured on the device (attained ceiling); [d] derived from datasheet "
     "values (method in the source); [a] design assumption of a hypothetical device; unknown: the spec says "
@@ -191,7 +194,8 @@ def cmd_show(args) -> int:
                 for m in measured],
                wrap=("method",))
     else:
-        print(f"No measured ceilings in {spec.id}: every ceiling is a datasheet, derived or assumed value.")
+        kinds = "a design assumption of this hypothetical device" if spec.hypothetical else "a datasheet or derived value"
+        print(f"No measured ceilings in {spec.id}: every ceiling is {kinds}.")
     _table(f"Sources of {spec.id}", ["id", "tag", "title", "url"],
            [[sid, s.tag, s.title.strip(), s.url or ""] for sid, s in spec.sources.items()],
            caption="Tags: P primary text read; S secondary copy; R official URL, not re-read; D derived "

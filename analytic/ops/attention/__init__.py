@@ -3,4 +3,4 @@
 ``cost.py`` holds the registered cost rules; ``ref.py`` the plain-PyTorch references (imported only
 where torch is wanted, through ``registry.reference``)."""
 
-from . import cost  # noqa: F401  (registers the family's ops)
+from . import cost, extras  # noqa: F401  (registers the family's ops; extras: RoPE, KV-cache append)

@@ -63,10 +63,36 @@ def sdpa_ref(q, k, v, causal: bool, scale: float, hi: bool):
     return mm(pr, vv, w).to(w)
 
 
+def rope_ref(q, k, cos, sin, hi: bool):
+    """Rotary embedding (``rope``, fused kernels' semantics, rotate-half pairing): q [b, L, H, P],
+    k [b, L, G, P]; cos, sin [b, L, P / 2] (each token's angle). Returns rotated (q, k)."""
+    import torch
+
+    f, w = precision_dtype(hi), q.dtype
+
+    def rot(x):
+        x1, x2 = x.to(f).chunk(2, dim=-1)
+        c, s = cos.to(f).unsqueeze(2), sin.to(f).unsqueeze(2)
+        return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1).to(w)
+
+    return rot(q), rot(k)
+
+
+def kv_append_ref(k_cache, v_cache, k, v, pos: int):
+    """KV-cache append (``kv_append``, index_copy): k, v [b, G, L, P] written at positions pos .. pos + L - 1
+    of the caches [b, G, S, P] (in place); returns the caches."""
+    n = k.shape[2]
+    k_cache[:, :, pos:pos + n] = k
+    v_cache[:, :, pos:pos + n] = v
+    return k_cache, v_cache
+
+
 REFERENCES = (
     Reference("attention_causal", ("naive",), ("fwd", "bwd", "fwdbwd", "decode"), "eager", attention_causal_ref),
     Reference("attention_full", ("naive",), ("fwd", "bwd", "fwdbwd", "decode"), "eager", attention_full_ref),
     *(Reference(op, ("fa2", "fa3"), ("fwd", "bwd", "fwdbwd", "decode"), "gate", sdpa_ref) for op in ("attention_causal", "attention_full")),
+    Reference("rope", ("fused",), ("fwd", "bwd", "fwdbwd", "decode"), "gate", rope_ref),
+    Reference("kv_append", ("index_copy",), ("fwd", "decode"), "eager", kv_append_ref),
 )
 _ATTN = (Input("q", normal("B", "H", "L", "P")), Input("k", normal("B", "G", "S", "P")),
          Input("v", normal("B", "G", "S", "P")))

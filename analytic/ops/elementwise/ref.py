@@ -27,10 +27,37 @@ def silu_gate_ref(x, z):
     return x * F.silu(z)
 
 
+def copy_ref(x):
+    """Plain PyTorch reference (``copy``): a layout copy, x [B, L, D] -> x.transpose(-2, -1).contiguous()."""
+    return x.transpose(-2, -1).contiguous()
+
+
+def cast_ref(x):
+    """Plain PyTorch reference (``cast``): x.to(torch.float32); no kernel when x is fp32 already."""
+    import torch
+    return x.to(torch.float32)
+
+
+def add_ref(x, y):
+    """Plain PyTorch reference (``add``, torch_eager): the residual add x + y [B, L, D]."""
+    return x + y
+
+
+def a_from_log_ref(a_log):
+    """Plain PyTorch reference (``a_from_log``): A = -exp(A_log.float()) as mamba-ssm's Mamba / Mamba2
+    compute it on every call; A_log [E, N] (Mamba-2: [H])."""
+    import torch
+    return -torch.exp(a_log.float())
+
+
 REFERENCES = (
     Reference("silu", ("torch_eager",), ("fwd", "bwd", "fwdbwd", "decode"), "eager", silu_ref),
     Reference("softplus", ("torch_eager",), ("fwd", "bwd", "fwdbwd", "decode"), "eager", softplus_ref),
     Reference("silu_gate", ("torch_eager",), ("fwd", "bwd", "fwdbwd", "decode"), "eager", silu_gate_ref),
+    Reference("copy", ("torch_eager",), ("fwd", "decode"), "eager", copy_ref),
+    Reference("cast", ("to_fp32", "param_to_fp32"), ("fwd", "bwd", "fwdbwd", "decode"), "eager", cast_ref),
+    Reference("add", ("torch_eager",), ("fwd", "decode"), "eager", add_ref),
+    Reference("a_from_log", ("fp32_param", "cast_param"), ("fwd", "bwd", "fwdbwd", "decode"), "eager", a_from_log_ref),
 )
 RECIPES = (
     Recipe("silu", "torch_eager", (Input("x", normal(*BLD)),)),

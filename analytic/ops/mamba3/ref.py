@@ -274,7 +274,23 @@ def mamba3_siso_step_ref(Q, K, V, ADT, DT, Trap, Q_bias, K_bias, Angles, D, Z, a
     return [y.to(w), ang, hs, k]
 
 
+def mamba3_prep_ref(dd_A, dd_dt, dt_bias, angles, A_floor: float = 1e-4):
+    """Plain PyTorch reference (``mamba3_prep``): Mamba3.forward's pre-processing, verbatim.
+    dd_A, dd_dt [B, L, H] (slices of the in-projection), dt_bias [H] fp32, angles [B, L, S].
+    Returns DT, ADT [B, L, H] fp32 (the module then views them as [B, H, L]) and angles [B, L, H, S] fp32."""
+    import torch
+    import torch.nn.functional as F
+
+    _A = -F.softplus(dd_A.to(torch.float32))
+    _A = torch.clamp(_A, max=-A_floor)
+    DT = F.softplus(dd_dt + dt_bias)
+    ADT = _A * DT
+    angles = angles.unsqueeze(-2).expand(-1, -1, dd_A.shape[-1], -1).to(torch.float32)
+    return DT, ADT, angles
+
+
 REFERENCES = (
+    Reference("mamba3_prep", ("torch_eager",), ("fwd", "bwd", "fwdbwd"), "eager", mamba3_prep_ref),
     Reference("mamba3", ("siso",), ("fwd", "bwd", "fwdbwd"), "gate", mamba3_siso_ref),
     Reference("mamba3", ("siso",), ("decode",), "gate", mamba3_siso_step_ref),
 )

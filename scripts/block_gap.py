@@ -1,0 +1,92 @@
+"""Whole blocks against their ops: each measured block case (``block:...`` records) beside the bound
+composed from the op calls its plan lists (``analytic/workloads/blocks.py``, ``composed_bound``).
+
+Usage: python scripts/block_gap.py RESULTS_DIR [--hw SPEC] [--prefer measured|datasheet] [--json]
+                                   [--max-median-error PCT]
+
+For every block case with status ok (the latest record of each key), on the spec of the device it
+was measured on (``--hw``, default h200-sxm):
+- measured: the median time of one call (measurement, CUDA events; decode replays a CUDA graph);
+- summed: the analytic bound of the block's summed cost (max over resources of all its work: the
+  bound the calibration join records);
+- composed: the sum over the block's op calls of each call's analytic bound (kernels run one after
+  another; eager launches, graph replay for decode), the way model predictions compose;
+- ratio: measured / composed (>= 1 for a true bound).
+Then the median ratio per block and over all cases. ``--max-median-error PCT`` exits 1 when the
+median of |measured / composed - 1| exceeds PCT percent (the check for an achievable model of the
+whole blocks composed from their ops). Nothing is fitted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+
+
+def rows(folder: str, hw: str, prefer: str) -> list[dict]:
+    from ssmbench.analytic.workloads.blocks import composed_bound
+    from ssmbench.hwspecs import get_spec
+    from ssmbench.measure.results import latest_by_key, read_dir
+
+    spec = get_spec(hw)
+    out = []
+    for key, c in sorted(latest_by_key(read_dir(folder)).items()):
+        if not str(c.get("op", "")).startswith("block:") or c.get("status") != "ok":
+            continue
+        measured = (c.get("time_s") or {}).get("median")
+        b = composed_bound(c["op"], c["dims"], spec, impl=c.get("impl"), mode=c["mode"], dtype=c["dtype"],
+                           prefer=prefer)
+        out.append({"key": key, "op": c["op"], "mode": c["mode"], "dims": c["dims"], "measured_s": measured,
+                    "summed_bound_s": b["summed_cost_bound_s"], "composed_bound_s": b["composed_s"],
+                    "launch": b["launch"], "calls": b["calls"],
+                    "ratio": measured / b["composed_s"] if measured and b["composed_s"] else None})
+    return out
+
+
+def summary(rs: list[dict]) -> dict:
+    by: dict[str, list[float]] = {}
+    for r in rs:
+        if r["ratio"] is not None:
+            by.setdefault(f"{r['op']} {r['mode']}", []).append(r["ratio"])
+    every = [r["ratio"] for r in rs if r["ratio"] is not None]
+    return {"median_ratio": statistics.median(every) if every else None,
+            "median_abs_error_pct": statistics.median(abs(x - 1) * 100 for x in every) if every else None,
+            "per_block": {k: statistics.median(v) for k, v in sorted(by.items())}, "cases": len(every)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("folder")
+    ap.add_argument("--hw", default="h200-sxm")
+    ap.add_argument("--prefer", default="measured", choices=("measured", "datasheet"))
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--max-median-error", type=float, metavar="PCT")
+    a = ap.parse_args(argv)
+    rs = rows(a.folder, a.hw, a.prefer)
+    s = summary(rs)
+    if a.json:
+        print(json.dumps({"label": "measured vs analytic bound composed from the block's ops", "spec": a.hw,
+                          "prefer": a.prefer, "cases": rs, "summary": s}, indent=1))
+    else:
+        print(f"{'measured':>10}{'summed':>10}{'composed':>10}{'meas/comp':>10}  case (us; analytic bounds on {a.hw})")
+        for r in rs:
+            f = lambda x: f"{x * 1e6:10.1f}" if x else f"{'-':>10}"  # noqa: E731
+            print(f"{f(r['measured_s'])}{f(r['summed_bound_s'])}{f(r['composed_bound_s'])}"
+                  f"{r['ratio'] or float('nan'):10.3f}  {r['op']} {r['mode']} "
+                  + ",".join(f"{k}={v}" for k, v in sorted(r["dims"].items())))
+        for k, v in s["per_block"].items():
+            print(f"median measured / composed bound, {k}: {v:.3f}")
+        print(f"median measured / composed bound, all {s['cases']} block cases: {s['median_ratio']:.3f} "
+              f"(median |ratio - 1| = {s['median_abs_error_pct']:.1f} %)")
+    if a.max_median_error is not None and (s["median_abs_error_pct"] is None
+                                           or s["median_abs_error_pct"] > a.max_median_error):
+        print(f"block_gap: median |measured / composed - 1| = {s['median_abs_error_pct']} % exceeds "
+              f"{a.max_median_error} %", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
