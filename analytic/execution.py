@@ -68,6 +68,17 @@ TRAITS: dict[tuple[str, str], Traits] = {
         ("fa3", EXTENSION),        # flash-attn's Hopper extension (flash_attn_interface)
         ("splitkv", EXTENSION),    # flash_attn_with_kvcache
     )},
+    ("rope", "fused"): EXTENSION,            # vLLM's rotary_embedding custom op
+    ("kv_append", "index_copy"): EAGER,
+    ("kv_append", "fused"): EXTENSION,       # vLLM's reshape_and_cache custom op
+    ("copy", "torch_eager"): EAGER,
+    ("cast", "to_fp32"): EAGER,
+    ("cast", "param_to_fp32"): EAGER,
+    ("add", "torch_eager"): EAGER,
+    ("add", "fused_norm"): TRITON,           # inside mamba-ssm's Triton fused_add_norm (no launch of its own)
+    ("a_from_log", "fp32_param"): EAGER,
+    ("a_from_log", "cast_param"): EAGER,
+    ("mamba3_prep", "torch_eager"): EAGER,
     ("conv1d", "causal_conv1d"): EXTENSION,
     ("conv1d", "torch_conv"): EAGER,
     ("gated_delta_rule", "chunked"): TRITON,
