@@ -48,16 +48,26 @@ class Traits:
     # warps in different phases), so its engine time is the largest engine's; "serial": the same warps
     # run one engine's phase after another's with nothing else to hide it, so engine times add.
     engines: Literal["overlap", "serial"] = "overlap"
+    # the class of the decode step's kernel where it differs (a library's decode kernel is not its
+    # prefill kernel: mamba-ssm's selective_state_update is a plain Triton kernel)
+    decode_host_class: str | None = None
 
     def __post_init__(self):
-        if self.host_class not in HOST_CLASSES:
-            raise ValueError(f"unknown host class {self.host_class!r}; known: {HOST_CLASSES}")
+        for c in (self.host_class, self.decode_host_class):
+            if c is not None and c not in HOST_CLASSES:
+                raise ValueError(f"unknown host class {c!r}; known: {HOST_CLASSES}")
+
+    def host_class_for(self, mode: str) -> str:
+        return self.decode_host_class if mode == "decode" and self.decode_host_class else self.host_class
 
 
 EAGER = Traits("torch_eager")
 CUBLAS = Traits("cublas")
 EXTENSION = Traits("cuda_extension")
 TRITON = Traits("triton", fp32_matmul="tf32")
+# mamba-ssm's SSD and Mamba-3 prefill kernels, fla's chunked kernels and mamba-ssm's Triton norms are
+# wrapped in triton.autotune; their decode kernels (selective_state_update, fused_recurrent) are not
+AUTOTUNED = Traits("triton_autotune", fp32_matmul="tf32", decode_host_class="triton")
 FA2 = Traits("torch_eager", engines="serial")
 
 # (op, implementation) -> traits. Every registered implementation has an entry (tests/test_execution.py).
@@ -81,7 +91,7 @@ TRAITS: dict[tuple[str, str], Traits] = {
     ("mamba3_prep", "torch_eager"): EAGER,
     ("conv1d", "causal_conv1d"): EXTENSION,
     ("conv1d", "torch_conv"): EAGER,
-    ("gated_delta_rule", "chunked"): TRITON,
+    ("gated_delta_rule", "chunked"): AUTOTUNED,
     ("gated_delta_rule", "recurrent"): TRITON,
     ("silu", "torch_eager"): EAGER,
     ("softplus", "torch_eager"): EAGER,
@@ -90,11 +100,11 @@ TRAITS: dict[tuple[str, str], Traits] = {
     ("embedding", "gather_scatter"): EAGER,
     ("lm_head", "cublas"): CUBLAS,
     ("linear", "cublas"): CUBLAS,
-    ("mamba1_scan", "fused"): EXTENSION,
+    ("mamba1_scan", "fused"): Traits("cuda_extension", decode_host_class="triton"),
     ("mamba1_scan", "naive"): EAGER,
     ("mamba1_scan", "loop"): EAGER,
-    ("mamba3", "siso"): TRITON,
-    ("mamba3", "mimo"): TRITON,
+    ("mamba3", "siso"): AUTOTUNED,
+    ("mamba3", "mimo"): AUTOTUNED,
     ("mlp", "torch_eager"): EAGER,
     ("mlp", "fused"): CUBLAS,
     ("gated_mlp", "torch_eager"): EAGER,
@@ -104,9 +114,9 @@ TRAITS: dict[tuple[str, str], Traits] = {
     ("gated_mlp_geglu", "torch_eager"): EAGER,
     ("gated_mlp_geglu", "fused"): CUBLAS,
     ("moe", "grouped_gemm"): TRITON,
-    ("rmsnorm", "fused"): TRITON,
+    ("rmsnorm", "fused"): AUTOTUNED,
     ("rmsnorm", "torch_eager"): EAGER,
-    ("layernorm", "fused"): TRITON,
+    ("layernorm", "fused"): AUTOTUNED,
     ("layernorm", "torch_eager"): EAGER,
     ("gated_rmsnorm", "fused"): TRITON,
     ("gated_rmsnorm", "torch_eager"): EAGER,
@@ -116,9 +126,9 @@ TRAITS: dict[tuple[str, str], Traits] = {
     ("softmax", "online"): TRITON,
     ("softmax", "three_pass"): TRITON,
     ("softmax", "torch_eager"): EAGER,
-    **{(op, "triton"): TRITON for op in ("ssd_chunk_cumsum", "ssd_bmm", "ssd_chunk_state", "ssd_state_passing",
+    **{(op, "triton"): AUTOTUNED for op in ("ssd_chunk_cumsum", "ssd_bmm", "ssd_chunk_state", "ssd_state_passing",
                                          "ssd_chunk_scan")},
-    ("ssd", "chunked"): TRITON,
+    ("ssd", "chunked"): AUTOTUNED,
     ("ssd", "quadratic"): EAGER,
     ("ssd", "recurrent"): EAGER,
 }
@@ -138,9 +148,14 @@ def traits(op: str, impl: str, backend: str | None = None) -> Traits:
         raise KeyError(f"no execution traits for {op}/{impl}; add them to analytic/execution.py") from None
 
 
-def host_class(op: str, impl: str, backend: str | None = None) -> str:
-    """The backend class of one call of ``op``/``impl`` (measured on ``backend`` when given)."""
-    return traits(op, impl, backend).host_class
+def host_class(op: str, impl: str, backend: str | None = None, mode: str = "fwd") -> str:
+    """The backend class of one call of ``op``/``impl`` in ``mode`` (measured on ``backend`` when given)."""
+    return traits(op, impl, backend).host_class_for(mode)
+
+
+# Modes whose measured call is one torch.autograd.grad (measure/backends/common.py): the autograd
+# engine's own host time is paid once per call, beside the kernels the backward issues.
+AUTOGRAD_MODES = ("bwd", "fwdbwd")
 
 
 def fp32_matmul_on_tf32(op: str, impl: str, backend: str | None = None) -> bool:
@@ -155,10 +170,14 @@ def serial_engines(op: str, impl: str, backend: str | None = None) -> bool:
     return not is_composite(op) and traits(op, impl, backend).engines == "serial"
 
 
-def as_measured(cost: Cost, backend: str | None) -> Cost:
-    """``cost`` with its host calls moved to the class of the measured ``backend`` where that backend
-    has its own call path (``BACKEND_TRAITS``)."""
-    if backend not in BACKEND_TRAITS:
-        return cost
-    calls = sum(cost.host.values(), 0)
-    return dataclasses.replace(cost, host={BACKEND_TRAITS[backend].host_class: calls} if calls else {})
+def as_measured(cost: Cost, backend: str | None, mode: str | None = None) -> Cost:
+    """``cost`` as one measured call: its host calls moved to the class of the measured ``backend``
+    where that backend has its own call path (``BACKEND_TRAITS``), and one autograd engine call
+    added for a backward (``AUTOGRAD_MODES``: the measurement is one ``torch.autograd.grad``)."""
+    host = dict(cost.host)
+    if backend in BACKEND_TRAITS:
+        calls = sum(host.values(), 0)
+        host = {BACKEND_TRAITS[backend].host_class: calls} if calls else {}
+    if mode in AUTOGRAD_MODES:
+        host["autograd"] = host.get("autograd", 0) + 1
+    return dataclasses.replace(cost, host=host)

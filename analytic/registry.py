@@ -248,7 +248,7 @@ def symbolic_cost(op_name: str, impl_name: str | None = None, mode: str = "fwd",
         raise TypeError(f"op {op.name}/{impl.name}: rule returned {type(cost).__name__}, expected Cost")
     if not cost.host and cost.launches != 0:
         # Every launch of this implementation is issued through its backend class (execution.py).
-        cost = dataclasses.replace(cost, host={execution.host_class(op.name, impl.name): cost.launches})
+        cost = dataclasses.replace(cost, host={execution.host_class(op.name, impl.name, mode=mode): cost.launches})
     stray = {s.name for s in cost.free_symbols()} - set(op.dims)
     if stray:
         raise ValueError(f"op {op.name}/{impl.name}: cost uses dimension(s) {sorted(stray)} not in op.dims")

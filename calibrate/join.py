@@ -101,7 +101,7 @@ def resource_bounds(spec: Spec, op: str, impl: str, dims: Mapping[str, int], dty
     c = analytic_cost(op, dict(dims), impl=impl, mode=mode, dtype=dtype)
     proj = roofline.project(c, spec, prefer=prefer, launch="eager", bytes_basis="executed")
     sheet = roofline.project(c, spec, prefer="datasheet", launch="eager", bytes_basis="executed")
-    ach = achievable.estimate(execution.as_measured(c, backend), spec,
+    ach = achievable.estimate(execution.as_measured(c, backend, mode), spec,
                               tf32=execution.fp32_matmul_on_tf32(op, impl, backend),
                               serial=execution.serial_engines(op, impl, backend), launch="eager")
     times = {b.resource: float(b.time_s) for b in proj.bounds if b.time_s is not None and b.time_s > 0}

@@ -115,13 +115,17 @@ def test_registry_fills_host_calls_from_the_traits():
     c = cost("linear", {"B": 1, "L": 16, "I": 1024, "O": 2048}, impl="cublas")
     assert c.host == {"cublas": c.launches}
     s = cost("ssd", {"B": 1, "L": 1024, "H": 8, "P": 64, "N": 64, "G": 1, "C": 256}, impl="chunked")
-    assert set(s.host) == {"triton"} and float(s.host["triton"]) == float(s.launches) > 1
+    assert set(s.host) == {"triton_autotune"} and float(s.host["triton_autotune"]) == float(s.launches) > 1
+    d = cost("ssd", {"B": 1, "H": 8, "P": 64, "N": 64, "G": 1}, impl="chunked", mode="decode")
+    assert set(d.host) == {"triton"}  # selective_state_update is not autotuned
 
 
 def test_measured_backend_overrides_the_host_class():
     c = Cost(launches=1, host={"torch_eager": 1})
     assert execution.as_measured(c, "torch.sdpa.cudnn").host == {"cudnn": 1}
     assert execution.as_measured(c, "torch.sdpa.flash").host == {"torch_eager": 1}
+    assert execution.as_measured(c, "torch.sdpa.flash", "bwd").host == {"torch_eager": 1, "autograd": 1}
+    assert execution.as_measured(c, None, "decode").host == {"torch_eager": 1}
     assert execution.serial_engines("attention_causal", "fa2", "torch.sdpa.flash")
     assert not execution.serial_engines("attention_causal", "fa2", "torch.sdpa.cudnn")
 

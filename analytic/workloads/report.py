@@ -236,8 +236,14 @@ def achievable_rows(res: GridResult, spec, ops: list[dict]) -> dict:
         host += h
         gpu += g
         by_class[cls] = by_class.get(cls, 0.0) + max(h, g)
+    if res.phase == "train" and res.launch == "eager":
+        # the step's backward is one autograd engine call (its kernels are counted with their ops)
+        from ...hwspecs.schema import HOST_CLASSES
+        host += float(np.nan_to_num(table.host_s[0, HOST_CLASSES.index("autograd")]))
     t = max(host, gpu)
     host_used = {f"launch.{col}" for col in COL if col.startswith("host.") and res.call_work[:, COL[col], 0, 0].sum() > 0}
+    if res.phase == "train":
+        host_used.add("launch.host.autograd")
     if res.launch == "graph":
         host_used = set()
     used = {k for k in table.missing[0] if not k.startswith("launch.host.") or k in host_used}
