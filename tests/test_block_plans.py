@@ -192,3 +192,26 @@ def test_model_plans_add_the_residual_rope_and_cache_writes():
     dec = {c.label: c for c in plan(get_model("mamba2-130m"), "decode")}
     assert dec["mamba.A"].impl == "cast_param" and "mamba.residual" in dec
     assert "mamba.prep" not in [c.label for c in plan(get_model("mamba3-siso-1.5b"), "decode")]
+
+
+def test_block_gap_script_composes_every_stored_block_case():
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    cmd = [sys.executable, str(repo / "scripts" / "block_gap.py"), str(repo / "results/h200/2026-12-02/default")]
+    r = subprocess.run(cmd + ["--json"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    cases = out["cases"]
+    assert len(cases) == 23 and {c["op"] for c in cases} == {"block:mamba1", "block:mamba2", "block:mamba3",
+                                                              "block:attention", "block:gated_mlp"}
+    for c in cases:
+        assert c["composed_bound_s"] >= c["summed_bound_s"] * (1 - 1e-9) > 0
+        assert c["composed_bound_s"] == pytest.approx(sum(x["bound_s"] for x in c["calls"]))
+    assert out["summary"]["cases"] == 23 and out["summary"]["median_ratio"] > 1
+    # the check for an achievable model: fails while the composed figure is a bound far below the measurements
+    r = subprocess.run(cmd + ["--max-median-error", "10"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "exceeds 10.0 %" in r.stderr and "median measured / composed bound, all 23" in r.stdout

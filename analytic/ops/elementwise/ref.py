@@ -63,4 +63,12 @@ RECIPES = (
     Recipe("silu", "torch_eager", (Input("x", normal(*BLD)),)),
     Recipe("softplus", "torch_eager", (Input("x", normal(*BLD)),)),
     Recipe("silu_gate", "torch_eager", (Input("x", normal(*BLD)), Input("z", normal(*BLD)))),
+    Recipe("copy", "torch_eager", (Input("x", normal(*BLD)),)),
+    Recipe("cast", "to_fp32", (Input("x", normal(*BLD)),)),
+    # add's backward rule is the accumulation where two gradient paths meet, which x + y alone never runs
+    Recipe("add", "torch_eager", (Input("x", normal(*BLD)), Input("y", normal(*BLD))), exclude_modes=("bwd", "fwdbwd")),
+    Recipe("a_from_log", "fp32_param", (Input("a_log", normal("E", "N"), cast=False),), l1_decode=False,
+           tokens=lambda d: 1, backend="torch_ref.fp32_param"),
+    Recipe("a_from_log", "cast_param", (Input("a_log", normal("E", "N")),), l1_decode=False, tokens=lambda d: 1,
+           backend="torch_ref.cast_param"),
 )
