@@ -112,21 +112,25 @@ def per_step(t_short_s: float, t_long_s: float, steps_short: int, steps_long: in
     return d
 
 
-def knee(footprints: Sequence[float], bandwidths: Sequence[float]) -> dict[str, float] | None:
+def knee(footprints: Sequence[float], bandwidths: Sequence[float],
+         plateau_upto: float | None = None) -> dict[str, float] | None:
     """Where a read-bandwidth-vs-footprint curve falls from its cache plateau to its memory floor: the
-    last footprint at or above the midpoint between the plateau (the largest bandwidth) and the floor
-    (the bandwidth at the largest footprint), and the first one after it below. None when the curve
-    has no such step (the plateau is not at least 1.5x the floor)."""
+    last footprint at or above the midpoint between the plateau and the floor (the bandwidth at the
+    largest footprint), and the first one after it below. The plateau is the median bandwidth of the
+    footprints up to ``plateau_upto`` (default: the largest bandwidth), so that a few small footprints
+    served faster than the rest of the cache do not set it. None when the curve has no such step (the
+    plateau is not at least 1.5x the floor)."""
     f = np.asarray(footprints, dtype=float)
     bw = np.asarray(bandwidths, dtype=float)
     order = np.argsort(f)
     f, bw = f[order], bw[order]
-    plateau, floor = float(bw.max()), float(bw[-1])
+    head = bw[f <= plateau_upto] if plateau_upto is not None else bw[:0]
+    plateau, floor = (float(np.median(head)) if head.size else float(bw.max())), float(bw[-1])
     if plateau < 1.5 * floor:
         return None
     mid = (plateau + floor) / 2
-    top = int(np.argmax(bw))
-    below = next((i for i in range(top, f.size) if bw[i] < mid), None)
+    start = int(np.searchsorted(f, plateau_upto, side="right")) - 1 if head.size else int(np.argmax(bw))
+    below = next((i for i in range(max(start, 0), f.size) if bw[i] < mid), None)
     if below is None or below == 0:
         return None
     return {"last_above": float(f[below - 1]), "first_below": float(f[below]), "plateau": plateau,
@@ -294,13 +298,14 @@ def l2_bandwidth(ctx: Ctx) -> None:
     for mib in READ_SWEEP_MIB:
         bw, _ = read_bandwidth(ctx, mib, target_s=ctx.target_s / 5)
         points.append([mib * 2**20, bw])
-    k = knee([p[0] for p in points], [p[1] for p in points])
+    k = knee([p[0] for p in points], [p[1] for p in points], plateau_upto=L2_BW_MIB * 2**20)
     ctx.curves.append({"name": "read_bandwidth_vs_footprint", "x": "footprint_bytes", "y": "bytes_per_second",
                        "points": points, "knee": k, "method": f"{how}, median per point; {ctx.ver}"})
     if k is not None:
         ctx.observe("read_bandwidth.knee", k["first_below"], "capacity",
                     f"first footprint of the read sweep whose bandwidth is below the midpoint of the L2 plateau "
-                    f"and the DRAM floor (last above: {k['last_above'] / 2**20:g} MiB); the L2 capacity knee")
+                    f"(median up to {L2_BW_MIB} MiB) and the DRAM floor (last above: {k['last_above'] / 2**20:g} MiB); "
+                    f"the L2 capacity knee")
         ctx.observe("read_bandwidth.dram", k["floor"], "bandwidth",
                     f"the read sweep at {READ_SWEEP_MIB[-1]} MiB (read only, no writes), {how}; {ctx.ver}")
 
@@ -364,13 +369,35 @@ void add_one_launch(float* p, void* stream) { add_one_kernel<<<1, 1, 0, (cudaStr
 
 def build_extension():
     """The tiny CUDA extension (checks, device guard, current stream, one <<<1, 1>>> launch), as a
-    library's pybind11 op does it; built with torch.utils.cpp_extension.load_inline (nvcc, ninja)."""
+    library's pybind11 op does it; built with torch.utils.cpp_extension.load_inline (nvcc, ninja) in a
+    folder named by a hash of the sources and the PyTorch version, so that a second build on the same
+    machine (a device script may build it ahead, while other compilers run anyway) is ninja's no-op."""
+    import hashlib
+    import os
     import tempfile
 
+    import torch
     from torch.utils.cpp_extension import load_inline
 
+    tag = hashlib.sha1((EXT_CPP + EXT_CU + torch.__version__).encode()).hexdigest()[:12]
+    folder = os.path.join(tempfile.gettempdir(), f"ssmbench_probe_ext_{tag}")
+    os.makedirs(folder, exist_ok=True)
     return load_inline(name="ssmbench_probe_ext", cpp_sources=EXT_CPP, cuda_sources=EXT_CU,
-                       build_directory=tempfile.mkdtemp(prefix="ssmbench_probe_ext_"), verbose=False)
+                       build_directory=folder, verbose=False)
+
+
+def _build_off_the_measuring_cores():
+    """Run the build (and the compilers it starts, which inherit this thread's affinity) on the CPUs
+    this process is not pinned to, where there are any: a compiler on a measuring core would slow the
+    host-time measurements that run meanwhile (Linux: the affinity of the calling thread)."""
+    import os
+
+    with contextlib.suppress(AttributeError, OSError):
+        mine = os.sched_getaffinity(0)
+        others = set(range(os.cpu_count() or 0)) - mine
+        if others:
+            os.sched_setaffinity(0, others)
+    return build_extension()
 
 
 def class_call(cls: str, device, ext_future) -> tuple[Callable[[], Any], Any, str]:
@@ -444,7 +471,7 @@ def start_extension_build():
     from concurrent.futures import ThreadPoolExecutor
 
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="probe-ext-build")
-    future = pool.submit(build_extension)
+    future = pool.submit(_build_off_the_measuring_cores)
     pool.shutdown(wait=False)
     return future
 

@@ -74,6 +74,18 @@ def test_knee_finds_the_step_from_cache_to_memory():
     assert shuffled == k
 
 
+def test_knee_plateau_is_the_median_up_to_a_footprint():
+    # small footprints served faster than the rest of the cache (as on the H200: 12 TB/s at 1 MiB, 8-9
+    # at 8-64 MiB) must not put the knee inside the cache
+    mib = [1, 2, 4, 8, 16, 32, 40, 48, 64, 80, 96, 128, 512]
+    bw = [12e12, 11.3e12, 9.2e12, 8.9e12, 8.8e12, 8.3e12, 7.8e12, 8.2e12, 7.5e12, 5.9e12, 5.3e12, 4.9e12, 4.5e12]
+    f = [m * 2**20 for m in mib]
+    assert ach.knee(f, bw)["first_below"] == 40 * 2**20  # plateau = the largest: 12 TB/s
+    k = ach.knee(f, bw, plateau_upto=16 * 2**20)
+    assert (k["last_above"], k["first_below"]) == (64 * 2**20, 80 * 2**20)
+    assert k["plateau"] == 9.2e12
+
+
 def test_chain_is_one_cycle_through_every_slot():
     import torch
 
@@ -178,15 +190,15 @@ def test_cpu_probe_file_matches_the_probe_schema(tmp_path, monkeypatch):
     assert list(jsonschema.Draft202012Validator(schema).iter_errors(bad))
 
 
-STORED = sorted((REPO / "results" / "h200" / "2026-12-03").glob("*/probe-*.yaml"))
+STORED = sorted((REPO / "results" / "h200" / "2026-12-03").rglob("probe-*.yaml"))
 
 
-@pytest.mark.parametrize("path", STORED, ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("path", STORED, ids=lambda p: str(p.relative_to(REPO)))
 def test_stored_probe_files_match_the_schema_and_fit_the_h200_spec_keys(path):
     jsonschema = pytest.importorskip("jsonschema")
     from ssmbench.hwspecs.fragment import load_fragment
 
-    doc = yaml.safe_load(path.read_text())
+    doc = json.loads(json.dumps(yaml.safe_load(path.read_text()), default=str))  # YAML dates as JSON strings
     schema = json.loads((REPO / "docs" / "schemas" / "probe.schema.json").read_text())
     assert not [e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(doc)]
     assert load_fragment(path).entries
