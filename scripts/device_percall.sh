@@ -12,7 +12,7 @@ Usage: bash scripts/device_percall.sh [OPTIONS]      (on the GPU machine, with $
 First the extension builds (background, cores 2..) and installing; then the steps in the order given:
 
   --probe             ssmbench probe --device cuda ($OUT/probe-<spec>.yaml)
-  --percall LABELS    scripts/percall_split.py --only LABELS ($OUT/percall_split_<n>.json)
+  --percall LABELS    scripts/percall_split.py --only LABELS ($OUT/percall/percall_split_<n>.json)
   --suite FILE        a suite (file, or name in measure/suites/), with --resume
   --wait-builds       wait until no extension build is running (host times measured after it see no
                       compiler on the machine)
@@ -108,6 +108,7 @@ wait_builds() {
 }
 
 NPERCALL=0
+mkdir -p "$OUT/percall"  # beside results/, not in it: a results folder holds result files (--resume reads each)
 for i in "${!STEP_KIND[@]}"; do
   case "${STEP_KIND[$i]}" in
     wait) wait_builds ;;
@@ -123,7 +124,7 @@ for i in "${!STEP_KIND[@]}"; do
       say "percall_split ${STEP_ARG[$i]} (${BUDGET} s limit)"
       # shellcheck disable=SC2086  # the labels are words
       timeout -k 10 "$BUDGET" "${PIN_MEASURE[@]}" "$PY" scripts/percall_split.py \
-          --out "$OUT/percall_split_$NPERCALL.json" --only ${STEP_ARG[$i]} || say "percall_split ended with exit $?" ;;
+          --out "$OUT/percall/percall_split_$NPERCALL.json" --only ${STEP_ARG[$i]} || say "percall_split ended with exit $?" ;;
     suite)
       SAVED=("${SSMBENCH[@]}")
       SSMBENCH=("${PIN_MEASURE[@]}" "${SSMBENCH[@]}")  # run_sweep's command, on the measuring cores
@@ -133,7 +134,7 @@ for i in "${!STEP_KIND[@]}"; do
 done
 collect_build_logs
 [[ " ${STEP_KIND[*]} " == *" suite "* ]] && summary
-for f in "$OUT"/percall_split_*.json; do
+for f in "$OUT"/percall/percall_split_*.json; do
   [ -f "$f" ] && "$PY" -c "import json, sys; sys.path.insert(0, 'scripts'); import percall_split as p; \
 p.print_table(json.load(open(sys.argv[1])))" "$f"
 done

@@ -222,3 +222,13 @@ def test_achievable_measurements_on_cuda():
                                                   "triton_copy_time_vs_bytes", "copy__time_vs_bytes"}
     rows = {r["class"]: r for r in doc["per_call"]}
     assert rows["torch_eager"]["kernels_per_call"] == 1 and rows["triton"]["kernels_per_call"] == 1
+
+
+@pytest.mark.parametrize("folder", sorted(p.parent for p in (REPO / "results" / "h200" / "2026-12-03").rglob("run-*.json*")),
+                         ids=lambda p: str(p.relative_to(REPO)))
+def test_stored_result_folders_can_be_resumed_from(folder):
+    """--resume-from reads every .json of a folder as a result file: the per-call split files live in a
+    sub-folder (percall/), not beside the runs."""
+    from ssmbench.measure.results import finished_keys
+
+    assert finished_keys([folder], device="NVIDIA H200").keys
