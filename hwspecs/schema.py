@@ -194,10 +194,12 @@ class MemoryLevel(_Strict):
 
 # Backend classes whose host-side cost per call differs (the CPU time to issue one kernel through
 # that software path; the device runs ahead while the host issues): an eager PyTorch op (dispatcher,
-# allocator, launch), a Triton kernel (its Python launcher: argument binding, specialisation and
-# autotune-cache lookup), a CUDA-extension op (a pybind11 call into a library's own launcher), a
-# cuBLAS matmul issued by PyTorch, a cuDNN/SDPA call.
-HOST_CLASSES = ("torch_eager", "triton", "cuda_extension", "cublas", "cudnn")
+# allocator, launch), a Triton kernel (its Python launcher: argument binding, specialisation), an
+# autotuned Triton kernel (the same behind triton.autotune's Python-side config lookup), a
+# CUDA-extension op (a pybind11 call into a library's own launcher), a cuBLAS matmul issued by
+# PyTorch, a cuDNN/SDPA call; and ``autograd``: the autograd engine's own host time for one
+# ``torch.autograd.grad`` call (hand-off to its device thread and back), beyond the kernels it issues.
+HOST_CLASSES = ("torch_eager", "triton", "triton_autotune", "cuda_extension", "cublas", "cudnn", "autograd")
 
 
 class Launch(_Strict):

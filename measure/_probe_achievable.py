@@ -413,6 +413,18 @@ def class_call(cls: str, device, ext_future) -> tuple[Callable[[], Any], Any, st
         t = torch.zeros(1, device=device)
         return (lambda: add_one[(1,)](t, num_warps=1)), contextlib.nullcontext(), \
             "a one-element @triton.jit kernel through its Python launcher"
+    if cls == "triton_autotune":
+        from ._probe_kernels import add_one_autotuned
+
+        t = torch.zeros(1, device=device)
+        return (lambda: add_one_autotuned[(1,)](t, 1)), contextlib.nullcontext(), \
+            "a one-element kernel behind triton.autotune (2 configs, key n; config cached after the warm-up)"
+    if cls == "autograd":
+        x = torch.zeros(1, device=device, requires_grad=True)
+        y = x * 2.0
+        go = torch.ones(1, device=device)
+        return (lambda: torch.autograd.grad(y, x, go, retain_graph=True)), contextlib.nullcontext(), \
+            "torch.autograd.grad of a retained one-node graph (y = 2x, one element; its backward is one eager kernel)"
     if cls == "cuda_extension":
         ext = ext_future.result()  # raises the build's error
         t = torch.zeros(1, device=device)
@@ -451,9 +463,18 @@ def per_call_cost(ctx: Ctx, cls: str, ext_future) -> None:
         gpu = summarize_kernels(profile_gpu(call, PROFILE_CALLS)[0], PROFILE_CALLS)
     wall /= HOST_CALLS
     names = ", ".join(f"{d['name'][:60]} x{d['per_call']:g}" for d in gpu["names"][:3])
-    ctx.measure(f"launch.host.{cls}", host_s,
+    own, less = host_s, ""
+    if cls == "autograd":
+        # the engine's own cost: its backward's one eager kernel is launch.host.torch_eager's
+        eager = next((c["host_s"] for c in ctx.per_call if c["class"] == "torch_eager"), None)
+        if eager is None:
+            raise RuntimeError("launch.host.autograd needs launch.host.torch_eager measured first")
+        own, less = host_s - eager, f", minus launch.host.torch_eager ({eager * 1e6:.3g} us: its one backward kernel)"
+        if not own > 0:
+            raise RuntimeError(f"autograd.grad host time {host_s:.3g} s is not above one eager launch {eager:.3g} s")
+    ctx.measure(f"launch.host.{cls}", own,
                 f"host CPU time to issue {HOST_CALLS} calls of {what} back to back without synchronising "
-                f"(perf_counter_ns) / {HOST_CALLS}, median of {host_reps} batches; the GPU runs "
+                f"(perf_counter_ns) / {HOST_CALLS}, median of {host_reps} batches{less}; the GPU runs "
                 f"{gpu['busy_s'] * 1e6:.3g} us of kernels per call, so the launch queue stays short; {ctx.ver}")
     ctx.observe(f"launch.gpu.{cls}", gpu["busy_s"], "time",
                 f"GPU time per call of {what}: kernel durations from torch.profiler over {PROFILE_CALLS} calls / "

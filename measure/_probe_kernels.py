@@ -9,6 +9,9 @@ is present). Module-level so that Triton's JIT finds ``tl`` among the kernels' g
   sum per program is stored so that the loads cannot be removed.
 - ``copy``: a plain block copy (one program per block).
 - ``add_one``: the smallest useful kernel, for the per-call cost of a Triton launch.
+- ``add_one_autotuned``: the same behind ``triton.autotune`` (two configs, keyed on ``n``, as
+  mamba-ssm and fla wrap their kernels), for the per-call cost of an autotuned launch once its
+  config is cached.
 """
 
 import triton
@@ -46,4 +49,10 @@ def copy(src_ptr, dst_ptr, n, BLOCK: tl.constexpr):
 
 @triton.jit
 def add_one(x_ptr):
+    tl.store(x_ptr, tl.load(x_ptr) + 1.0)
+
+
+@triton.autotune(configs=[triton.Config({}, num_warps=1), triton.Config({}, num_warps=2)], key=["n"])
+@triton.jit
+def add_one_autotuned(x_ptr, n):
     tl.store(x_ptr, tl.load(x_ptr) + 1.0)
