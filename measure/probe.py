@@ -26,8 +26,20 @@ What is measured (every time through ``timing.time_call``; rate = work / median 
   back to back (``launch.kernel``); CUDA-graph per-node latency: a captured graph of 100 such kernels,
   replay time / 100 (``launch.graph_node``).
 
-A measurement that fails (unsupported dtype, Triton compile error) is listed under ``failed`` with
-its reason; the others still run. The output file must not exist (never overwritten).
+- CUDA only, for the achievable-time model (issue #13; ``measure/_probe_achievable.py`` says how each
+  is built): per-call cost by backend class (torch_eager, triton, cuda_extension, cublas, cudnn), host
+  time per call issued back to back without synchronising (``launch.host.<class>``), GPU kernel time
+  per call (torch.profiler) and wall time per call back to back as observations; load-to-use
+  latency by a pointer chase over 1 GiB, L2 flushed (``memory.dram.latency``) and over 8 MiB,
+  L2-resident (``memory.l2.latency``), with a latency-vs-footprint curve; L2 read bandwidth of a
+  16 MiB buffer read repeatedly with no flush (``memory.l2.bandwidth``), with a read-bandwidth-vs-
+  footprint sweep (1-512 MiB) and its knee; copy time vs bytes (4 KiB - 1 GiB) of a Triton copy
+  kernel and of ``copy_``, fitted as t = t0 + bytes / BW (observations). The curves are under
+  ``curves``, the per-class split under ``per_call``.
+
+A measurement that fails (unsupported dtype, Triton compile error, an extension that does not build)
+is listed under ``failed`` with its reason; the others still run. The output file must not exist
+(never overwritten).
 
 Spread: every measurement records how far its repeats disagree, p90 / p10 of the samples (``spread``).
 A median is a ceiling only when the repeats agree; on a small or shared machine PyTorch's default
@@ -90,6 +102,18 @@ def _observation(name: str, si: float, kind: str, method: str) -> dict[str, Any]
     return {"name": name, "value": format_quantity(si, kind, digits=4), "method": method}
 
 
+FAILURE_CHARS = 2000  # a compiler's output can run to pages: the reason keeps its start and its end
+
+
+def failure_reason(exc: BaseException) -> str:
+    """'Type: message' of a failed measurement, long messages cut in the middle."""
+    text = f"{type(exc).__name__}: {exc}"
+    if len(text) <= FAILURE_CHARS:
+        return text
+    half = FAILURE_CHARS // 2
+    return f"{text[:half]} [... {len(text) - FAILURE_CHARS} characters cut ...] {text[-half:]}"
+
+
 def _settings(sizes: ProbeSizes, cuda: bool, flush: bool = False) -> TimingSettings:
     return TimingSettings(target_s=sizes.target_s, warmup_calls=2, warmup_s=0.02, min_repeats=3,
                           max_repeats=1000, flush_l2=flush and cuda, cuda_graph=False)
@@ -130,23 +154,31 @@ def run_probe(device, sizes: ProbeSizes, argv: list[str] | None = None,
     spreads: list[dict[str, Any]] = []
     warnings: list[str] = []
 
-    def timed(name: str, call: Callable[[], Any], flush: bool = False) -> tuple[float, str]:
-        """The median of ``call`` and 'N (p90/p10 X)' for the method text; a wide spread is a warning."""
-        r = time_call(call, device, _settings(sizes, cuda, flush))
-        s = spread(r.samples_s)
+    def spread_text(name: str, samples) -> str:
+        """Record the spread of one measurement's repeats (a wide one is a warning); 'N (p90/p10 X)'."""
+        s = spread(samples)
         spreads.append({"name": name, **s})
         if s["p90_over_p10"] > SPREAD_WARN:
             warnings.append(f"probe {name}: the repeats spread widely (p90/p10 = {s['p90_over_p10']:.3g}, max/min = "
                             f"{s['max_over_min']:.3g} over {s['n']} samples; above {SPREAD_WARN:g} the median is "
                             f"not a stable ceiling); {_spread_hint(cuda)}")
-        return r.median, f"{s['n']} (p90/p10 {s['p90_over_p10']:.3g})"
+        return f"{s['n']} (p90/p10 {s['p90_over_p10']:.3g})"
+
+    def timed(name: str, call: Callable[[], Any], flush: bool = False,
+              target_s: float | None = None) -> tuple[float, str]:
+        """The median of ``call`` and 'N (p90/p10 X)' for the method text; a wide spread is a warning."""
+        settings = _settings(sizes, cuda, flush)
+        if target_s is not None:
+            settings = settings.replace(target_s=target_s)
+        r = time_call(call, device, settings)
+        return r.median, spread_text(name, r.samples_s)
 
     def attempt(name: str, fn: Callable[[], None]) -> None:
         log(f"probe: {name} ...")
         try:
             fn()
         except Exception as exc:  # one unsupported measurement must not lose the others
-            failed.append({"name": name, "reason": f"{type(exc).__name__}: {exc}"})
+            failed.append({"name": name, "reason": failure_reason(exc)})
         finally:
             if cuda:
                 torch.cuda.empty_cache()
@@ -238,12 +270,29 @@ def run_probe(device, sizes: ProbeSizes, argv: list[str] | None = None,
                                f"CUDA graph of {LAUNCH_BATCH} one-element add_ kernels, replay time / {LAUNCH_BATCH}, "
                                f"median of {reps}; {ver}", today))
 
+    achievable = None
+    if cuda:
+        from . import _probe_achievable as ach
+
+        # the CUDA extension for launch.host.cuda_extension compiles while the GPU is measured
+        ext_future = ach.start_extension_build()
+        try:
+            import triton
+
+            kver = f"{ver}, Triton {triton.__version__}"
+        except ImportError:
+            kver = ver
+        achievable = ach.Ctx(device=device, timed=timed, spread_text=spread_text, ver=kver, target_s=sizes.target_s,
+                             measure=lambda key, si, method: measured.append(_entry(key, si, method, today)),
+                             observe=lambda name, si, kind, method: observations.append(
+                                 _observation(name, si, kind, method)), log=log)
     attempt("copy bandwidth", copy)
     for dt in ("fp32", "bf16", "fp16"):
         attempt(f"matmul {dt}", lambda dt=dt: matmul(dt))
     attempt("vector and exp rates", vector_and_exp)
     if cuda:
         attempt("launch latency", launches)
+        ach.run_achievable(achievable, attempt, ext_future)
     return {
         "schema_version": PROBE_SCHEMA_VERSION,
         "kind": "ssmbench-probe",
@@ -255,6 +304,8 @@ def run_probe(device, sizes: ProbeSizes, argv: list[str] | None = None,
         "failed": failed,
         "spread": spreads,
         "warnings": warnings,
+        "curves": achievable.curves if achievable else [],
+        "per_call": achievable.per_call if achievable else [],
         "how_to_use": "ssmbench specs new --from SPEC --probe THIS_FILE --out NEW.yaml merges the 'measured' "
                       "entries into a copy of SPEC (they are in the spec schema's format; keys are spec value paths)",
     }
