@@ -154,3 +154,19 @@ def test_every_builtin_spec_gives_an_estimate_or_names_what_is_missing():
 def test_h200_spec_lists_what_it_knows():
     e = estimate(cost("linear", {"B": 1, "L": 16, "I": 1024, "O": 2048}, impl="cublas"), get_spec("h200-sxm"))
     assert e.spec_id == "h200-sxm" and e.time_s > 0
+
+
+def test_state_kept_on_chip_leaves_dram_in_the_achievable_estimate():
+    import dataclasses
+
+    from ssmbench.analytic.roofline import SpecTable
+    from ssmbench.analytic.workloads.evaluate import analyze
+    from ssmbench.analytic.workloads.models import get_model
+    from ssmbench.analytic.workloads.report import achievable_rows
+
+    spec = get_spec("ssm-sram-asic")
+    res = analyze(get_model("mamba2-2.7b"), "decode", SpecTable.of([spec]), [4], [4096.0], keep_calls=True)
+    assert bool(res.residency[0].resident[0, 0])
+    on_chip = achievable_rows(res, spec, [{} for _ in res.calls.calls])
+    off_chip = achievable_rows(dataclasses.replace(res, residency=[]), spec, [{} for _ in res.calls.calls])
+    assert on_chip["gpu_s"] < off_chip["gpu_s"]

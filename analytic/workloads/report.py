@@ -226,11 +226,22 @@ def achievable_rows(res: GridResult, spec, ops: list[dict]) -> dict:
     table = AchievableTable.of([spec], "measured")
     host = gpu = 0.0
     by_class: dict[str, float] = {}
+    residency = res.residency[0] if res.residency else None
+    resident = residency is not None and bool(residency.resident[0, 0])
     for i, c in enumerate(res.calls.calls):
-        w = res.call_work[i, :, :1, :1]
+        w = np.array(res.call_work[i, :, :1, :1])
+        state_bytes = 0.0
+        if resident:  # the state lives in the spec's persistent on-chip level (placement.py), not in DRAM
+            state_c, state_e = (float(x[i, 0, 0]) for x in res.call_state)
+            w[COL["dram.compulsory"]] -= state_c
+            w[COL["dram.executed"]] -= state_e
+            state_bytes = state_e
         a = achievable_work(w, table, tf32=fp32_matmul_on_tf32(c.call.op, c.call.impl),
                             serial=serial_engines(c.call.op, c.call.impl), launch=res.launch)
         h, g = float(a.host[0, 0, 0]), float(a.gpu[0, 0, 0])
+        if state_bytes:
+            node = float(a.gpu[0, 0, 0] - np.max([t[0, 0, 0] for t in a.times.values()]))
+            g = max(g, node + state_bytes / residency.bandwidth)
         cls = str(a.bottleneck_names()[0, 0, 0])
         ops[i]["achievable"] = {"label": ACH_LABEL, "time_s": max(h, g), "host_s": h, "gpu_s": g, "bottleneck": cls}
         host += h
