@@ -31,7 +31,8 @@ Terms, for one call of an op whose kernels launch back to back (``launches`` = n
   launch.host.<c>, the CPU time to issue the calls (eager PyTorch op, Triton launcher, CUDA
   extension, cuBLAS, cuDNN). The host issues asynchronously, so back-to-back calls take
   max(T_host, T_gpu): a call is host-bound when issuing it takes longer than running it. Under
-  CUDA-graph replay (``launch="graph"``) the host issues one graph per step: T_host = 0 here.
+  CUDA-graph replay (``launch="graph"``) the host issues one captured graph per call, whatever its
+  kernels: T_host = launch.host.cuda_graph.
 - Achievable time T = max(T_host, T_gpu).
 
 Bottleneck classes: ``host/launch`` when T_host >= T_gpu; else ``latency`` when the fixed and latency
@@ -143,12 +144,14 @@ def _z(a: np.ndarray) -> np.ndarray:
 
 
 def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarray | bool = False,
-                    serial: np.ndarray | bool = False, launch: str = "eager") -> Achieved:
+                    serial: np.ndarray | bool = False, launch: str = "eager", graph_replays: float = 1.0) -> Achieved:
     """Achievable time of ``work`` [len(WORK_COLUMNS), *shape] on every spec of ``table``.
 
     ``tf32``: where fp32 matmul FLOPs run on TF32 tensor cores; ``serial``: where the engine times
     (tensor, vector, special function) add instead of overlapping (``execution.Traits.engines``).
-    Each is a bool, or an array over the work shape (one implementation per element)."""
+    Each is a bool, or an array over the work shape (one implementation per element).
+    ``graph_replays``: CUDA-graph replays the host issues for the work under ``launch="graph"`` (one
+    per measured call; 0 for one op of a model step whose single replay is counted once for the step)."""
     check_choice("launch regime", launch, ("eager", "graph"))
     extra = (1,) * (work.ndim - 1)
 
@@ -193,8 +196,8 @@ def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarra
     if launch == "eager":
         host_cols = np.stack([work[COL[f"host.{c}"]] for c in HOST_CLASSES])  # [H, *shape]
         host = np.tensordot(_z(table.host_s), host_cols, axes=([1], [0]))
-    else:
-        host = np.zeros(shape)
+    else:  # the host replays one captured graph per call, whatever its kernels
+        host = graph_replays * ps(_z(table.host_s[:, HOST_CLASSES.index("cuda_graph")])) + np.zeros(shape)
     host = np.broadcast_to(host, shape)
     time = np.maximum(host, gpu)
 
@@ -238,7 +241,7 @@ def estimate(cost: Cost, spec: Spec, *, tf32: bool = False, serial: bool = False
     a = achievable_work(work, table, tf32=tf32, serial=serial, launch=launch)
     miss = dict(table.missing[0])
     if launch == "graph":
-        miss = {k: v for k, v in miss.items() if not k.startswith("launch.host.")}
+        miss = {k: v for k, v in miss.items() if not k.startswith("launch.host.") or k == "launch.host.cuda_graph"}
     else:
         used = {f"launch.host.{c}" for c, v in cost.host.items() if float(v) > 0}
         miss = {k: v for k, v in miss.items() if not k.startswith("launch.host.") or k in used}

@@ -68,7 +68,7 @@ TRITON = Traits("triton", fp32_matmul="tf32")
 # mamba-ssm's SSD and Mamba-3 prefill kernels, fla's chunked kernels and mamba-ssm's Triton norms are
 # wrapped in triton.autotune; their decode kernels (selective_state_update, fused_recurrent) are not
 AUTOTUNED = Traits("triton_autotune", fp32_matmul="tf32", decode_host_class="triton")
-FA2 = Traits("torch_eager", engines="serial")
+FA2 = Traits("sdpa", engines="serial")
 
 # (op, implementation) -> traits. Every registered implementation has an entry (tests/test_execution.py).
 TRAITS: dict[tuple[str, str], Traits] = {

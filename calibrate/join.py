@@ -94,16 +94,17 @@ def _ceilings_used(sc: "roofline.SpecCeilings", times: Mapping[str, float], tens
 
 
 def resource_bounds(spec: Spec, op: str, impl: str, dims: Mapping[str, int], dtype: str, mode: str,
-                    prefer: str = "measured", backend: str | None = None) -> Bounds:
+                    prefer: str = "measured", backend: str | None = None, launch: str = "eager") -> Bounds:
     """The one place calibration turns an op identity into per-resource bound times on a spec, with
     the achievable estimate of the same call (``backend``: the measured backend, whose host call
-    path may differ from the one the implementation implies, see ``analytic/execution.py``)."""
+    path may differ from the one the implementation implies, see ``analytic/execution.py``;
+    ``launch``: "graph" for a case timed as CUDA-graph replays, whose host issue time is gone)."""
     c = analytic_cost(op, dict(dims), impl=impl, mode=mode, dtype=dtype)
     proj = roofline.project(c, spec, prefer=prefer, launch="eager", bytes_basis="executed")
     sheet = roofline.project(c, spec, prefer="datasheet", launch="eager", bytes_basis="executed")
     ach = achievable.estimate(execution.as_measured(c, backend, mode), spec,
                               tf32=execution.fp32_matmul_on_tf32(op, impl, backend),
-                              serial=execution.serial_engines(op, impl, backend), launch="eager")
+                              serial=execution.serial_engines(op, impl, backend), launch=launch)
     times = {b.resource: float(b.time_s) for b in proj.bounds if b.time_s is not None and b.time_s > 0}
     unknown = tuple(b.resource for b in proj.bounds if b.time_s is None)
     tensor_dtypes = [d for d, v in c.tensor.items() if d in roofline.TENSOR_DTYPES and float(v) > 0]
@@ -213,7 +214,10 @@ def join(results: list[ResultFile], spec: Spec, prefer: str = "measured", allow_
             try:
                 case = rec.case
                 family = case_family(case.op)
-                b = resource_bounds(spec, case.op, case.impl, case.dims, case.dtype, case.mode, prefer, case.backend)
+                # a case timed as CUDA-graph replays (measure's timing.cuda_graph) pays no host issue time
+                regime = "graph" if (rec.raw.get("timing") or {}).get("cuda_graph") else "eager"
+                b = resource_bounds(spec, case.op, case.impl, case.dims, case.dtype, case.mode, prefer, case.backend,
+                                    regime)
             except UserError as exc:  # unknown op, implementation, mode, dtype or dims: the analytic model says which
                 reason = str(exc)
                 unpredicted.append(f"{key}: {reason}")

@@ -202,9 +202,12 @@ class MemoryLevel(_Strict):
 # allocator, launch), a Triton kernel (its Python launcher: argument binding, specialisation), an
 # autotuned Triton kernel (the same behind triton.autotune's Python-side config lookup), a
 # CUDA-extension op (a pybind11 call into a library's own launcher), a cuBLAS matmul issued by
-# PyTorch, a cuDNN/SDPA call; and ``autograd``: the autograd engine's own host time for one
+# PyTorch, a torch SDPA call (backend selection and checks, then the FlashAttention kernel), an SDPA call
+# on the cuDNN backend (cuDNN's graph cache), one CUDA-graph replay (``cuda_graph``: the host cost of
+# launching a captured graph, paid once per replay whatever its nodes); and ``autograd``: the autograd engine's own host time for one
 # ``torch.autograd.grad`` call (hand-off to its device thread and back), beyond the kernels it issues.
-HOST_CLASSES = ("torch_eager", "triton", "triton_autotune", "cuda_extension", "cublas", "cudnn", "autograd")
+HOST_CLASSES = ("torch_eager", "triton", "triton_autotune", "cuda_extension", "cublas", "sdpa", "cudnn",
+                "cuda_graph", "autograd")
 
 
 class Launch(_Strict):

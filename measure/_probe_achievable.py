@@ -419,6 +419,17 @@ def class_call(cls: str, device, ext_future) -> tuple[Callable[[], Any], Any, st
         t = torch.zeros(1, device=device)
         return (lambda: add_one_autotuned[(1,)](t, 1)), contextlib.nullcontext(), \
             "a one-element kernel behind triton.autotune (2 configs, key n; config cached after the warm-up)"
+    if cls == "cuda_graph":
+        t = torch.zeros(1, device=device)
+        side = torch.cuda.Stream(device=device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            t.add_(1.0)
+        torch.cuda.current_stream(device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            t.add_(1.0)
+        return graph.replay, contextlib.nullcontext(), "CUDAGraph.replay() of a captured one-node graph (a one-element add_)"
     if cls == "autograd":
         x = torch.zeros(1, device=device, requires_grad=True)
         y = x * 2.0
@@ -434,6 +445,14 @@ def class_call(cls: str, device, ext_future) -> tuple[Callable[[], Any], Any, st
         a, b = (torch.randn(64, 64, device=device, dtype=torch.bfloat16) for _ in range(2))
         c = torch.empty(64, 64, device=device, dtype=torch.bfloat16)
         return (lambda: torch.matmul(a, b, out=c)), contextlib.nullcontext(), "a 64x64x64 bf16 torch.matmul(out=)"
+    if cls == "sdpa":
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        q, k, v = (torch.randn(1, 1, 128, 64, device=device, dtype=torch.bfloat16) for _ in range(3))
+        return (lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)), \
+            sdpa_kernel(SDPBackend.FLASH_ATTENTION), \
+            "a causal SDPA call under sdpa_kernel(FLASH_ATTENTION), [1, 1, 128, 64] bf16"
     if cls == "cudnn":
         import torch.nn.functional as F
         from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -464,6 +483,17 @@ def per_call_cost(ctx: Ctx, cls: str, ext_future) -> None:
     wall /= HOST_CALLS
     names = ", ".join(f"{d['name'][:60]} x{d['per_call']:g}" for d in gpu["names"][:3])
     own, less = host_s, ""
+    if cls == "cuda_graph":
+        t = torch.zeros(1, device=device)
+        side = torch.cuda.Stream(device=device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            t.add_(1.0)
+        torch.cuda.current_stream(device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            t.add_(1.0)
+        return graph.replay, contextlib.nullcontext(), "CUDAGraph.replay() of a captured one-node graph (a one-element add_)"
     if cls == "autograd":
         # the engine's own cost: its backward's one eager kernel is launch.host.torch_eager's
         eager = next((c["host_s"] for c in ctx.per_call if c["class"] == "torch_eager"), None)
