@@ -483,17 +483,6 @@ def per_call_cost(ctx: Ctx, cls: str, ext_future) -> None:
     wall /= HOST_CALLS
     names = ", ".join(f"{d['name'][:60]} x{d['per_call']:g}" for d in gpu["names"][:3])
     own, less = host_s, ""
-    if cls == "cuda_graph":
-        t = torch.zeros(1, device=device)
-        side = torch.cuda.Stream(device=device)
-        side.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(side):
-            t.add_(1.0)
-        torch.cuda.current_stream(device).wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            t.add_(1.0)
-        return graph.replay, contextlib.nullcontext(), "CUDAGraph.replay() of a captured one-node graph (a one-element add_)"
     if cls == "autograd":
         # the engine's own cost: its backward's one eager kernel is launch.host.torch_eager's
         eager = next((c["host_s"] for c in ctx.per_call if c["class"] == "torch_eager"), None)
