@@ -179,3 +179,22 @@ def test_a_graph_replay_pays_one_host_launch_per_call():
     g = estimate(c, toy_spec(graph_host=True), launch="graph")
     assert g.host_s == pytest.approx(4e-6)
     assert g.gpu_s == pytest.approx(30 * GRAPH_NODE + max(1e3 / VECTOR, 30 * LATENCY + 1e3 / DRAM_BW))
+
+
+def test_targets_script_prints_labelled_figures_and_rejects_a_bad_gap_file(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    script = root / "scripts" / "model_targets.py"
+    r = subprocess.run([sys.executable, str(script)], cwd=root, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "[achievable estimate] median |err|" in r.stdout and "[calibrated estimate, leave-shape-out]" in r.stdout
+    bad = tmp_path / "gap.json"
+    bad.write_text("{}")
+    r = subprocess.run([sys.executable, str(script), "--gap", str(bad)], cwd=root, capture_output=True, text=True)
+    assert r.returncode == 2 and "not a gap report" in r.stderr and "Traceback" not in r.stderr
+    r = subprocess.run([sys.executable, str(script), "--gap", str(tmp_path / "none.json")], cwd=root,
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "no gap report" in r.stderr

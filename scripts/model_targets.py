@@ -1,0 +1,89 @@
+"""Print where the time model stands against the targets of issue #13, from stored data only.
+
+Usage: python scripts/model_targets.py [--gap results/h200/2026-12-02/calibration/gap.json]
+                                       [--blocks results/h200/2026-12-02/default] [--hw h200-sxm]
+
+Reads the gap report that ``scripts/calibrate_h200.sh`` writes (``ssmbench gap --format json``) and
+composes the measured blocks from their ops (``scripts/block_gap.py``). Prints, each with its label:
+- the achievable estimate alone (analytic, parameters from the spec, nothing fitted): median |err|
+  over all measured cases (target <= 25 %), beside the datasheet roofline bound's;
+- the calibrated estimate, leave-shape-out over every group (calibrated and pooled): median and p90
+  |err| and 80 % interval coverage, overall and per family (targets 5 %, 15 %, 75-90 %);
+- whole blocks composed from their ops with the achievable estimate (target median <= 10 %);
+- the cases measured faster than the datasheet bound (must be none).
+A benchmark script: it prints figures and never fails on a missed target (they are not asserted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+TARGETS = {"achievable_median": 25.0, "cal_median": 5.0, "cal_p90": 15.0, "coverage": (0.75, 0.90), "blocks": 10.0}
+
+
+def _pct(v) -> str:
+    return "-" if v is None else f"{v:.1f} %"
+
+
+def _mark(ok: bool) -> str:
+    return "meets" if ok else "misses"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--gap", default="results/h200/2026-12-02/calibration/gap.json")
+    ap.add_argument("--blocks", default="results/h200/2026-12-02/default")
+    ap.add_argument("--hw", default="h200-sxm")
+    a = ap.parse_args(argv)
+    path = Path(a.gap)
+    if not path.is_file():
+        print(f"model_targets: no gap report at {path}; write one with scripts/calibrate_h200.sh "
+              "(or ssmbench gap --format json --out FILE)", file=sys.stderr)
+        return 2
+    try:
+        rep = json.loads(path.read_text())
+        ach = rep["achievable"]
+    except (json.JSONDecodeError, KeyError) as exc:
+        print(f"model_targets: {path} is not a gap report with an achievable section ({exc}); "
+              "regenerate it with scripts/calibrate_h200.sh", file=sys.stderr)
+        return 2
+
+    a_all = ach["all"]
+    print(f"Spec {rep['spec']['id']}; {a_all['n']} measured cases; labels in brackets.")
+    print(f"[achievable estimate] median |err| {_pct(a_all['median_ape_pct'])} (p90 {_pct(a_all['p90_ape_pct'])}); "
+          f"target <= {TARGETS['achievable_median']:g} %: {_mark(a_all['median_ape_pct'] <= TARGETS['achievable_median'])}; "
+          f"[analytic bound, datasheet] median |err| {_pct(ach['datasheet_bound_median_ape_pct'])}")
+    below = ach["faster_than_datasheet_bound"]
+    print(f"[measurement vs analytic bound] cases faster than the datasheet bound: {len(below)}"
+          + ("" if not below else " (" + ", ".join(b["key"] for b in below) + ")"))
+
+    rows = [r for r in rep["cases"] if r.get("heldout_ape_pct") is not None]
+    if rows:
+        import numpy as np
+        print("[calibrated estimate, leave-shape-out] family: median |err|, p90 |err|, 80 % coverage")
+        fams = sorted({r["family"] for r in rows})
+        for fam in fams + ["all"]:
+            fr = rows if fam == "all" else [r for r in rows if r["family"] == fam]
+            e = np.array([r["heldout_ape_pct"] for r in fr])
+            cov = np.mean([bool(r["covered"]) for r in fr if r["covered"] is not None]) if fr else float("nan")
+            ok = (np.median(e) <= TARGETS["cal_median"] and np.percentile(e, 90) <= TARGETS["cal_p90"]
+                  and TARGETS["coverage"][0] <= cov <= TARGETS["coverage"][1])
+            print(f"  {fam:12s} n={len(fr):4d}  {np.median(e):6.1f} %  {np.percentile(e, 90):6.1f} %  "
+                  f"{100 * cov:4.0f} %  {_mark(ok)}")
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import block_gap
+
+    s = block_gap.summary(block_gap.rows(a.blocks, a.hw, "measured"))
+    if s["achievable_median_abs_error_pct"] is not None:
+        m = s["achievable_median_abs_error_pct"]
+        print(f"[achievable estimate, blocks composed from their ops] {s['cases']} block cases: median |err| "
+              f"{m:.1f} %; target <= {TARGETS['blocks']:g} %: {_mark(m <= TARGETS['blocks'])}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
