@@ -61,9 +61,10 @@ TOL = 1e-7                         # optimiser tolerances: far below timing nois
 P_MAX = 16.0                       # overlap exponent: 1 = fixed time adds, 16 = nearly max()
 # Resources of the achievable model (analytic/achievable.py GPU_RESOURCES).
 ACH_RESOURCES = ("tensor", "vector", "special_function", "dram", "l2")
-# Host issue time per kernel launch taken where the spec does not model launch.host.* (the
-# achievable estimate's host term is then 0): the order of an eager PyTorch op's dispatch on a
-# current server CPU. ``achievable_eff`` scales it by h, so it is a starting point, not a result.
+# Host issue time per kernel launch taken where the spec models neither launch.host.* (the
+# achievable estimate's host term is then 0) nor launch.kernel: the order of an eager PyTorch op's
+# dispatch on a current server CPU. ``achievable_eff`` scales it by h, so it is a starting point,
+# not a result.
 HOST_NOMINAL_S = 5e-6
 SCALE_BOUNDS = (1e-3, 1e3)         # host and fixed-cost scales of achievable_eff
 
@@ -73,7 +74,8 @@ def achievable_terms(bounds: list[Bounds], T: np.ndarray, launches: np.ndarray):
     [n] from ``Bounds.achievable``. The fixed time is gpu_s - max_r times_s (n x launch.graph_node;
     the DRAM latency stays inside the dram time, as in the achievable model), so that with every
     parameter at 1, achievable_eff reproduces the achievable estimate. A host time of 0 (the spec
-    does not know launch.host.*) becomes HOST_NOMINAL_S per launch; a case without an achievable
+    does not know launch.host.*) becomes the launch bound (launches x launch.kernel) where the spec
+    knows it, else HOST_NOMINAL_S per launch; a case without an achievable
     estimate takes the roofline times (no l2 term) and no GPU fixed time."""
     n = len(bounds)
     A = np.zeros((n, len(ACH_RESOURCES)))  # [n, RA]
@@ -90,6 +92,8 @@ def achievable_terms(bounds: list[Bounds], T: np.ndarray, launches: np.ndarray):
         fixed[i] = max(float(a.get("gpu_s") or 0.0) - A[i].max(), 0.0)
         if float(a.get("host_s") or 0.0) > 0:
             host[i] = float(a["host_s"])
+        elif b.times.get("launch"):  # the spec's eager per-launch overhead (launch.kernel) x launches
+            host[i] = float(b.times["launch"])
     return A, host, fixed
 
 
