@@ -68,6 +68,8 @@ TRITON = Traits("triton", fp32_matmul="tf32")
 # mamba-ssm's SSD and Mamba-3 prefill kernels, fla's chunked kernels and mamba-ssm's Triton norms are
 # wrapped in triton.autotune; their decode kernels (selective_state_update, fused_recurrent) are not
 AUTOTUNED = Traits("triton_autotune", fp32_matmul="tf32", decode_host_class="triton")
+# mamba-ssm's Triton norms: the same autotuned kernel in every mode
+AUTOTUNED_NORM = Traits("triton_autotune", fp32_matmul="tf32")
 FA2 = Traits("sdpa", engines="serial")
 
 # (op, implementation) -> traits. Every registered implementation has an entry (tests/test_execution.py).
@@ -114,9 +116,9 @@ TRAITS: dict[tuple[str, str], Traits] = {
     ("gated_mlp_geglu", "torch_eager"): EAGER,
     ("gated_mlp_geglu", "fused"): CUBLAS,
     ("moe", "grouped_gemm"): TRITON,
-    ("rmsnorm", "fused"): AUTOTUNED,
+    ("rmsnorm", "fused"): AUTOTUNED_NORM,
     ("rmsnorm", "torch_eager"): EAGER,
-    ("layernorm", "fused"): AUTOTUNED,
+    ("layernorm", "fused"): AUTOTUNED_NORM,
     ("layernorm", "torch_eager"): EAGER,
     ("gated_rmsnorm", "fused"): TRITON,
     ("gated_rmsnorm", "torch_eager"): EAGER,

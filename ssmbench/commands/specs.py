@@ -244,8 +244,12 @@ def _written(spec: Spec, key: str, origin: str):
 
 def _differs(spec_a: Spec, a: dict, spec_b: Spec, b: dict) -> bool:
     """Known values differ when they disagree by more than the rounding of the digits each file writes
-    ('67 TFLOP/s' and '66.9 TFLOP/s' are one rate printed twice); otherwise by state (unknown, absent,
-    or known on one side only). Provenance (source, note, datasheet or derived) is not a difference."""
+    ('67 TFLOP/s' and '66.9 TFLOP/s' are one rate printed twice); otherwise by state: known on one side
+    only. Unknown on one side and absent on the other is no difference (neither spec knows the value:
+    one says so, the other does not list the key). Provenance (source, note, datasheet or derived) is
+    not a difference."""
+    if a["value"] is None and b["value"] is None:
+        return False
     if a["value"] is None or b["value"] is None:
         return a["origin"] != b["origin"]
     if math.isclose(a["value"], b["value"], rel_tol=1e-9):
