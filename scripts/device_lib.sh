@@ -99,8 +99,9 @@ start_builds() {  # $@: extension modules. Carried prebuilt ones, or ones alread
 unpack_extensions() {
   # Extensions built by an earlier call on the same image (pack_extensions), carried as .prebuilt/:
   # the .so files and their status files (state done, with the flags they were built with).
+  # PREBUILT_DIR (default .prebuilt) lets the script's tests point away from a checkout's carry data.
   local parts
-  parts=$(ls .prebuilt/ext.tar.*.part* 2>/dev/null) || return 1
+  parts=$(ls "${PREBUILT_DIR:-.prebuilt}"/ext.tar.*.part* 2>/dev/null) || return 1
   [ -n "$parts" ] || return 1
   local dec="xz -d"; case "$parts" in *.tar.gz.*) dec="gzip -d" ;; esac
   # shellcheck disable=SC2086

@@ -123,7 +123,9 @@ def fake_device(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     env = {**os.environ, "OUT": str(out), "TMPDIR": str(tmp_path), "PY": "fakepy", "REAL_PY": sys.executable,
-           "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "FAKE_GPU": "NVIDIA H200"}
+           "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "FAKE_GPU": "NVIDIA H200",
+           # a checkout may hold carried prebuilt extensions (git-ignored): the tests must not see them
+           "PREBUILT_DIR": str(tmp_path / "no-prebuilt")}
     env.pop("HW", None)
 
     def run(*args, **more_env):
