@@ -122,6 +122,12 @@ class AchievableTable:
                    arr["host"].reshape(len(specs), -1), tuple(missing))
 
 
+def host_cost(table: AchievableTable, cls: str, spec_index: int = 0) -> float:
+    """One call's host time of backend class ``cls`` on a spec of ``table`` (0 where unknown: the
+    estimate's ``not_modelled`` names it)."""
+    return float(np.nan_to_num(table.host_s[spec_index, HOST_CLASSES.index(cls)]))
+
+
 @dataclass(frozen=True)
 class Achieved:
     """Achievable times of work on specs; arrays have shape [n_specs, *work_shape], seconds."""

@@ -54,6 +54,16 @@ SOURCE_TAGS = ("P", "S", "R", "D", "A")
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 
+def _only_names(v, allowed, noun: str):
+    """Before a mapping's values are validated: a misspelt key is reported as such (naming the keys
+    allowed), not as a broken value."""
+    if isinstance(v, dict):
+        bad = sorted(map(str, set(v) - set(allowed)))
+        if bad:
+            raise ValueError(f"unknown {noun} {bad}; expected some of {list(allowed)}")
+    return v
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -168,13 +178,7 @@ class Compute(_Strict):
     @field_validator("tensor", "vector", mode="before")
     @classmethod
     def _dtypes(cls, v):
-        # Before the values are validated: a misspelt dtype is reported as such, not as a broken rate.
-        if not isinstance(v, dict):
-            return v
-        bad = sorted(map(str, set(v) - set(DTYPES)))
-        if bad:
-            raise ValueError(f"unknown dtype(s) {bad}; expected some of {list(DTYPES)}")
-        return v
+        return _only_names(v, DTYPES, "dtype(s)")
 
     @field_validator("vector")
     @classmethod
@@ -218,12 +222,7 @@ class Launch(_Strict):
     @field_validator("host", mode="before")
     @classmethod
     def _host_classes(cls, v):
-        if not isinstance(v, dict):
-            return v
-        bad = sorted(map(str, set(v) - set(HOST_CLASSES)))
-        if bad:
-            raise ValueError(f"unknown backend class(es) {bad}; expected some of {list(HOST_CLASSES)}")
-        return v
+        return _only_names(v, HOST_CLASSES, "backend class(es)")
 
 
 class PowerSpec(_Strict):
@@ -238,23 +237,12 @@ class Energy(_Strict):
     @field_validator("per_flop", mode="before")
     @classmethod
     def _engines(cls, v):
-        if not isinstance(v, dict):
-            return v
-        allowed = {"tensor", "vector", "special_function"}
-        bad = sorted(map(str, set(v) - allowed))
-        if bad:
-            raise ValueError(f"unknown engine(s) {bad}; expected some of {sorted(allowed)}")
-        return v
+        return _only_names(v, ("special_function", "tensor", "vector"), "engine(s)")
 
     @field_validator("per_byte", mode="before")
     @classmethod
     def _levels(cls, v):
-        if not isinstance(v, dict):
-            return v
-        bad = sorted(map(str, set(v) - set(MEMORY_LEVELS)))
-        if bad:
-            raise ValueError(f"unknown memory level(s) {bad}; expected some of {list(MEMORY_LEVELS)}")
-        return v
+        return _only_names(v, MEMORY_LEVELS, "memory level(s)")
 
 
 class Link(_Strict):

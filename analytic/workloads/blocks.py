@@ -115,8 +115,8 @@ def composed_bound(op: str, dims: Mapping[str, int], spec, impl: str | None = No
     eager launches otherwise."""
     from ..roofline import project
 
-    from ..achievable import estimate
-    from ..execution import fp32_matmul_on_tf32, serial_engines
+    from ..achievable import AchievableTable, estimate, host_cost
+    from ..execution import AUTOGRAD_MODES, fp32_matmul_on_tf32, serial_engines
 
     launch = launch or ("graph" if mode == "decode" else "eager")
     calls, rows, total = block_calls(op, dims, impl, mode, dtype), [], Cost()
@@ -134,10 +134,11 @@ def composed_bound(op: str, dims: Mapping[str, int], spec, impl: str | None = No
         total = total + k
     whole = project(total, spec, prefer=prefer, launch=launch)
     known = [r["bound_s"] for r in rows if r["bound_s"] is not None]
+    table = AchievableTable.of([spec])
     if launch == "graph":
-        host = estimate(Cost(launches=1), spec, launch="graph").host_s  # one CUDAGraph.replay per block call
-    if mode in ("bwd", "fwdbwd") and launch == "eager":
-        host += estimate(Cost(host={"autograd": 1}), spec).host_s  # one torch.autograd.grad per measured call
+        host = host_cost(table, "cuda_graph")  # one CUDAGraph.replay per block call
+    if mode in AUTOGRAD_MODES and launch == "eager":
+        host += host_cost(table, "autograd")  # one torch.autograd.grad per measured call
     return {"label": "analytic bound", "launch": launch, "calls": rows,
             "composed_s": sum(known) if len(known) == len(rows) else None,
             "summed_cost_bound_s": whole.time_s,

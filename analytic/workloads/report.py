@@ -219,7 +219,7 @@ def achievable_rows(res: GridResult, spec, ops: list[dict]) -> dict:
     device while it issues later calls), so the step takes max(sum of host times, sum of device times),
     not the sum of per-call maxima; under CUDA-graph replay the host term is zero."""
     from ..achievable import LABEL as ACH_LABEL
-    from ..achievable import AchievableTable, achievable_work
+    from ..achievable import AchievableTable, achievable_work, host_cost
     from ..execution import fp32_matmul_on_tf32, serial_engines
     # attained ceilings where the spec has them whatever the bound's ceiling rule: the estimate is of what
     # runs, the bound of what could
@@ -248,12 +248,10 @@ def achievable_rows(res: GridResult, spec, ops: list[dict]) -> dict:
         gpu += g
         by_class[cls] = by_class.get(cls, 0.0) + max(h, g)
     if res.launch == "graph":  # the whole step is one captured graph, replayed once
-        from ...hwspecs.schema import HOST_CLASSES as _HC
-        host += float(np.nan_to_num(table.host_s[0, _HC.index("cuda_graph")]))
+        host += host_cost(table, "cuda_graph")
     if res.phase == "train" and res.launch == "eager":
         # the step's backward is one autograd engine call (its kernels are counted with their ops)
-        from ...hwspecs.schema import HOST_CLASSES
-        host += float(np.nan_to_num(table.host_s[0, HOST_CLASSES.index("autograd")]))
+        host += host_cost(table, "autograd")
     t = max(host, gpu)
     host_used = {f"launch.{col}" for col in COL if col.startswith("host.") and res.call_work[:, COL[col], 0, 0].sum() > 0}
     if res.phase == "train":
