@@ -113,6 +113,20 @@ def test_every_implementation_has_execution_traits_and_host_calls():
             assert t.host_class in execution.HOST_CLASSES
 
 
+def test_every_rule_issues_one_host_call_per_launch():
+    """A composite that sums parts of several software paths (GEMMs and eager elementwise kernels)
+    states its host calls by class; none may drop a part's calls (the MLPs once charged only their
+    cuBLAS GEMMs). Every launch of every rule is one host call of some class."""
+    import sympy as sp
+    from ssmbench.analytic.registry import symbolic_cost
+
+    for op in all_ops().values():
+        for impl in op.impls:
+            for mode in impl.modes:
+                c = symbolic_cost(op.name, impl.name, mode, "bf16")
+                assert sp.simplify(sum(c.host.values(), 0) - c.launches) == 0, (op.name, impl.name, mode, c.host)
+
+
 def test_registry_fills_host_calls_from_the_traits():
     c = cost("linear", {"B": 1, "L": 16, "I": 1024, "O": 2048}, impl="cublas")
     assert c.host == {"cublas": c.launches}

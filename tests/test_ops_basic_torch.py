@@ -114,6 +114,75 @@ def test_eager_backward_launches_and_bytes_match_dispatched_kernels(dtype, op, i
     _assert_trace_matches(trace, cost(op, NORM_DIMS, impl=impl, mode="bwd", dtype=dtype))
 
 
+# host calls by backend class = the dispatched ops by software path ---------------------------------------
+
+# aten ops that PyTorch issues through cuBLAS on CUDA; every other kernel-running op is one eager call
+CUBLAS_OPS = ("aten.mm.default", "aten.bmm.default", "aten.addmm.default")
+
+
+def _host_calls(trace: KernelTrace) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for name, _, _ in trace.kernels:
+        cls = "cublas" if name in CUBLAS_OPS else "torch_eager"
+        out[cls] = out.get(cls, 0) + 1
+    return out
+
+
+def _conv1d_case(dt):
+    from ssmbench.analytic.ops.conv1d import ref as conv1d
+    b, e, k, n = 2, 4, 3, 5
+    return ("conv1d", "torch_conv", {"B": b, "E": e, "K": k, "L": n}, conv1d.conv1d_ref,
+            (_rand(b, e, n, dtype=dt), _rand(e, k, dtype=dt), _rand(e, dtype=dt)))
+
+
+def _embedding_case(dt):
+    return ("embedding", "gather_scatter", {"B": B_, "L": L_, "D": D_, "V": 10}, embedding.embedding_ref,
+            (torch.randint(0, 10, (B_, L_)), _rand(10, D_, dtype=dt)))
+
+
+def _linear_case(dt, grad=False):
+    from ssmbench.analytic.ops.gemm import ref as gemm
+    return ("linear", "cublas", {"B": B_, "L": L_, "I": D_, "O": 6}, gemm.linear_ref,
+            (_rand(B_, L_, D_, dtype=dt, grad=grad), _rand(6, D_, dtype=dt, grad=grad)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("index", range(13))
+def test_eager_forward_host_calls_match_dispatched_ops(dtype, index):
+    """Each dispatched kernel is one host call of its software path (cuBLAS for the matmuls, the eager
+    dispatcher for the rest): the rules' ``host`` terms count exactly those, by class."""
+    torch.manual_seed(0)
+    dt = DTYPES[dtype]
+    cases = _forward_cases(dt) + [_conv1d_case(dt), _embedding_case(dt), _linear_case(dt)]
+    op, impl, dims, ref, inputs = cases[index]
+    with torch.no_grad(), KernelTrace() as trace:
+        ref(*inputs)
+    c = cost(op, dims, impl=impl, mode="fwd", dtype=dtype)
+    assert {k: int(v) for k, v in c.host.items()} == _host_calls(trace), trace.kernels
+
+
+@pytest.mark.parametrize("op", ["linear", "mlp", "gated_mlp"])
+def test_gemm_backward_host_calls_match_dispatched_ops(op):
+    """autograd.grad of the GEMM compositions: dX and dW GEMMs per projection, the activation's
+    backward ops and the accumulation of two dx branches, each one host call of its class (the
+    autograd engine's own call is added per measured backward, ``execution.as_measured``)."""
+    torch.manual_seed(0)
+    if op == "linear":
+        _, impl, dims, ref, inputs = _linear_case(torch.float32, grad=True)
+    else:
+        f = 16
+        g = lambda *s: _rand(*s, grad=True)  # noqa: E731
+        impl, dims = "torch_eager", {"B": B_, "L": L_, "D": D_, "F": f}
+        ref, inputs = ((mlp.mlp_ref, (g(B_, L_, D_), g(f, D_), g(D_, f))) if op == "mlp" else
+                       (mlp.gated_mlp_ref, (g(B_, L_, D_), g(f, D_), g(f, D_), g(D_, f))))
+    y = ref(*inputs)
+    dy = torch.randn_like(y)
+    with KernelTrace() as trace:
+        torch.autograd.grad(y, inputs, dy)
+    c = cost(op, dims, impl=impl, mode="bwd", dtype="fp32")
+    assert {k: int(v) for k, v in c.host.items()} == _host_calls(trace), trace.kernels
+
+
 # matmul FLOPs = torch.utils.flop_counter ----------------------------------------------------------------
 
 def _flops(fn, backward: bool) -> int:

@@ -47,6 +47,15 @@ The activation is part of the op's identity (one reference function per op):
   saves 1 transcendental and the argument's arithmetic per element. Zamba2's config says ``gelu``
   (erf form in transformers); the tanh-form count ``GELU`` stands for both.
 
+Host calls (``Cost.host``, what the achievable estimate charges per launch): each GEMM part is
+issued through cuBLAS (the ``linear`` rule's class); every elementwise kernel is its own host call
+of the class its software path pays (``issued``): an eager aten op (``torch_eager``: the activation,
+the gate multiply, autograd's dx accumulation), the fused silu-and-mul kernel of ``silu_gate``/``fused``
+(its ``execution.TRAITS`` class), vLLM's ``gelu_and_mul`` custom op (``cuda_extension``). So the
+host calls of every implementation add up to its launches; ``gated_mlp``/``torch_eager`` forward is
+3 cuBLAS + 2 eager calls, exactly the aten ops its reference dispatches (``mm`` x 3, ``silu``, ``mul``;
+tests/test_ops_basic_torch.py).
+
 Decode is the forward with L = 1 (the ``linear`` decode rule is the same as its L = 1 forward).
 Not counted: biases, dropout, GEMM epilogue arithmetic other than the activation, Zamba2's LoRA
 adapters on the shared MLP's projections.
@@ -54,9 +63,11 @@ adapters on the shared MLP's projections.
 
 from __future__ import annotations
 
+import dataclasses
 from functools import partial
 from typing import Any, Callable
 
+from ... import execution
 from ...conventions import GELU, GELU_BWD, RELU2, RELU2_BWD, nbytes
 from ...cost import Cost
 from ...registry import Impl, Op, register, symbolic_cost
@@ -65,12 +76,26 @@ from ..common.kernels import Kernel, Tensor, arithmetic, kernel_chain, regroup
 from ..elementwise.cost import silu_gate_cost, unary_bwd_cost, unary_cost
 
 TOKENS = B * L
+# vLLM's gelu_and_mul / gelu_and_mul backward are CUDA custom ops (csrc/activation_kernels.cu)
+GELU_AND_MUL_CLASS = "cuda_extension"
 HIDDEN = B * L * F  # elements of u, a [B, L, F]
 
 
 def gemm(mode: str, dtype: str, i, o) -> Cost:
     """The ``linear`` op's cuBLAS rule for one projection i -> o over B*L tokens."""
     return symbolic_cost("linear", "cublas", mode, dtype).subs({I: i, O: o})
+
+
+def issued(cost: Cost, host_class: str) -> Cost:
+    """``cost`` (kernels of one software path, no host calls stated) with each launch a host call of
+    ``host_class``: a composite's elementwise parts pay their own class, not their GEMMs' cuBLAS."""
+    if cost.host:
+        raise ValueError(f"issued: the cost already states its host calls {dict(cost.host)}")
+    return dataclasses.replace(cost, tensor=dict(cost.tensor), host={host_class: cost.launches})
+
+
+def _eager(cost: Cost) -> Cost:
+    return issued(cost, "torch_eager")
 
 
 def _own_bytes(mode: str, dtype: str, weight_elements) -> tuple[dict, dict]:
@@ -90,11 +115,11 @@ def _plain_mlp(fwd: Counts, bwd: Counts, impl: str, mode: str, dtype: str) -> Co
     """y = W_down act(W_up x) with the activation's forward / backward per-element counts."""
     if mode == "fwd":
         if impl == "torch_eager":
-            parts = gemm("fwd", dtype, D, F) + unary_cost(HIDDEN, fwd, dtype) + gemm("fwd", dtype, F, D)
+            parts = gemm("fwd", dtype, D, F) + _eager(unary_cost(HIDDEN, fwd, dtype)) + gemm("fwd", dtype, F, D)
         else:
             parts = gemm("fwd", dtype, D, F) + arithmetic(fwd[0] * HIDDEN, fwd[1] * HIDDEN) + gemm("fwd", dtype, F, D)
     elif mode == "bwd":
-        parts = gemm("bwd", dtype, F, D) + unary_bwd_cost(HIDDEN, bwd, dtype) + gemm("bwd", dtype, D, F)
+        parts = gemm("bwd", dtype, F, D) + _eager(unary_bwd_cost(HIDDEN, bwd, dtype)) + gemm("bwd", dtype, D, F)
     else:
         raise ValueError(mode)
     return regroup(parts, *_own_bytes(mode, dtype, 2 * D * F))
@@ -107,28 +132,34 @@ def _binary(name: str, n: Any, dtype: str, operands: tuple[str, str, str]) -> Co
 
 
 def _dx_accumulate(dtype: str) -> Cost:
-    """Autograd adds the gate and up branches' dx: one kernel over [B, L, D]."""
-    return _binary("aten.add", TOKENS * D, dtype, ("dx_gate", "dx_up", "dx"))
+    """Autograd adds the gate and up branches' dx: one eager kernel over [B, L, D]."""
+    return _eager(_binary("aten.add", TOKENS * D, dtype, ("dx_gate", "dx_up", "dx")))
 
 
 def geglu_gate_cost(n: Any, dtype: str, mode: str, impl: str) -> Cost:
     """y = x * gelu(z) over n elements, forward or backward, ``fused`` or ``torch_eager`` (docstring)."""
     if impl == "torch_eager":
         if mode == "fwd":  # t = gelu(z) [n], kept for backward; y = x * t
-            return unary_cost(n, GELU, dtype) + _binary("aten.mul", n, dtype, ("x", "t", "y"))
+            return _eager(unary_cost(n, GELU, dtype) + _binary("aten.mul", n, dtype, ("x", "t", "y")))
         if mode == "bwd":  # dx = dy * t; dt = dy * x; dz = gelu_backward(dt, z)
-            return (_binary("aten.mul", n, dtype, ("dy", "t", "dx")) + _binary("aten.mul", n, dtype, ("dy", "x", "dt"))
-                    + unary_bwd_cost(n, GELU_BWD, dtype))
+            return _eager(_binary("aten.mul", n, dtype, ("dy", "t", "dx")) + _binary("aten.mul", n, dtype, ("dy", "x", "dt"))
+                          + unary_bwd_cost(n, GELU_BWD, dtype))
         raise ValueError(mode)
     x, z, y, dy, dx, dz = (Tensor(t, "activations", n, nbytes(dtype)) for t in ("x", "z", "y", "dy", "dx", "dz"))
     if mode == "fwd":
         k = Kernel("gelu_and_mul", (x, z), (y,), (GELU[0] + 1) * n, GELU[1] * n)
-        return kernel_chain([k], [x, z], [y])
+        return issued(kernel_chain([k], [x, z], [y]), GELU_AND_MUL_CLASS)
     if mode == "bwd":  # recompute gelu(z); dx = dy * gelu(z); dt = dy * x; dz = gelu'(z) * dt
         k = Kernel("gelu_and_mul_bwd", (dy, x, z), (dx, dz), (GELU[0] + 2 + GELU_BWD[0]) * n,
                    (GELU[1] + GELU_BWD[1]) * n)
-        return kernel_chain([k], [dy, x, z], [dx, dz])
+        return issued(kernel_chain([k], [dy, x, z], [dx, dz]), GELU_AND_MUL_CLASS)
     raise ValueError(mode)
+
+
+def swiglu_gate_cost(n: Any, dtype: str, mode: str, impl: str) -> Cost:
+    """``silu_gate_cost`` with its launches issued as the ``silu_gate`` implementation's (eager ops, or
+    the fused kernel's class in ``execution.TRAITS``)."""
+    return issued(silu_gate_cost(n, dtype, mode, impl), execution.host_class("silu_gate", impl, mode=mode))
 
 
 GateRule = Callable[[Any, str, str, str], Cost]  # (elements, dtype, mode, impl) -> Cost
@@ -165,7 +196,7 @@ def _rule(builder, impl: str):
 
 _gelu_mlp = partial(_plain_mlp, GELU, GELU_BWD)
 _relu2_mlp = partial(_plain_mlp, RELU2, RELU2_BWD)
-_swiglu = partial(_gated_mlp, silu_gate_cost)
+_swiglu = partial(_gated_mlp, swiglu_gate_cost)
 _geglu = partial(_gated_mlp, geglu_gate_cost)
 
 

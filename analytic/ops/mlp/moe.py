@@ -34,6 +34,10 @@ softmax-top-k kernel (writes fp32 weights and int32 ids, [B, L, Xk]); one alignm
 sorts the token copies by expert (reads the ids, writes int32 sorted ids); the ``gated_mlp``/``fused``
 kernels as grouped GEMMs over all experts at once (each grouped GEMM also reads the sorted ids; x
 rows are gathered, not copied); one weighted-combine kernel: 7 launches forward, 11 backward.
+Host calls: the router GEMM through cuBLAS; the routing, alignment and combine kernels (and their
+backward) are vLLM CUDA custom ops (``topk_softmax``, ``moe_align_block_size``, ``moe_sum``:
+``cuda_extension``); the experts' grouped GEMMs and their gate are the op's Triton kernels
+(``fused_moe``; the op's ``execution.TRAITS`` class): every launch is one host call.
 Decode is the forward with L = 1: with few tokens, the X (1 - (1 - Xk/X)^B) hit experts' weights dominate.
 Not counted: padding of expert groups to the GEMM tile (up to one tile of rows per expert), load
 imbalance, capacity factors and token dropping, expert parallelism (all-to-all).
@@ -41,13 +45,17 @@ imbalance, capacity factors and token dropping, expert parallelism (all-to-all).
 
 from __future__ import annotations
 
+import dataclasses
 
+from ... import execution
 from ...conventions import BYTES_PER_ELEMENT, nbytes
 from ...cost import Cost
 from ...registry import Impl, Op, at_most, register
 from ...symbols import B, D, F, L, X, Xk
 from ..common.kernels import Kernel, Tensor, kernel_chain, regroup, scale_class
-from .cost import gated_mlp_cost, gemm
+from .cost import gated_mlp_cost, gemm, issued
+
+ROUTING_CLASS = "cuda_extension"  # vLLM's _C custom ops around the grouped GEMMs
 
 T = B * L  # tokens
 COPIES = B * L * Xk  # routed token copies
@@ -66,7 +74,12 @@ def _t(name: str, elements, itemsize: int, cls: str = "intermediates") -> Tensor
 
 def _experts(mode: str, dtype: str) -> Cost:
     routed = gated_mlp_cost("fused", mode, dtype).subs({L: L * Xk})
-    return scale_class(routed, "weights", EXPERTS_HIT)
+    routed = dataclasses.replace(routed, tensor=dict(routed.tensor), host={})  # re-issued below as Triton
+    return issued(scale_class(routed, "weights", EXPERTS_HIT), execution.host_class("moe", "grouped_gemm", mode=mode))
+
+
+def _routing(kernels, inputs, outputs) -> Cost:
+    return issued(kernel_chain(kernels, inputs, outputs), ROUTING_CLASS)
 
 
 def _own_bytes(mode: str, dtype: str) -> tuple[dict, dict]:
@@ -85,7 +98,7 @@ def _fwd(dtype: str) -> Cost:
     sorted_ids = _t("sorted_ids", COPIES, ROUTE_BYTES)
     out_k = _t("expert_out", COPIES * D, e)  # [B*L*Xk, D]
     y = _t("y", T * D, e, "activations")
-    small = kernel_chain([
+    small = _routing([
         Kernel("topk_softmax", (logits,), (w_k, ids), T * TOPK_VECTOR, T * X),
         Kernel("align_by_expert", (ids,), (sorted_ids,)),
         Kernel("combine", (out_k, w_k), (y,), T * COMBINE_VECTOR),
@@ -105,7 +118,7 @@ def _bwd(dtype: str) -> Cost:
     out_k, d_out_k = _t("expert_out", COPIES * D, e), _t("d_expert_out", COPIES * D, e)  # [B*L*Xk, D]
     dx_rows, dx_experts = _t("dx_rows", COPIES * D, e), _t("dx_experts", T * D, e)
     dx = _t("dx", T * D, e, "activations")
-    small = kernel_chain([
+    small = _routing([
         Kernel("combine_bwd", (dy, w_k, out_k), (d_out_k, d_w_k), T * 3 * Xk * D),
         Kernel("scatter_add_dx", (dx_rows, ids), (dx_experts,), T * Xk * D),
         Kernel("topk_softmax_bwd", (d_w_k, ids, logits), (d_logits,), T * SOFTMAX_TOPK_BWD_VECTOR, T * X),
