@@ -12,9 +12,12 @@ Per call (op, implementation, mode, dtype, backend where the block names one, di
   from the measurement, its scaling from the model);
 - ``model``: neither; the achievable estimate's device time.
 
-The device time a record implies: its median minus the host gap that the same queue model puts into
-an isolated timed call (``achievable.issue_pipeline`` with the flush's lead, ``timed_call_lead``; a
-graph-timed record pays one ``launch.host.cuda_graph``): for a device-bound call the median itself.
+The device time a record implies: its median, where the same queue model says the isolated timed call
+was device-bound with that median as its device time (``achievable.timed_call_lead``: the modelled
+host time of the call and the flush at most the median plus the flush's device time; a graph-timed
+record issues one ``launch.host.cuda_graph``). A record the model calls host-bound (SSD's and
+Mamba-3's autotuned Triton calls at small shapes) measures mostly host time: the call keeps the
+model's device time (source ``model (nearest record host-bound)``).
 Nothing is fitted; every number keeps its label (measurement-composed, not an estimate).
 """
 
@@ -36,19 +39,21 @@ def op_records(files) -> dict[tuple, list]:
 
 
 def _model_times(op, impl, mode, dtype, dims, backend, spec, graph: bool) -> tuple[float, float]:
-    """(achievable device s, modelled isolated timed-call s) of one op call."""
-    from ssmbench.analytic.achievable import AchievableTable, estimate, host_cost, issue_pipeline, timed_call_lead
+    """(achievable device s, modelled host s of one timed call) of one op call."""
+    from ssmbench.analytic.achievable import AchievableTable, estimate, host_cost
     from ssmbench.analytic.execution import as_measured, traits
     from ssmbench.analytic.registry import cost
-    from ssmbench.analytic.workloads.blocks import flush_times
 
     t = traits(op, impl, backend)
     k = as_measured(cost(op, dims, impl=impl, mode=mode, dtype=dtype), backend, mode)
     a = estimate(k, spec, tf32=t.fp32_matmul == "tf32", serial=t.engines == "serial")
-    table = AchievableTable.of([spec])
-    h = host_cost(table, "cuda_graph") if graph else a.host_s
-    fh, fg = flush_times(spec, table)
-    return a.gpu_s, issue_pipeline([h], [a.gpu_s], timed_call_lead(h, a.gpu_s, fh, fg))
+    return a.gpu_s, host_cost(AchievableTable.of([spec]), "cuda_graph") if graph else a.host_s
+
+
+def _same_names(call: dict, rec: dict) -> bool:
+    """Whether a record names the call's dimensions: the same names, or extra ones at 1 (a rank or group
+    count that the call's cost rule leaves out because it is 1 there, e.g. Mamba-3 SISO's M)."""
+    return set(call) <= set(rec) and all(rec[k] == 1 for k in set(rec) - set(call))
 
 
 def _distance(a: dict, b: dict) -> float:
@@ -59,7 +64,7 @@ def oracle_gpu(row: dict, case: dict, records: dict, spec, max_distance: float) 
     """(device s, source, record key) of one call row of ``blocks.composed_bound``."""
     dims = row["dims"]
     group = [r for r in records.get((row["op"], row["impl"], row["mode"], case["dtype"]), ())
-             if (row.get("backend") is None or r.get("backend") == row["backend"]) and set(r["dims"]) == set(dims)]
+             if (row.get("backend") is None or r.get("backend") == row["backend"]) and _same_names(dims, r["dims"])]
     if not group or not dims:
         return row["gpu_s"], "model", None
     best = min(group, key=lambda r: _distance(dims, r["dims"]))
@@ -67,9 +72,15 @@ def oracle_gpu(row: dict, case: dict, records: dict, spec, max_distance: float) 
     if d > max_distance:
         return row["gpu_s"], "model", None
     graph = bool((best.get("timing") or {}).get("cuda_graph"))
-    g_ref, iso_ref = _model_times(row["op"], row["impl"], row["mode"], case["dtype"], best["dims"],
-                                  best.get("backend"), spec, graph)
-    implied = max(best["time_s"]["median"] - (iso_ref - g_ref), 0.0) * row["count"]
+    from ssmbench.analytic.achievable import timed_call_lead
+    from ssmbench.analytic.workloads.blocks import flush_times
+
+    g_ref, h_ref = _model_times(row["op"], row["impl"], row["mode"], case["dtype"], {k: best["dims"][k] for k in dims},
+                                best.get("backend"), spec, graph)
+    median = best["time_s"]["median"]
+    if timed_call_lead(h_ref, median, *flush_times(spec)) != float("inf"):  # host-bound as measured
+        return row["gpu_s"], "model (nearest record host-bound)", best.get("key") or _key(best)
+    implied = median * row["count"]
     if d == 0:
         return implied, "measured", best.get("key") or _key(best)
     return implied * row["gpu_s"] / (g_ref * row["count"]), "scaled", best.get("key") or _key(best)
