@@ -20,6 +20,21 @@ measured block's forward keeps no cache; its decode writes the new k, v by index
 a spec and sums the per-call bounds (kernels run one after another), the way the model-level
 evaluator composes a model, beside the bound of the summed cost (what ``block_cost`` gives the
 calibration join).
+
+Execution of each call as the measured module runs it: the implementation the plan names, on the
+backend of ``_BACKENDS`` where the module's call path differs from what the implementation implies
+(the attention block's SDPA picks cuDNN on the H200 stack: host class ``cudnn``, engines overlapped;
+its decode step is SDPA too, not ``flash_attn_with_kvcache``).
+
+Composition of the achievable estimate (``compose_achievable``): one host thread issues the calls in
+plan order onto one stream; call i starts once the host has issued it and the device has finished
+call i - 1 (``achievable.issue_pipeline``). An eager block pays each call's host time, a backward one
+autograd engine call (``torch.autograd.grad``), a decode step one CUDA-graph replay for all its
+kernels. The timing loop (``measure/timing.py``) flushes L2 before every sample, so the device starts
+each sample with the flush's lead when the host is the slower side, and never waits when the host
+keeps ahead of flush and call (``achievable.timed_call_lead``). The steady state of back-to-back steps
+of the same queue is max(sum of host, sum of device), which ``report.achievable_rows`` uses for a
+model step; a single timed block adds the boundary: the first call's issue, the last call's tail.
 """
 
 from __future__ import annotations
