@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gap", default="results/h200/2026-12-02/calibration/gap.json")
     ap.add_argument("--blocks", default="results/h200/2026-12-02/default")
     ap.add_argument("--hw", default="h200-sxm")
-    ap.add_argument("--op-results", action="append", default=["results/h200/2026-12-03/achievable"],
+    ap.add_argument("--op-results", action="append", default=["results/h200/2026-12-03/achievable/call1", "results/h200/2026-12-03/achievable/call2"],
                     help="more op measurements for the measurement-composed blocks (block_gap.py --ops measured)")
     a = ap.parse_args(argv)
     path = Path(a.gap)
