@@ -254,3 +254,41 @@ def estimate(cost: Cost, spec: Spec, *, tf32: bool = False, serial: bool = False
     return Estimate(spec.id, float(a.time[0]), float(a.host[0]), float(a.gpu[0]), float(a.fixed[0]),
                     {r: float(t[0]) for r, t in a.times.items()}, str(a.bottleneck_names()[0]),
                     float(a.l2_bytes[0]), float(a.dram_bytes[0]), launch, miss)
+
+
+def issue_pipeline(host_s: Sequence[float], gpu_s: Sequence[float], lead_s: float = float("inf")) -> float:
+    """Time from the first call's start on the device to the last call's end, for calls that one host
+    thread issues in order onto one stream (the launch queue lets the host run ahead of the device).
+
+    Call i can start on the device only once the host has issued it and the device has finished call
+    i - 1: with H_i = host_s[0] + ... + host_s[i] (issue times, the host starting at 0) and the device
+    free from ``lead_s`` on (what it still had to do when the host began issuing: a cache flush ahead
+    of a timed call; ``inf`` when the host is so far ahead that it waits on a full launch queue),
+
+        end_i = max(H_i, end_{i-1}) + gpu_s[i],  end_{-1} = lead_s,   time = end_last - lead_s.
+
+    Limits: lead inf -> sum(gpu) (device-bound); lead 0 and one call -> host + gpu (an isolated call);
+    always >= max(sum(gpu), sum(host) - lead). A model step repeated back to back has the steady-state
+    time max(sum(host), sum(gpu)) per step (``report.achievable_rows``): the same queue, over many steps.
+    A host-only entry (gpu 0: the autograd engine's call, a graph replay) delays every later call."""
+    if len(host_s) != len(gpu_s):
+        raise ValueError(f"issue_pipeline: {len(host_s)} host times for {len(gpu_s)} device times")
+    if lead_s == float("inf"):
+        return float(sum(gpu_s))
+    issued, end = 0.0, float(lead_s)
+    for h, g in zip(host_s, gpu_s):
+        issued += float(h)
+        end = max(issued, end) + float(g)
+    return end - float(lead_s)
+
+
+def timed_call_lead(call_host_s: float, call_gpu_s: float, flush_host_s: float, flush_gpu_s: float) -> float:
+    """The device's lead over the host when a timed call starts (``measure/timing.py``: samples back to
+    back, each after an L2 flush that writes 2x the L2 size, CUDA events around the call, no
+    synchronisation between samples). When the host issues a sample (flush + call) faster than the
+    device runs it, its lead grows from sample to sample until the launch queue is full: the device
+    never waits (``inf``). Otherwise the device drains the queue every sample and the call starts
+    behind the flush that the host has just issued: the lead is the flush's device time."""
+    if call_host_s + flush_host_s <= call_gpu_s + flush_gpu_s:
+        return float("inf")
+    return float(flush_gpu_s)

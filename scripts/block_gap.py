@@ -2,7 +2,8 @@
 composed from the op calls its plan lists (``analytic/workloads/blocks.py``, ``composed_bound``).
 
 Usage: python scripts/block_gap.py RESULTS_DIR [--hw SPEC] [--prefer measured|datasheet] [--json]
-                                   [--max-median-error PCT]
+                                   [--max-median-error PCT] [--ops achievable|measured]
+                                   [--op-results DIR ...] [--max-distance X]
 
 For every block case with status ok (the latest record of each key), on the spec of the device it
 was measured on (``--hw``, default h200-sxm):
@@ -18,24 +19,40 @@ was measured on (``--hw``, default h200-sxm):
 Then the median ratio per block and over all cases. ``--max-median-error PCT`` exits 1 when the
 median of |measured / composed - 1| exceeds PCT percent (the check for an achievable model of the
 whole blocks composed from their ops). Nothing is fitted.
+
+``--ops measured`` adds the measurement-composed oracle (``block_oracle.py``): every call whose op was
+measured (in RESULTS_DIR and each ``--op-results DIR``; at another shape within ``--max-distance``,
+scaled by the model's shape ratio) takes the device time that measurement implies, composed the same
+way; measured / oracle and its median |error| separate plan and composition errors (oracle far from
+the measurement) from op-model errors (oracle near it, achievable far). Each call's source
+(measured, scaled, model) is in ``--json``; the table gives the share of device time from measurements.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
+from pathlib import Path
 
 
-def rows(folder: str, hw: str, prefer: str) -> list[dict]:
+def rows(folder: str, hw: str, prefer: str, ops: str = "achievable", op_results: tuple[str, ...] = (),
+         max_distance: float = math.log(16)) -> list[dict]:
     from ssmbench.analytic.workloads.blocks import composed_bound
     from ssmbench.hwspecs import get_spec
     from ssmbench.measure.results import latest_by_key, read_dir
 
     spec = get_spec(hw)
+    files = read_dir(folder)
+    records = None
+    if ops == "measured":
+        import block_oracle
+
+        records = block_oracle.op_records(files + [f for d in op_results for f in read_dir(d)])
     out = []
-    for key, c in sorted(latest_by_key(read_dir(folder)).items()):
+    for key, c in sorted(latest_by_key(files).items()):
         if not str(c.get("op", "")).startswith("block:") or c.get("status") != "ok":
             continue
         measured = (c.get("time_s") or {}).get("median")
@@ -47,6 +64,9 @@ def rows(folder: str, hw: str, prefer: str) -> list[dict]:
                     "ratio": measured / b["composed_s"] if measured and b["composed_s"] else None,
                     "achievable_s": b["achievable"]["time_s"],
                     "achievable_ratio": measured / b["achievable"]["time_s"] if measured else None})
+        if records is not None:
+            o = block_oracle.compose(b, c, records, spec, max_distance)
+            out[-1].update(oracle=o, oracle_s=o["time_s"], oracle_ratio=measured / o["time_s"] if measured else None)
     return out
 
 
@@ -57,7 +77,10 @@ def summary(rs: list[dict]) -> dict:
             by.setdefault(f"{r['op']} {r['mode']}", []).append(r["ratio"])
     every = [r["ratio"] for r in rs if r["ratio"] is not None]
     ach = [r["achievable_ratio"] for r in rs if r.get("achievable_ratio")]
-    return {"achievable_median_ratio": statistics.median(ach) if ach else None,
+    orc = [r["oracle_ratio"] for r in rs if r.get("oracle_ratio")]
+    return {"oracle_median_ratio": statistics.median(orc) if orc else None,
+            "oracle_median_abs_error_pct": statistics.median(abs(1 / x - 1) * 100 for x in orc) if orc else None,
+            "achievable_median_ratio": statistics.median(ach) if ach else None,
             "achievable_median_abs_error_pct": statistics.median(abs(1 / x - 1) * 100 for x in ach) if ach else None,
             "median_ratio": statistics.median(every) if every else None,
             "median_abs_error_pct": statistics.median(abs(x - 1) * 100 for x in every) if every else None,
@@ -71,8 +94,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prefer", default="measured", choices=("measured", "datasheet"))
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--max-median-error", type=float, metavar="PCT")
+    ap.add_argument("--ops", default="achievable", choices=("achievable", "measured"),
+                    help="measured: add the measurement-composed oracle (op measurements through the same composition)")
+    ap.add_argument("--op-results", action="append", default=[], metavar="DIR",
+                    help="more result folders with op measurements for --ops measured")
+    ap.add_argument("--max-distance", type=float, default=math.log(16),
+                    help="largest sum over dimensions of |ln(call / record)| a measurement is scaled over (default ln 16)")
     a = ap.parse_args(argv)
-    rs = rows(a.folder, a.hw, a.prefer)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    rs = rows(a.folder, a.hw, a.prefer, a.ops, tuple(a.op_results), a.max_distance)
     s = summary(rs)
     if a.json:
         print(json.dumps({"label": "measured vs analytic bound composed from the block's ops", "spec": a.hw,
@@ -84,7 +114,10 @@ def main(argv: list[str] | None = None) -> int:
             f = lambda x: f"{x * 1e6:10.1f}" if x else f"{'-':>10}"  # noqa: E731
             print(f"{f(r['measured_s'])}{f(r['summed_bound_s'])}{f(r['composed_bound_s'])}"
                   f"{r['ratio'] or float('nan'):10.3f}{f(r['achievable_s'])}{r['achievable_ratio'] or float('nan'):10.3f}"
-                  f"  {r['op']} {r['mode']} "
+                  + (f"{f(r['oracle_s'])}{r['oracle_ratio'] or float('nan'):10.3f}"
+                     f"{100 * r['oracle']['device_share'].get('measured', 0) + 100 * r['oracle']['device_share'].get('scaled', 0):6.0f}%"
+                     if "oracle" in r else "")
+                  + f"  {r['op']} {r['mode']} "
                   + ",".join(f"{k}={v}" for k, v in sorted(r["dims"].items())))
         for k, v in s["per_block"].items():
             print(f"median measured / composed bound, {k}: {v:.3f}")
@@ -94,6 +127,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"achievable estimate composed from the ops, all block cases: median measured / estimate "
                   f"{s['achievable_median_ratio']:.3f}, median |estimate / measured - 1| = "
                   f"{s['achievable_median_abs_error_pct']:.1f} % (target <= 10 %)")
+        if s["oracle_median_ratio"] is not None:
+            print(f"measurement-composed (op measurements through the same composition), all block cases: median "
+                  f"measured / composed {s['oracle_median_ratio']:.3f}, median |composed / measured - 1| = "
+                  f"{s['oracle_median_abs_error_pct']:.1f} %")
     if a.max_median_error is not None and (s["median_abs_error_pct"] is None
                                            or s["median_abs_error_pct"] > a.max_median_error):
         print(f"block_gap: median |measured / composed - 1| = {s['median_abs_error_pct']} % exceeds "

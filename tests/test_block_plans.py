@@ -215,3 +215,12 @@ def test_block_gap_script_composes_every_stored_block_case():
     # the check for an achievable model: fails while the composed figure is a bound far below the measurements
     r = subprocess.run(cmd + ["--max-median-error", "10"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 1 and "exceeds 10.0 %" in r.stderr and "median measured / composed bound, all 23" in r.stdout
+    # the measurement-composed oracle: every case, each call's source named, its summary printed
+    r = subprocess.run(cmd + ["--ops", "measured", "--json"], capture_output=True, text=True, timeout=180, check=False)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["summary"]["oracle_median_abs_error_pct"] is not None
+    for c in out["cases"]:
+        assert c["oracle"]["label"].startswith("measurement-composed")
+        assert {x["oracle_source"] for x in c["calls"]} <= {"measured", "scaled", "model",
+                                                            "model (nearest record host-bound)"}

@@ -20,6 +20,21 @@ measured block's forward keeps no cache; its decode writes the new k, v by index
 a spec and sums the per-call bounds (kernels run one after another), the way the model-level
 evaluator composes a model, beside the bound of the summed cost (what ``block_cost`` gives the
 calibration join).
+
+Execution of each call as the measured module runs it: the implementation the plan names, on the
+backend of ``_BACKENDS`` where the module's call path differs from what the implementation implies
+(the attention block's SDPA picks cuDNN on the H200 stack: host class ``cudnn``, engines overlapped;
+its decode step is SDPA too, not ``flash_attn_with_kvcache``).
+
+Composition of the achievable estimate (``compose_achievable``): one host thread issues the calls in
+plan order onto one stream; call i starts once the host has issued it and the device has finished
+call i - 1 (``achievable.issue_pipeline``). An eager block pays each call's host time, a backward one
+autograd engine call (``torch.autograd.grad``), a decode step one CUDA-graph replay for all its
+kernels. The timing loop (``measure/timing.py``) flushes L2 before every sample, so the device starts
+each sample with the flush's lead when the host is the slower side, and never waits when the host
+keeps ahead of flush and call (``achievable.timed_call_lead``). The steady state of back-to-back steps
+of the same queue is max(sum of host, sum of device), which ``report.achievable_rows`` uses for a
+model step; a single timed block adds the boundary: the first call's issue, the last call's tail.
 """
 
 from __future__ import annotations
@@ -34,7 +49,13 @@ from .phases import OpCall, dim_parts, dim_value, plan
 
 _PHASE = {"fwd": "prefill", "fwdbwd": "train", "decode": "decode"}
 _IMPLS = {"block:gated_mlp": {"eager": {"gated_mlp": "torch_eager"}},
-          "block:attention": {"sdpa": {"kv_append": "index_copy"}}}
+          "block:attention": {"sdpa": {"kv_append": "index_copy", "attention_causal": "fa2"}}}
+# Calls that run on a measured backend other than the one their implementation implies. The attention
+# block calls F.scaled_dot_product_attention with no backend forced: PyTorch's sdp_utils.cpp
+# (check_prefer_cudnn_attention, PyTorch >= 2.9) puts cuDNN first in the priority order on sm90 / sm100
+# when the runtime cuDNN is newer than 9.15.0 (the H200 measurements: PyTorch 2.11.0+cu130, cuDNN
+# 9.19.0, ``meta.env``), so its attention runs cuDNN's kernels behind cuDNN's call path in every mode.
+_BACKENDS = {"block:attention": {"attention_causal": "torch.sdpa.cudnn"}}
 # calls of a model layer that the measured modules do not run (per mode: None = every mode)
 _LEFT_OUT = {".norm": None, ".residual": None, ".kv_append": ("fwd",)}
 
@@ -71,26 +92,39 @@ def _left_out(label: str, mode: str) -> bool:
     return any(label.endswith(suffix) and (modes is None or mode in modes) for suffix, modes in _LEFT_OUT.items())
 
 
+def _grid(op: str, dims: Mapping[str, int], mode: str) -> dict:
+    B, L = _need(dims, op, "B", "L") if mode != "decode" else (_need(dims, op, "B")[0], 1)
+    S = _need(dims, op, "S")[0] if mode == "decode" and op == "block:attention" else L
+    return {"batch": B, "tokens": L, "keys": S}
+
+
+def _values(c: OpCall, grid: Mapping[str, int], dtype: str) -> dict:
+    used = compiled_cost(c.op, c.impl, c.mode, dtype).dims  # decode rules do not use L
+    return {k: int(dim_value(grid, *dim_parts(v))) for k, v in c.dims if k in used}
+
+
+def call_dims(op: str, c: OpCall, dims: Mapping[str, int], mode: str, dtype: str = "bf16") -> dict:
+    """The op dimensions of one call of block case ``op`` (as an op measurement of it names them)."""
+    return _values(c, _grid(op, dims, mode), dtype)
+
+
 def block_calls(op: str, dims: Mapping[str, int], impl: str | None = None, mode: str = "fwd",
                 dtype: str = "bf16") -> list[tuple[OpCall, Cost]]:
     """The op calls of one block case with their costs at these dims (x their count in the block)."""
     if mode not in _PHASE:
         raise AnalyticError(f"unknown mode {mode!r} for a block case; valid: {', '.join(_PHASE)}")
     D, blk = _block(op, dims)
-    B, L = _need(dims, op, "B", "L") if mode != "decode" else (_need(dims, op, "B")[0], 1)
-    S = _need(dims, op, "S")[0] if mode == "decode" and op == "block:attention" else L
+    grid = _grid(op, dims, mode)
     model = parse_model({
         "schema_version": 1, "id": "block-case", "name": op, "family": "hybrid",
         "sources": {"case": {"title": "a measured block case", "tag": "D"}},
         "d_model": D, "vocab": 1, "tie_embeddings": True, "norm": "rmsnorm",
         "blocks": {"b": blk}, "layers": [{"blocks": ["b"]}]}, origin=op)
-    grid = {"batch": B, "tokens": L, "keys": S}
     out = []
     for c in plan(model, _PHASE[mode], _IMPLS.get(op, {}).get(impl or "", {})):
         if c.block != "b" or _left_out(c.label, mode):
             continue
-        used = compiled_cost(c.op, c.impl, c.mode, dtype).dims  # decode rules do not use L
-        values = {k: dim_value(grid, *dim_parts(v)) for k, v in c.dims if k in used}
+        values = _values(c, grid, dtype)
         if any(v == 0 for v in values.values()):
             continue  # a call with a zero dimension does not run (as in evaluate.evaluate_plan)
         out.append((c, cost(c.op, values, impl=c.impl, mode=c.mode, dtype=dtype) * c.count))
@@ -107,41 +141,84 @@ def block_cost(op: str, dims: Mapping[str, int], impl: str | None = None, mode: 
     return total
 
 
-def composed_bound(op: str, dims: Mapping[str, int], spec, impl: str | None = None, mode: str = "fwd",
-                   dtype: str = "bf16", prefer: str = "measured", launch: str | None = None) -> dict:
-    """A block case's analytic bound composed from its op calls on ``spec``: the sum over calls of each
-    call's roofline bound (max over resources), beside the bound of the block's summed cost.
-    ``launch`` defaults to graph replay for decode (the measured decode step is a CUDA graph) and
-    eager launches otherwise."""
-    from ..roofline import project
+def call_backend(op: str, call: OpCall) -> str | None:
+    """The measured backend whose execution a block's call follows, where it differs from what its
+    implementation implies (``_BACKENDS``), else None."""
+    return _BACKENDS.get(op, {}).get(call.op)
 
-    from ..achievable import AchievableTable, estimate, host_cost
-    from ..execution import AUTOGRAD_MODES, fp32_matmul_on_tf32, serial_engines
+
+def flush_times(spec, table=None) -> tuple[float, float]:
+    """(host s, device s) of the L2 flush that ``measure/timing.py`` runs before every timed sample:
+    one eager ``zero_`` of 2 x the device-wide cache's capacity, written at the attained DRAM bandwidth
+    (0 where the spec lacks either value)."""
+    import numpy as np
+
+    from ..achievable import AchievableTable, host_cost
+
+    table = table or AchievableTable.of([spec])
+    flush_bytes = 2 * float(np.nan_to_num(table.l2_capacity[0]))
+    bw = float(table.dram_bw[0])
+    return host_cost(table, "torch_eager"), (flush_bytes / bw if np.isfinite(bw) and bw > 0 else 0.0)
+
+
+def compose_achievable(rows: list[dict], spec, mode: str, launch: str, gpu_key: str = "gpu_s",
+                       flush: tuple[float, float] | None = None) -> dict:
+    """The achievable time of one measured block call from its op calls' host and device times
+    (``rows``: dicts with ``host_s`` and ``gpu_key``), in order through one launch queue
+    (``achievable.issue_pipeline``): eager calls issue their own host work; a CUDA-graph replay
+    issues everything at once for one ``launch.host.cuda_graph``; a backward adds one autograd engine
+    call (``torch.autograd.grad``) ahead of the backward kernels, placed here before the block's calls
+    (it changes the issue order's tail only). The device's lead at the start comes from the timing
+    loop (``achievable.timed_call_lead``: the flush ahead of each sample); ``flush`` = (host s,
+    device s) of that flush (default ``flush_times(spec)``; (0, 0): no flush)."""
+    from ..achievable import AchievableTable, host_cost, issue_pipeline, timed_call_lead
+    from ..execution import AUTOGRAD_MODES
+
+    table = AchievableTable.of([spec])
+    host = [r["host_s"] if launch == "eager" else 0.0 for r in rows]
+    gpu = [r[gpu_key] for r in rows]
+    if launch == "graph":  # one CUDAGraph.replay per block call issues every kernel
+        host, gpu = [host_cost(table, "cuda_graph")] + host, [0.0] + gpu
+    elif mode in AUTOGRAD_MODES:
+        host, gpu = [host_cost(table, "autograd")] + host, [0.0] + gpu
+    flush_h, flush_g = flush if flush is not None else flush_times(spec, table)
+    lead = timed_call_lead(sum(host), sum(gpu), flush_h, flush_g)
+    return {"label": "achievable estimate", "time_s": issue_pipeline(host, gpu, lead), "host_s": sum(host),
+            "gpu_s": sum(gpu), "lead_s": lead, "steady_state_s": max(sum(host), sum(gpu))}
+
+
+def composed_bound(op: str, dims: Mapping[str, int], spec, impl: str | None = None, mode: str = "fwd",
+                   dtype: str = "bf16", prefer: str = "measured", launch: str | None = None,
+                   flush: tuple[float, float] | None = None) -> dict:
+    """A block case's analytic bound composed from its op calls on ``spec``: the sum over calls of each
+    call's roofline bound (max over resources), beside the bound of the block's summed cost, and the
+    achievable estimate composed through the launch queue (``compose_achievable``).
+    ``launch`` defaults to graph replay for decode (the measured decode step is a CUDA graph) and
+    eager launches otherwise. Each call is executed as its block runs it (``call_backend``: SDPA's
+    cuDNN kernels in the attention block)."""
+    from ..achievable import estimate
+    from ..execution import as_measured, traits
+    from ..roofline import project
 
     launch = launch or ("graph" if mode == "decode" else "eager")
     calls, rows, total = block_calls(op, dims, impl, mode, dtype), [], Cost()
-    host = gpu = 0.0
     for c, k in calls:
+        backend = call_backend(op, c)
+        t = traits(c.op, c.impl, backend)
+        k = as_measured(k, backend)  # host calls on the backend's own call path
         p = project(k, spec, prefer=prefer, launch=launch)
-        # the achievable estimate of the call; under graph replay the block is one replay (added below)
-        a = estimate(k, spec, tf32=fp32_matmul_on_tf32(c.op, c.impl), serial=serial_engines(c.op, c.impl),
-                     launch=launch)
+        # the achievable estimate of the call; under graph replay the block is one replay (compose_achievable)
+        a = estimate(k, spec, tf32=t.fp32_matmul == "tf32", serial=t.engines == "serial", launch=launch)
         h = a.host_s if launch == "eager" else 0.0
-        host, gpu = host + h, gpu + a.gpu_s
         rows.append({"label": c.label.removeprefix("b."), "op": c.op, "impl": c.impl, "mode": c.mode,
-                     "count": c.count, "bound_s": p.time_s, "bottleneck": p.bottleneck,
+                     "backend": backend, "count": c.count, "dims": call_dims(op, c, dims, mode, dtype),
+                     "bound_s": p.time_s, "bottleneck": p.bottleneck,
+                     "host_s": h, "gpu_s": a.gpu_s,
                      "achievable_s": max(h, a.gpu_s), "achievable_bottleneck": a.bottleneck})
         total = total + k
     whole = project(total, spec, prefer=prefer, launch=launch)
     known = [r["bound_s"] for r in rows if r["bound_s"] is not None]
-    table = AchievableTable.of([spec])
-    if launch == "graph":
-        host = host_cost(table, "cuda_graph")  # one CUDAGraph.replay per block call
-    if mode in AUTOGRAD_MODES and launch == "eager":
-        host += host_cost(table, "autograd")  # one torch.autograd.grad per measured call
     return {"label": "analytic bound", "launch": launch, "calls": rows,
             "composed_s": sum(known) if len(known) == len(rows) else None,
             "summed_cost_bound_s": whole.time_s,
-            # the achievable estimate composed the way a model step is: host and device overlap across
-            # the block's calls, so the block takes max(sum of host times, sum of device times)
-            "achievable": {"label": "achievable estimate", "time_s": max(host, gpu), "host_s": host, "gpu_s": gpu}}
+            "achievable": compose_achievable(rows, spec, mode, launch, flush=flush)}
