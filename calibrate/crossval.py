@@ -37,11 +37,13 @@ def leave_shape_out(model: Model, X: Features, y: np.ndarray, shape_ids: np.ndar
                     start: Model | None = None) -> np.ndarray:
     """Held-out prediction for every case, each from a fit without that case's shape. ``start``
     (the fit on all cases) is only the optimiser's first starting point; the form's own start is
-    always tried too, so a fold's optimum is found from its own data."""
+    always tried too, so a fold's optimum is found from its own data. Each fold's fit is guarded
+    (``Model.guarded``) by the measured / achievable ratios of its own training shapes only."""
     pred = np.empty_like(y)  # [n]
     for s in np.unique(shape_ids):
         test = shape_ids == s
-        fitted = model.fit(X.subset(~test), y[~test], start=start)
+        Xf, yf = X.subset(~test), y[~test]
+        fitted = model.fit(Xf, yf, start=start).guarded(Xf, yf)
         pred[test] = fitted.predict(X.subset(test))
     return pred
 
@@ -134,7 +136,7 @@ def evaluate(models: list[Model], X: Features, y: np.ndarray, shape_ids: np.ndar
             out.append(Candidate(m.name, k, None,
                                  f"{k} parameters need at least {k + 2} distinct shapes, the group has {n_shapes}"))
             continue
-        full = m.fit(X, y)
+        full = m.fit(X, y).guarded(X, y)
         out.append(Candidate(m.name, k, leave_shape_out(m, X, y, shape_ids, start=full), fitted=full))
     return out
 

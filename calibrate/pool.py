@@ -122,11 +122,11 @@ def build_level(level: str, key: tuple, cases: list[JoinedCase], group_of) -> Le
     groups = np.array([group_of(c) for c in cases])
     index: dict = {}
     shapes = np.array([index.setdefault((g, c.shape), len(index)) for g, c in zip(groups, cases)])
-    full = AchievableEff().fit(X, y)
+    full = AchievableEff().fit(X, y).guarded(X, y)
     logo = np.empty_like(y)
     for g in np.unique(groups):
         test = groups == g
-        fitted = AchievableEff().fit(X.subset(~test), y[~test], start=full)
+        fitted = AchievableEff().fit(X.subset(~test), y[~test], start=full).guarded(X.subset(~test), y[~test])
         logo[test] = np.log(y[test] / fitted.predict(X.subset(test)))
     kappa = _kappa(np.log(y / full.predict(X)), groups, shapes)
     return Level(level, key, cases, groups, shapes, X, y, full, logo, kappa)
@@ -165,7 +165,8 @@ def pool_group(rec: dict, cases_g: list[JoinedCase], all_cases: list[JoinedCase]
     heldout = np.empty_like(y)
     for s in np.unique(shapes):
         test_level = own & (lv.shapes == s)
-        fitted = AchievableEff().fit(lv.X.subset(~test_level), lv.y[~test_level], start=lv.model)
+        Xf, yf = lv.X.subset(~test_level), lv.y[~test_level]
+        fitted = AchievableEff().fit(Xf, yf, start=lv.model).guarded(Xf, yf)
         rest = own & ~test_level
         resid_rest = np.log(lv.y[rest] / fitted.predict(lv.X.subset(rest)))
         delta = _offset(resid_rest, lv.shapes[rest], lv.kappa)
