@@ -15,12 +15,17 @@ Forms (t is the predicted time per call):
                        work measured in roofline seconds on the calibrated spec; with a = 1 the
                        size term W_half / e_max is a constant that t0 also describes, so a is what
                        lets this form differ from ``roofline_const``)
-- ``achievable_eff``:  t = g max(h T_host, f T_fixed + max_r A_r / e_r)
+- ``achievable_eff``:  t = g max(h s_k T_host, f T_fixed + max_r A_r / e_r)
                        (on the achievable model's terms instead of the roofline's: A_r the
                        attained-rate engine and memory times incl. L2 and DRAM latency, T_host the
                        host issue time, T_fixed the per-kernel GPU fixed time; h, f, e_r = 1 is the
-                       achievable estimate itself, and a weak prior pulls their logs to 0; g = 1 except
+                       achievable estimate itself, and a weak prior pulls their logs to 0; s_k the
+                       host speed of measurement session k (join.session_of: one machine), fitted
+                       where the data hold two or more sessions, shrunk towards 1, and 1 for a
+                       machine the fit has not seen (calibrate/sessions.py says why); g = 1 except
                        for a small group estimated from a pooled fit, pool.py)
+- ``achievable_scale``: t = c max(T_host, T_fixed + max_r A_r)   (the achievable estimate times one
+                       factor: the one-parameter form a pooled level of few shapes can support)
 - ``overlap``:         t = ((t0 n)^p + (T_max / e)^p)^(1/p),  1 <= p <= 16
                        (the fixed time overlaps the work: p = 1 adds them, large p takes the larger.
                        Eager PyTorch code issues kernels from the CPU while earlier ones run, so a
@@ -29,6 +34,10 @@ Forms (t is the predicted time per call):
 Efficiencies are fractions of the spec's ceiling (1 = the ceiling is reached). They may exceed 1
 when the ceiling is an attained value that a kernel beats or when cache hits make device-memory
 traffic smaller than counted; they are bounded to [1e-4, 4].
+
+Every fit is guarded (``Model.guarded``): its predictions are kept within GUARD_FACTOR of the range
+of measured / achievable ratios it was fitted on, so no form predicts orders of magnitude off the
+achievable estimate outside its data.
 
 Fitting: ``roofline_const``, ``max_eff``, ``size_eff`` and ``overlap`` minimise the squared error of
 log t (so a relative error counts the same at every size) with ``scipy.optimize.least_squares`` on
@@ -553,7 +562,7 @@ class AchievableEff(Model):
                       + [self.params.get(f"{SESSION_PREFIX}{name}", 1.0) for name in sessions])
 
     def sessions(self) -> list[str]:
-        return [k[len(SESSION_PREFIX):] for k in self.params if k.startswith(SESSION_PREFIX)]
+        return [k.removeprefix(SESSION_PREFIX) for k in self.params if k.startswith(SESSION_PREFIX)]
 
     def session_factor(self, X: Features) -> np.ndarray:
         """Per case [n]: the host factor of its measurement session, 1 for a session this fit does not
@@ -578,6 +587,32 @@ class AchievableEff(Model):
         return out
 
 
+class AchievableScale(AchievableEff):
+    """The achievable estimate times one factor: t = c * max(T_host, T_fixed + max_r T_r), c =
+    exp(median log(t / achievable)) (robust to a few outlying timings). The fewest parameters a
+    kernel can have on the achievable model: every term falls short of it by the same factor. Stored
+    as achievable_eff parameters (host and fixed scales c, every efficiency 1 / c), so the pooled
+    offset ``group_scale`` and the terms work as there."""
+
+    name = "achievable_scale"
+    formula = "t = c*max(T_host, T_fixed + max_r T_r) (the achievable estimate times one factor)"
+
+    def n_params(self, active):
+        return 1
+
+    def n_params_of(self, X):
+        return 1
+
+    def fit(self, X, y, start=None):
+        c = float(np.exp(np.median(np.log(y / X.achievable_time()))))
+        params = {"host_scale": c, "fixed_scale": c}
+        params.update({f"eff.{r}": 1.0 / c for r in ACH_RESOURCES})
+        return AchievableScale(params, ACH_RESOURCES)
+
+    def _vector(self):
+        return None
+
+
 def _pnorm(a: np.ndarray, b: np.ndarray, p: float) -> np.ndarray:
     """(a^p + b^p)^(1/p), computed without overflow for large p."""
     m = np.maximum(a, b)
@@ -585,7 +620,7 @@ def _pnorm(a: np.ndarray, b: np.ndarray, p: float) -> np.ndarray:
 
 
 MODELS: dict[str, type[Model]] = {m.name: m for m in (RooflineConst, MaxEff, SumNNLS, SizeEff, Overlap,
-                                                      AchievableEff)}
+                                                      AchievableEff, AchievableScale)}
 
 
 def model_from_dict(d: dict[str, Any]) -> Model:
