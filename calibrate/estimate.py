@@ -8,7 +8,9 @@ evaluated on the per-resource bound times of the dims on the target spec (the pr
 unless another is given, in which case the numbers are *transferred*, with wider intervals: see
 transfer.py). A group too small to be calibrated on its own is estimated from a pooled fit
 (``status: "pooled"``, pool.py) and labelled "pooled", naming the level it borrowed from.
-The interval is the profile's prediction interval at its level (``profile.level``, 0.8 by default).
+The interval is the profile's prediction interval at its level (``profile.level``, 0.8 by default);
+for a call the achievable estimate finds host-bound it also holds the spread of host speed between
+machines (sessions.py), since the estimate is for a machine whose host speed was not measured.
 ``estimate_detail`` gives everything behind the numbers (group, model, level, and whether it is an
 extrapolation: ``extrapolated`` is true when a dimension of the call lies outside the range of that
 dimension in the data the group, or its pooled level, was fitted on, or is not among its dimensions,
@@ -25,6 +27,7 @@ from ..hwspecs import Spec, get_spec
 from .join import Bounds, resource_bounds
 from .models import Features
 from .profile import Profile, read_profile
+from .sessions import HOST_BOUND, widen_for_host
 from .transfer import TRANSFER_RULE, is_transfer, widen
 
 
@@ -68,6 +71,10 @@ def estimate_from_bounds(profile: Profile, group: dict, bounds: Bounds, target_s
     est = float(model.predict(X)[0])
     transferred = is_transfer(profile.spec_id, target_spec_id)
     iv = profile.interval(group)
+    spread = profile.data.get("host_sessions")
+    host_bound = (bounds.achievable or {}).get("bottleneck") == HOST_BOUND
+    if host_bound and spread:  # a new machine's host speed is unknown: the spread between sessions
+        iv = widen_for_host(iv, float(spread["sigma_log"]))
     if transferred:
         iv = widen(iv)
     lo, hi = iv.apply(est)
@@ -78,7 +85,7 @@ def estimate_from_bounds(profile: Profile, group: dict, bounds: Bounds, target_s
         "estimate_s": est, "lo_s": float(lo), "hi_s": float(hi), "level": iv.level,
         "label": "transferred" if transferred else ("pooled" if pooled else "calibrated"),
         "pooled_from": group.get("pooled_from") if pooled else None,
-        "interval_rule": TRANSFER_RULE if transferred else group["interval"]["method"],
+        "interval_rule": TRANSFER_RULE if transferred else iv.method,
         "level_guaranteed": iv.exact_level,
         "extrapolated": bool(extra), "extrapolated_dims": [e["dim"] for e in extra],
         "extrapolation": [e["text"] for e in extra],

@@ -10,8 +10,8 @@ Per group: candidate model forms (models.py) are scored by leave-shape-out cross
 the best is refitted on every case, and its held-out residuals give the prediction interval
 (crossval.py). A group with fewer than ``min_shapes`` distinct shapes is reported as not calibrated,
 with its name and count; it is never dropped. Such a group then borrows strength from the groups
-around it (pool.py): the ``achievable_eff`` form fitted on its family and backend (or family, or
-every case), shrunk towards its own shapes, labelled ``status: "pooled"`` with the level it borrowed
+around it (pool.py): the ``achievable_eff`` form (or, with fewer shapes, ``achievable_scale``) fitted on
+its family and backend (then family, then every case), shrunk towards its own shapes, labelled ``status: "pooled"`` with the level it borrowed
 from and its held-out error within that level. Each record carries ``dim_ranges``, the range of
 every dimension in the data it was fitted on (an estimate outside them is ``extrapolated``).
 """
@@ -97,8 +97,9 @@ def fit_group(key: GroupKey, cases: list[JoinedCase], level: float = DEFAULT_LEV
     for c in candidates:
         row = {"name": c.name, "n_params": c.n_params, "skipped": c.skipped}
         if c.skipped is None:
-            med, p90, _ = c.score(y)
-            row.update({"cv_median_ape_pct": med, "cv_p90_ape_pct": p90})
+            e = c.errors(y)
+            row.update({"cv_median_ape_pct": float(np.median(e)), "cv_p90_ape_pct": float(np.percentile(e, 90)),
+                        "cv_mean_abs_log_error": c.score(y)[0]})
         rec["candidates"].append(row)
     best = choose(candidates, y)
     if best is None:

@@ -26,6 +26,12 @@ as an exclusion with status ``superseded``, not counted as a failure. Every
 Cases with a failed status are kept as exclusions (status, reason). A case the analytic model cannot
 cost (block/model cases, an op without a rule) is an error naming it, unless the caller allows
 skipping them; skipped ones are kept as exclusions too. Nothing is dropped silently.
+
+Session: every case carries the measurement session it was timed in (``session_of``): the GPU's UUID
+as the result metadata records it (``meta.device.uuid``: one lease of one machine, whose host CPU
+issues the calls), else the file's sha256. The host issue speed differs between sessions on machines
+of one kind (the same eager call measured 48 us on one machine and 80 us on another), so the fits
+scale the host terms per session (models.py ``AchievableEff``).
 """
 
 from __future__ import annotations
@@ -136,6 +142,7 @@ class JoinedCase:
     source_sha256: str
     device_mismatch: bool
     analytic_changed: bool       # the registry's counts differ from those recorded at measurement
+    session: str = ""            # the measurement session (session_of): machine whose host issued the calls
 
     @property
     def shape(self) -> tuple[tuple[str, int], ...]:
@@ -168,6 +175,16 @@ def _listing(items: list[str]) -> str:
     head = items[:_MAX_LISTED]
     more = f"\n  ... and {len(items) - len(head)} more" if len(items) > len(head) else ""
     return "\n  " + "\n  ".join(head) + more
+
+
+def session_of(rf: ResultFile) -> str:
+    """The measurement session of a result file: ``gpu:<uuid>`` (meta.device.uuid, the machine it ran on;
+    files of one lease share it), else ``file:<sha256 prefix>`` (a file without a UUID is its own session)."""
+    dev = rf.meta.get("device")
+    uuid = dev.get("uuid") if isinstance(dev, dict) else None
+    if isinstance(uuid, str) and uuid.strip():
+        return f"gpu:{uuid.strip()}"
+    return f"file:{rf.sha256[:16]}"
 
 
 def join(results: list[ResultFile], spec: Spec, prefer: str = "measured", allow_device_mismatch: bool = False,
@@ -235,7 +252,7 @@ def join(results: list[ResultFile], spec: Spec, prefer: str = "measured", allow_
                 dtype=case.dtype, mode=case.mode, device=dev, measured_s=float(t),
                 measured_p20_s=ts.get("p20"), measured_p80_s=ts.get("p80"), bounds=b,
                 source=path, source_sha256=rf.sha256, device_mismatch=mismatch,
-                analytic_changed=_recorded_differs(rec, b),
+                analytic_changed=_recorded_differs(rec, b), session=session_of(rf),
             ))
     if unpredicted and not skip_unpredicted:
         raise UserError(
@@ -250,6 +267,6 @@ def join(results: list[ResultFile], spec: Spec, prefer: str = "measured", allow_
         summary = ", ".join(f"{n} {s}" for s, n in sorted(by_status.items())) or "none"
         raise UserError(f"no measured case with status 'ok' and an analytic prediction to calibrate on (excluded: {summary})")
     files = [{"path": str(rf.path), "sha256": rf.sha256, "device": rf.device, "n_cases": len(rf.cases),
-              "complete": rf.complete} for rf in results]
+              "complete": rf.complete, "session": session_of(rf)} for rf in results]
     return Joined(spec.id, spec.name, prefer, cases, excluded, files, sorted(set(devices)),
                   bool(mismatched), used_ceilings)

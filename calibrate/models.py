@@ -15,12 +15,17 @@ Forms (t is the predicted time per call):
                        work measured in roofline seconds on the calibrated spec; with a = 1 the
                        size term W_half / e_max is a constant that t0 also describes, so a is what
                        lets this form differ from ``roofline_const``)
-- ``achievable_eff``:  t = g max(h T_host, f T_fixed + max_r A_r / e_r)
+- ``achievable_eff``:  t = g max(h s_k T_host, f T_fixed + max_r A_r / e_r)
                        (on the achievable model's terms instead of the roofline's: A_r the
                        attained-rate engine and memory times incl. L2 and DRAM latency, T_host the
                        host issue time, T_fixed the per-kernel GPU fixed time; h, f, e_r = 1 is the
-                       achievable estimate itself, and a weak prior pulls their logs to 0; g = 1 except
+                       achievable estimate itself, and a weak prior pulls their logs to 0; s_k the
+                       host speed of measurement session k (join.session_of: one machine), fitted
+                       where the data hold two or more sessions, shrunk towards 1, and 1 for a
+                       machine the fit has not seen (calibrate/sessions.py says why); g = 1 except
                        for a small group estimated from a pooled fit, pool.py)
+- ``achievable_scale``: t = c max(T_host, T_fixed + max_r A_r)   (the achievable estimate times one
+                       factor: the one-parameter form a pooled level of few shapes can support)
 - ``overlap``:         t = ((t0 n)^p + (T_max / e)^p)^(1/p),  1 <= p <= 16
                        (the fixed time overlaps the work: p = 1 adds them, large p takes the larger.
                        Eager PyTorch code issues kernels from the CPU while earlier ones run, so a
@@ -29,6 +34,10 @@ Forms (t is the predicted time per call):
 Efficiencies are fractions of the spec's ceiling (1 = the ceiling is reached). They may exceed 1
 when the ceiling is an attained value that a kernel beats or when cache hits make device-memory
 traffic smaller than counted; they are bounded to [1e-4, 4].
+
+Every fit is guarded (``Model.guarded``): its predictions are kept within GUARD_FACTOR of the range
+of measured / achievable ratios it was fitted on, so no form predicts orders of magnitude off the
+achievable estimate outside its data.
 
 Fitting: ``roofline_const``, ``max_eff``, ``size_eff`` and ``overlap`` minimise the squared error of
 log t (so a relative error counts the same at every size) with ``scipy.optimize.least_squares`` on
@@ -67,6 +76,23 @@ ACH_RESOURCES = ("tensor", "vector", "special_function", "dram", "l2")
 # not a result.
 HOST_NOMINAL_S = 5e-6
 SCALE_BOUNDS = (1e-3, 1e3)         # host and fixed-cost scales of achievable_eff
+# Host speed per measurement session (achievable_eff): a factor on the host terms per session, its
+# log pulled towards 0 by a prior of weight HOST_NOISE_LOG / SESSION_SPREAD_LOG (the ratio of the
+# scatter of one host-bound case to the spread between sessions: a normal-normal shrinkage in which a
+# session seen in one case moves 1 / (1 + weight^2) of the way to that case). SESSION_SPREAD_LOG: the
+# log sd between sessions of one host-bound case's time, measured on the stored H200 results (102
+# cases measured on two machines: 0.35); HOST_NOISE_LOG: the log scatter of host-bound cases of one
+# kernel within one session about its host factor (about 0.15 on the same results).
+SESSION_PREFIX = "session_host."
+SESSION_SPREAD_LOG = 0.35
+HOST_NOISE_LOG = 0.15
+SESSION_PRIOR_WEIGHT = HOST_NOISE_LOG / SESSION_SPREAD_LOG
+SESSION_BOUNDS = (0.1, 10.0)
+# The guard (Model.guarded): a fit's prediction stays within this factor of the range of measured /
+# achievable ratios it was fitted on. 2: a shape may fall short of the achievable estimate twice as
+# far as (or come twice as close as) any fitted shape, never orders of magnitude.
+GUARD_FACTOR = 2.0
+GUARD_LO, GUARD_HI = "guard.ratio_lo", "guard.ratio_hi"
 
 
 def achievable_terms(bounds: list[Bounds], T: np.ndarray, launches: np.ndarray):
@@ -105,17 +131,18 @@ class Features:
     A: np.ndarray | None = None          # [n, len(ACH_RESOURCES)] engine / memory times, s
     host: np.ndarray | None = None       # [n] host issue time, s (nominal per launch where not modelled)
     fixed: np.ndarray | None = None      # [n] per-kernel GPU fixed time, s
+    session: np.ndarray | None = None    # [n] measurement session (join.session_of); None: a new machine
 
     @classmethod
-    def from_bounds(cls, bounds: list[Bounds]) -> "Features":
+    def from_bounds(cls, bounds: list[Bounds], session: list[str] | None = None) -> Features:
         T = np.array([[b.times.get(r, 0.0) for r in RESOURCES] for b in bounds], dtype=float)  # [n, R]
         n = np.array([max(b.launches, 1.0) for b in bounds], dtype=float)  # [n]
         A, host, fixed = achievable_terms(bounds, T, n)
-        return cls(T, n, A, host, fixed)
+        return cls(T, n, A, host, fixed, None if session is None else np.array(session, dtype=object))
 
     @classmethod
     def from_cases(cls, cases: list[JoinedCase]) -> "Features":
-        return cls.from_bounds([c.bounds for c in cases])
+        return cls.from_bounds([c.bounds for c in cases], [c.session or c.source_sha256 for c in cases])
 
     def __len__(self) -> int:
         return self.T.shape[0]
@@ -123,7 +150,8 @@ class Features:
     def subset(self, idx) -> "Features":
         def cut(a):
             return None if a is None else a[idx]
-        return Features(self.T[idx], self.launches[idx], cut(self.A), cut(self.host), cut(self.fixed))
+        return Features(self.T[idx], self.launches[idx], cut(self.A), cut(self.host), cut(self.fixed),
+                        cut(self.session))
 
     def achievable(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(A, host, fixed); from the roofline times where the bounds carried no achievable estimate
@@ -135,6 +163,12 @@ class Features:
             if r in RESOURCES:
                 A[:, i] = self.column(r)
         return A, HOST_NOMINAL_S * self.launches, np.zeros(len(self))
+
+    def achievable_time(self) -> np.ndarray:
+        """The achievable estimate per case, s [n]: max(host, fixed + max_r A_r) (achievable_eff with
+        every parameter at 1)."""
+        A, host, fixed = self.achievable()
+        return np.maximum(np.maximum(host, fixed + A.max(axis=1)), 1e-30)
 
     @property
     def bound(self) -> np.ndarray:
@@ -181,12 +215,36 @@ class Model:
         """The optimiser's parameter vector of this fit (None: linear forms have none)."""
         return None
 
-    def terms(self, X: Features) -> dict[str, np.ndarray]:
-        """Time contributions (s) that add up to the prediction: 'fixed' and one per resource."""
+    def _terms(self, X: Features) -> dict[str, np.ndarray]:
+        """The form's own time contributions (s): 'fixed' and one per resource."""
         raise NotImplementedError
+
+    def terms(self, X: Features) -> dict[str, np.ndarray]:
+        """Time contributions (s) that add up to the prediction: 'fixed' and one per resource. A
+        guarded fit (``guard``) scales them all so that their sum stays within its range of ratios to
+        the achievable estimate."""
+        raw = self._terms(X)
+        if GUARD_LO not in self.params:
+            return raw
+        total = np.maximum(sum(raw.values()), 1e-30)                     # [n]
+        ach = X.achievable_time()                                         # [n]
+        kept = np.clip(total, ach * self.params[GUARD_LO], ach * self.params[GUARD_HI])
+        return {k: v * (kept / total) for k, v in raw.items()}
 
     def predict(self, X: Features) -> np.ndarray:
         return sum(self.terms(X).values())
+
+    def guarded(self, X: Features, y: np.ndarray) -> Model:
+        """This fit with the physical guard of the data (X, y) it was fitted on: its predictions are
+        kept within [min r / GUARD_FACTOR, max r * GUARD_FACTOR] times the achievable estimate, r the
+        fitted cases' measured / achievable ratios. The achievable estimate is what physics and the
+        software path allow; how far a kernel falls short of it is a property of the kernel that
+        the measured shapes show, so a form that extrapolates to a shortfall far outside anything
+        measured (a held-out refit predicting 75x the time of a 17 us decode) is clipped back."""
+        r = y / X.achievable_time()                                       # [n]
+        params = {**{k: v for k, v in self.params.items() if k not in (GUARD_LO, GUARD_HI)},
+                  GUARD_LO: float(r.min() / GUARD_FACTOR), GUARD_HI: float(r.max() * GUARD_FACTOR)}
+        return type(self)(params, self.active)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "formula": self.formula, "active": list(self.active), "params": self.params}
@@ -251,7 +309,7 @@ class RooflineConst(Model):
     def _vector(self):
         return np.log([self.params["t0_s_per_launch"], self.params["eff"]])
 
-    def terms(self, X):
+    def _terms(self, X):
         out = _bottleneck_terms(X, X.bound / self.params["eff"])
         out["fixed"] = self._fixed(X)
         return out
@@ -296,7 +354,7 @@ class MaxEff(Model):
         # a resource inactive in the fit is taken at its ceiling (efficiency 1)
         return np.array([self.params.get(f"eff.{r}", 1.0) for r in RESOURCES])
 
-    def terms(self, X):
+    def _terms(self, X):
         ratio = X.T / self._effs()  # [n, R]
         which = ratio.argmax(axis=1)
         out = {r: np.where(which == i, ratio[:, i], 0.0) for i, r in enumerate(RESOURCES)}
@@ -324,7 +382,7 @@ class SumNNLS(Model):
         params.update({f"c.{r}": float(v) for r, v in zip(active, coef[1:])})
         return SumNNLS(params, active)
 
-    def terms(self, X):
+    def _terms(self, X):
         # a resource inactive in the fit (under 1% of the bound in every case) adds nothing, as in
         # the fit itself
         out = {r: self.params.get(f"c.{r}", 0.0) * X.column(r) for r in RESOURCES}
@@ -366,7 +424,7 @@ class SizeEff(Model):
         a, wh = self.params["a"], self.params["W_half_s"]
         return self.params["eff_max"] / (1.0 + (wh / W) ** a)
 
-    def terms(self, X):
+    def _terms(self, X):
         out = _bottleneck_terms(X, X.bound / self.efficiency(X.bound))
         out["fixed"] = self._fixed(X)
         return out
@@ -400,7 +458,7 @@ class Overlap(Model):
     def _vector(self):
         return np.log([self.params["t0_s_per_launch"], self.params["eff"], self.params["p"]])
 
-    def terms(self, X):
+    def _terms(self, X):
         fixed = self._fixed(X)
         work = X.bound / self.params["eff"]
         total = _pnorm(fixed, work, self.params["p"])
@@ -410,6 +468,22 @@ class Overlap(Model):
         out = _bottleneck_terms(X, total * (1.0 - share))
         out["fixed"] = total * share
         return out
+
+
+def fitted_sessions(X: Features) -> list[str]:
+    """The sessions that get their own host factor in a fit on X: all of them when X holds at least
+    two (one session alone carries no between-session information: its speed is host_scale)."""
+    if X.session is None:
+        return []
+    names = sorted(set(X.session))
+    return names if len(names) >= 2 else []
+
+
+def _session_index(X: Features, sessions: list[str]) -> np.ndarray:
+    if not sessions:
+        return np.full(len(X), -1)
+    col = {name: i for i, name in enumerate(sessions)}
+    return np.array([col.get(name, -1) for name in X.session])
 
 
 def achievable_active(X: Features) -> tuple[str, ...]:
@@ -447,46 +521,96 @@ class AchievableEff(Model):
         Ta = A[:, cols]                                                  # [n, a]
         floor = A[:, rest].max(axis=1) if len(rest) else np.zeros(len(y))  # [n] inactive: at ceiling
         k = len(active)
-        lb = np.log([SCALE_BOUNDS[0]] * 2 + [EFF_BOUNDS[0]] * k)
-        ub = np.log([SCALE_BOUNDS[1]] * 2 + [EFF_BOUNDS[1]] * k)
+        sessions = fitted_sessions(X)
+        m = len(sessions)
+        where = _session_index(X, sessions)                              # [n] column of the case's session, -1 none
+        lb = np.log([SCALE_BOUNDS[0]] * 2 + [EFF_BOUNDS[0]] * k + [SESSION_BOUNDS[0]] * m)
+        ub = np.log([SCALE_BOUNDS[1]] * 2 + [EFF_BOUNDS[1]] * k + [SESSION_BOUNDS[1]] * m)
 
         def pred(p):
-            work = np.maximum(np.max(Ta / np.exp(p[2:]), axis=1), floor) if k else floor
-            return np.maximum(np.exp(p[0]) * H, np.exp(p[1]) * F + work)
+            work = np.maximum(np.max(Ta / np.exp(p[2:2 + k]), axis=1), floor) if k else floor
+            s = np.exp(np.where(where >= 0, p[2 + k:][where], 0.0)) if m else 1.0
+            return np.maximum(np.exp(p[0]) * s * H, np.exp(p[1]) * F + work)
 
         gpu0 = F + np.maximum(Ta.max(axis=1) if k else 0.0, floor)
         e0 = float(np.clip(np.median(gpu0 / y), *EFF_BOUNDS))
         h0 = float(np.clip(np.min(y / np.maximum(H, 1e-30)), *SCALE_BOUNDS))
-        starts = [np.zeros(2 + k), np.log([h0, 1.0] + [e0] * k), np.log([h0, 1.0] + [1.0] * k),
-                  np.log([1.0, 3.0] + [e0] * k)]
+        own = [np.log([1.0, 1.0] + [1.0] * k), np.log([h0, 1.0] + [e0] * k), np.log([h0, 1.0] + [1.0] * k),
+               np.log([1.0, 3.0] + [e0] * k)]
         for j in range(k):  # one start per resource: that resource binds, the others at their ceiling
-            s = [1.0] * k
-            s[j] = e0
-            starts.append(np.log([h0, 1.0] + s))
-        p = _log_fit(pred, _starts(start, starts, AchievableEff, active), lb, ub, y,
-                     prior=lambda p: PRIOR_WEIGHT * p)
+            e = [1.0] * k
+            e[j] = e0
+            own.append(np.log([h0, 1.0] + e))
+        starts = [np.concatenate([x, np.zeros(m)]) for x in own]
+        if isinstance(start, AchievableEff) and start.active == active:
+            starts = [start._vector_for(sessions), starts[0]]
+        weights = np.concatenate([np.full(2 + k, PRIOR_WEIGHT), np.full(m, SESSION_PRIOR_WEIGHT)])
+        p = _log_fit(pred, starts, lb, ub, y, prior=lambda p: weights * p)
         params = {"host_scale": float(np.exp(p[0])), "fixed_scale": float(np.exp(p[1]))}
-        params.update({f"eff.{r}": float(np.exp(v)) for r, v in zip(active, p[2:])})
+        params.update({f"eff.{r}": float(np.exp(v)) for r, v in zip(active, p[2:2 + k])})
+        params.update({f"{SESSION_PREFIX}{name}": float(np.exp(v)) for name, v in zip(sessions, p[2 + k:])})
         return AchievableEff(params, active)
 
     def _vector(self):
-        return np.log([self.params["host_scale"], self.params["fixed_scale"]]
-                      + [self.params[f"eff.{r}"] for r in self.active])
+        return self._vector_for(self.sessions())
 
-    def terms(self, X):
+    def _vector_for(self, sessions: list[str]) -> np.ndarray:
+        """The parameter vector with one host factor per session in ``sessions`` (1 where this fit
+        has none for a session)."""
+        return np.log([self.params["host_scale"], self.params["fixed_scale"]]
+                      + [self.params[f"eff.{r}"] for r in self.active]
+                      + [self.params.get(f"{SESSION_PREFIX}{name}", 1.0) for name in sessions])
+
+    def sessions(self) -> list[str]:
+        return [k.removeprefix(SESSION_PREFIX) for k in self.params if k.startswith(SESSION_PREFIX)]
+
+    def session_factor(self, X: Features) -> np.ndarray:
+        """Per case [n]: the host factor of its measurement session, 1 for a session this fit does not
+        know (a new machine: the spec's host costs times host_scale, the fitted sessions' middle)."""
+        if X.session is None:
+            return np.ones(len(X))
+        return np.array([self.params.get(f"{SESSION_PREFIX}{name}", 1.0) for name in X.session])
+
+    def _terms(self, X):
         A, H, F = X.achievable()
         g = self.params.get("group_scale", 1.0)
         effs = np.array([self.params.get(f"eff.{r}", 1.0) for r in ACH_RESOURCES])
         ratio = A / effs                                                  # [n, RA]
         which = ratio.argmax(axis=1)
         work = ratio.max(axis=1)
-        host = self.params["host_scale"] * H
+        host = self.params["host_scale"] * self.session_factor(X) * H
         fixed = self.params["fixed_scale"] * F
         gpu_bound = fixed + work >= host
         out = {r: g * np.where(gpu_bound & (which == i), work, 0.0) for i, r in enumerate(ACH_RESOURCES)}
         # a host-bound call: its whole time is fixed overhead (issuing kernels, not running them)
         out["fixed"] = g * np.where(gpu_bound, fixed, host)
         return out
+
+
+class AchievableScale(AchievableEff):
+    """The achievable estimate times one factor: t = c * max(T_host, T_fixed + max_r T_r), c =
+    exp(median log(t / achievable)) (robust to a few outlying timings). The fewest parameters a
+    kernel can have on the achievable model: every term falls short of it by the same factor. Stored
+    as achievable_eff parameters (host and fixed scales c, every efficiency 1 / c), so the pooled
+    offset ``group_scale`` and the terms work as there."""
+
+    name = "achievable_scale"
+    formula = "t = c*max(T_host, T_fixed + max_r T_r) (the achievable estimate times one factor)"
+
+    def n_params(self, active):
+        return 1
+
+    def n_params_of(self, X):
+        return 1
+
+    def fit(self, X, y, start=None):
+        c = float(np.exp(np.median(np.log(y / X.achievable_time()))))
+        params = {"host_scale": c, "fixed_scale": c}
+        params.update({f"eff.{r}": 1.0 / c for r in ACH_RESOURCES})
+        return AchievableScale(params, ACH_RESOURCES)
+
+    def _vector(self):
+        return None
 
 
 def _pnorm(a: np.ndarray, b: np.ndarray, p: float) -> np.ndarray:
@@ -496,7 +620,7 @@ def _pnorm(a: np.ndarray, b: np.ndarray, p: float) -> np.ndarray:
 
 
 MODELS: dict[str, type[Model]] = {m.name: m for m in (RooflineConst, MaxEff, SumNNLS, SizeEff, Overlap,
-                                                      AchievableEff)}
+                                                      AchievableEff, AchievableScale)}
 
 
 def model_from_dict(d: dict[str, Any]) -> Model:

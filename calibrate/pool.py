@@ -1,16 +1,23 @@
 """Pooled (hierarchical) estimates for groups with too few shapes to be calibrated on their own.
 
 A group with fewer than ``min_shapes`` distinct shapes (or whose forms all need more) borrows
-strength from the groups around it: the ``achievable_eff`` form (models.py: a few physical
-parameters on the achievable model, which mean the same for every op) is fitted on every case of the
-first *level* that holds enough data:
+strength from the groups around it: a form on the achievable model (models.py: physical parameters
+that mean the same for every op) is fitted on every case of the first *level* and form that the
+data support, in this order:
 
-1. ``family+backend``: the group's family on the same backend (device, family, backend);
-2. ``family``: the family on any backend (device, family);
-3. ``all``: every case on the device.
+1. ``family+backend``, ``achievable_eff``: the group's family on the same backend (device, family,
+   backend: the same code in its other modes and dtypes), host, fixed and per-resource efficiencies;
+2. ``family+backend``, ``achievable_scale``: the same cases, the achievable estimate times one factor
+   (the same code falls short of the achievable model by a similar factor in all its modes; e.g. a
+   Mamba-2 block measured in decode, forward and training);
+3. ``family``, ``achievable_eff`` then ``achievable_scale``: the family on any backend (device, family);
+4. ``all``, ``achievable_eff``: every case on the device.
 
-A level is used when it holds at least two groups and at least max(min_shapes, k + 2) distinct
-shapes (k = the form's parameters on that level), the rule cross-validation applies to one group.
+Borrowing from the same backend with fewer parameters comes before borrowing from other backends:
+other code of one family (a gated MLP block and a Mamba-2 block) falls short of the achievable model
+for different reasons. A level and form are used when the level holds at least two groups and at
+least max(min_shapes, k + 2) distinct shapes (k = the form's parameters on that level), the rule
+cross-validation applies to one group.
 
 Shrinkage towards the pooled fit: the group's own shapes give an offset of its log time,
 delta = sum_j m_j / (n + kappa), m_j the mean log residual of the pooled fit on the group's shape j,
@@ -36,9 +43,12 @@ import numpy as np
 
 from .crossval import ape, conformal, shape_weights
 from .join import JoinedCase
-from .models import AchievableEff, Features, Model
+from .models import AchievableEff, AchievableScale, Features, Model
 
 LEVELS = ("family+backend", "family", "all")
+# (level, form) in the order they are tried (module docstring)
+STEPS = (("family+backend", AchievableEff), ("family+backend", AchievableScale), ("family", AchievableEff),
+         ("family", AchievableScale), ("all", AchievableEff))
 KAPPA_BOUNDS = (0.0, 100.0)
 TAU2_FLOOR = 1e-4          # between-group variance floor (1% in time): kappa stays finite
 
@@ -78,16 +88,17 @@ class Level:
     shapes: np.ndarray          # [n] shape id (group, dims) per case
     X: Features
     y: np.ndarray
-    model: Model                # achievable_eff on every case of the level
+    model: Model                # the form on every case of the level
     logo_resid: np.ndarray      # [n] log(y / pred) of a fit without the case's group
     kappa: float
+    form: type = AchievableEff
 
     @property
     def label(self) -> str:
         return level_label(self.level, self.key)
 
     def summary(self) -> dict:
-        return {"level": self.level, "label": self.label, "n_points": len(self.cases),
+        return {"level": self.level, "label": self.label, "form": self.form.name, "n_points": len(self.cases),
                 "n_shapes": int(len(np.unique(self.shapes))), "n_groups": int(len(np.unique(self.groups)))}
 
 
@@ -116,39 +127,69 @@ def _offset(resid: np.ndarray, shapes: np.ndarray, kappa: float) -> float:
     return float(m.sum() / (len(m) + kappa))
 
 
-def build_level(level: str, key: tuple, cases: list[JoinedCase], group_of) -> Level:
+def build_level(level: str, key: tuple, cases: list[JoinedCase], group_of, form: type = AchievableEff) -> Level:
     X = Features.from_cases(cases)
     y = np.array([c.measured_s for c in cases])  # [n]
     groups = np.array([group_of(c) for c in cases])
     index: dict = {}
     shapes = np.array([index.setdefault((g, c.shape), len(index)) for g, c in zip(groups, cases)])
-    full = AchievableEff().fit(X, y)
+    full = form().fit(X, y).guarded(X, y)
     logo = np.empty_like(y)
     for g in np.unique(groups):
         test = groups == g
-        fitted = AchievableEff().fit(X.subset(~test), y[~test], start=full)
+        fitted = form().fit(X.subset(~test), y[~test], start=full).guarded(X.subset(~test), y[~test])
         logo[test] = np.log(y[test] / fitted.predict(X.subset(test)))
     kappa = _kappa(np.log(y / full.predict(X)), groups, shapes)
-    return Level(level, key, cases, groups, shapes, X, y, full, logo, kappa)
+    return Level(level, key, cases, groups, shapes, X, y, full, logo, kappa, form)
 
 
 def choose_level(cases_g: list[JoinedCase], all_cases: list[JoinedCase], group_of, min_shapes: int,
                  cache: dict) -> tuple[Level | None, list[str]]:
     """The first level with enough data for the group, and why each finer one was passed over."""
     passed = []
-    for level in LEVELS:
+    for level, form in STEPS:
         key = level_key(cases_g[0], level)
         members = [c for c in all_cases if level_key(c, level) == key]
         n_groups = len({group_of(c) for c in members})
         n_shapes = len({(group_of(c), c.shape) for c in members})
-        need = max(min_shapes, AchievableEff().n_params_of(Features.from_cases(members)) + 2)
+        need = max(min_shapes, form().n_params_of(Features.from_cases(members)) + 2)
         if n_groups >= 2 and n_shapes >= need:
-            if (level, key) not in cache:
-                cache[(level, key)] = build_level(level, key, members, group_of)
-            return cache[(level, key)], passed
-        passed.append(f"{level_label(level, key)}: {n_groups} group(s), {n_shapes} shape(s), "
+            if (level, key, form.name) not in cache:
+                cache[(level, key, form.name)] = build_level(level, key, members, group_of, form)
+            return cache[(level, key, form.name)], passed
+        passed.append(f"{level_label(level, key)} ({form.name}): {n_groups} group(s), {n_shapes} shape(s), "
                       f"needs 2 groups and {need} shapes")
     return None, passed
+
+
+def _coarser_interval(lv: Level, cases_g: list[JoinedCase], all_cases: list[JoinedCase], group_of, level: float,
+                      cache: dict):
+    """Where the chosen level holds too few other shapes for an interval at its level (the
+    extreme residuals were used), the interval from the next coarser level's leave-group-out
+    residuals (the family for a family+backend level, every case for a family level), the group
+    left out: how far a pooled fit misses a group it has not seen, measured over more groups. It is
+    wider than the finer level's (coarser fits miss more), so the stated level is kept, not
+    overstated. None where the coarser level has no more residuals either."""
+    coarser = {"family+backend": ("family", lv.form), "family": ("all", AchievableEff)}.get(lv.level)
+    if coarser is None:
+        return None
+    name, form = coarser
+    key = level_key(cases_g[0], name)
+    ck = (name, key, form.name)
+    if ck not in cache:
+        members = [c for c in all_cases if level_key(c, name) == key]
+        if len({group_of(c) for c in members}) < 2:
+            return None
+        cache[ck] = build_level(name, key, members, group_of, form)
+    cl = cache[ck]
+    others = cl.groups != group_of(cases_g[0])
+    if not others.any():
+        return None
+    method = (f"split-conformal ranks of leave-group-out log residuals of the coarser pooled level {cl.label} "
+              f"({form.name}; each shape weighs 1; the group itself left out): {lv.label} holds too few "
+              "other shapes for an interval at this level")
+    iv = conformal(cl.logo_resid[others], level, shape_weights(cl.shapes[others]), method=method)
+    return iv if iv.exact_level else None
 
 
 def pool_group(rec: dict, cases_g: list[JoinedCase], all_cases: list[JoinedCase], group_of, level: float,
@@ -165,17 +206,20 @@ def pool_group(rec: dict, cases_g: list[JoinedCase], all_cases: list[JoinedCase]
     heldout = np.empty_like(y)
     for s in np.unique(shapes):
         test_level = own & (lv.shapes == s)
-        fitted = AchievableEff().fit(lv.X.subset(~test_level), lv.y[~test_level], start=lv.model)
+        Xf, yf = lv.X.subset(~test_level), lv.y[~test_level]
+        fitted = lv.form().fit(Xf, yf, start=lv.model).guarded(Xf, yf)
         rest = own & ~test_level
         resid_rest = np.log(lv.y[rest] / fitted.predict(lv.X.subset(rest)))
         delta = _offset(resid_rest, lv.shapes[rest], lv.kappa)
         heldout[shapes == s] = fitted.predict(lv.X.subset(test_level)) * np.exp(delta)
     delta = _offset(np.log(y / lv.model.predict(lv.X.subset(idx))), shapes, lv.kappa)
-    model = AchievableEff({**lv.model.params, "group_scale": float(np.exp(delta))}, lv.model.active)
+    model = lv.form({**lv.model.params, "group_scale": float(np.exp(delta))}, lv.model.active)
     others = ~own
     method = (f"split-conformal ranks of leave-group-out log residuals of the pooled level {lv.label} "
               "(each shape weighs 1; the group itself left out)")
     interval = conformal(lv.logo_resid[others], level, shape_weights(lv.shapes[others]), method=method)
+    if not interval.exact_level:
+        interval = _coarser_interval(lv, cases_g, all_cases, group_of, level, cache) or interval
     resid = np.log(y / heldout)
     covered = (resid >= interval.log_lo) & (resid <= interval.log_hi)
     errors = ape(heldout, y)

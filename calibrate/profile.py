@@ -8,6 +8,8 @@ Layout (schema_version 1)::
      "provenance": {"results": [{"path", "sha256", "device", "n_cases"}], "devices": [...],
                     "device_mismatch": bool, "skipped": [{"path", "reason"}] (only when files were skipped)},
      "settings": {"level", "min_shapes", "group_by"},
+     "host_sessions": {"sigma_log", "n_cases", "n_sessions", "source"} (sessions.py: the spread of host
+                 speed between measurement sessions, added to host-bound intervals on a new machine),
      "groups": [ one record per group, see fit.py; status "calibrated", "pooled" (pool.py: estimated
                  from a pooled level, named in "pooled_from") or "not_calibrated" ],
      "excluded": [ {"key", "file", "status", "reason"} ]}
@@ -30,6 +32,7 @@ from ..errors import UserError
 from ..files import read_user_text
 from .crossval import Interval
 from .join import Joined
+from .sessions import session_spread
 from .models import Model, model_from_dict
 
 PROFILE_SCHEMA_VERSION = 1
@@ -68,6 +71,7 @@ def build_profile(joined: Joined, groups: list[dict], settings: dict[str, Any],
                  "ceilings": joined.ceilings},
         "provenance": provenance,
         "settings": dict(settings),
+        "host_sessions": session_spread(joined.cases),
         "groups": groups,
         "excluded": joined.excluded,
     }
