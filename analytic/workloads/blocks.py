@@ -24,6 +24,7 @@ calibration join).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Mapping
 
@@ -73,7 +74,8 @@ def _left_out(label: str, mode: str) -> bool:
 
 def block_calls(op: str, dims: Mapping[str, int], impl: str | None = None, mode: str = "fwd",
                 dtype: str = "bf16") -> list[tuple[OpCall, Cost]]:
-    """The op calls of one block case with their costs at these dims (x their count in the block)."""
+    """The op calls of one block case (their dims resolved at these dims) with their costs at these dims
+    (x their count in the block)."""
     if mode not in _PHASE:
         raise AnalyticError(f"unknown mode {mode!r} for a block case; valid: {', '.join(_PHASE)}")
     D, blk = _block(op, dims)
@@ -93,7 +95,9 @@ def block_calls(op: str, dims: Mapping[str, int], impl: str | None = None, mode:
         values = {k: dim_value(grid, *dim_parts(v)) for k, v in c.dims if k in used}
         if any(v == 0 for v in values.values()):
             continue  # a call with a zero dimension does not run (as in evaluate.evaluate_plan)
-        out.append((c, cost(c.op, values, impl=c.impl, mode=c.mode, dtype=dtype) * c.count))
+        # the call with its dims resolved at this case (the execution traits read them: l2_reread_bytes)
+        out.append((dataclasses.replace(c, dims=tuple(values.items())),
+                    cost(c.op, values, impl=c.impl, mode=c.mode, dtype=dtype) * c.count))
     return out
 
 
@@ -116,7 +120,7 @@ def composed_bound(op: str, dims: Mapping[str, int], spec, impl: str | None = No
     from ..roofline import project
 
     from ..achievable import AchievableTable, estimate, host_cost
-    from ..execution import AUTOGRAD_MODES, fp32_matmul_on_tf32, serial_engines
+    from ..execution import AUTOGRAD_MODES, fp32_matmul_on_tf32, l2_reread_bytes, serial_engines, tensor_instr
 
     launch = launch or ("graph" if mode == "decode" else "eager")
     calls, rows, total = block_calls(op, dims, impl, mode, dtype), [], Cost()
@@ -125,7 +129,8 @@ def composed_bound(op: str, dims: Mapping[str, int], spec, impl: str | None = No
         p = project(k, spec, prefer=prefer, launch=launch)
         # the achievable estimate of the call; under graph replay the block is one replay (added below)
         a = estimate(k, spec, tf32=fp32_matmul_on_tf32(c.op, c.impl), serial=serial_engines(c.op, c.impl),
-                     launch=launch)
+                     launch=launch, mma_sync=tensor_instr(c.op, c.impl) == "mma_sync",
+                     l2_reread=l2_reread_bytes(c.op, c.impl, c.dim_map(), dtype, c.mode) * c.count)
         h = a.host_s if launch == "eager" else 0.0
         host, gpu = host + h, gpu + a.gpu_s
         rows.append({"label": c.label.removeprefix("b."), "op": c.op, "impl": c.impl, "mode": c.mode,
