@@ -23,10 +23,21 @@ Terms, for one call of an op whose kernels launch back to back (``launches`` = n
 - **GPU fixed cost per kernel**: n x launch.graph_node, the device-side time of a kernel that does no
   work (launch, block scheduling, drain), as measured on back-to-back nodes of a CUDA graph, where
   no host cost is in the way.
-- GPU time: T_gpu = n x graph_node + max(T_tensor, T_vector, T_sfu, T_mem, T_l2): the engines and
-  the memory system overlap within a call; the per-kernel fixed costs do not. For a kernel whose
-  engine phases run one after another on the same warps (FlashAttention-2's softmax between its two
-  GEMMs; ``execution.Traits.engines``) the engine times add: max(T_tensor + T_vector + T_sfu, T_mem, T_l2).
+- **Tensor-instruction class** (``execution.Traits.tensor_instr``): the matmul FLOPs of a kernel built
+  on the warp-synchronous ``mma.sync`` (sm80 code: FlashAttention-2) run at
+  ``compute.tensor_mma_sync.<dtype>`` instead of ``compute.tensor.<dtype>``: on Hopper only the
+  asynchronous ``wgmma`` reaches the full rate (FlashAttention-3 paper, Sec. 2); the H200 spec's value
+  is the probe's mma.sync loop (626 TFLOP/s bf16 against 787 for a cuBLAS GEMM). A spec without the
+  key runs them at the full rate and names the key under ``not_modelled``.
+- **Cache re-reads** (``execution.Traits.l2_rereads``): bytes every block of a kernel reads again from
+  the device-wide cache beyond its device-memory bytes (Mamba-1's selective scan re-reads B and C
+  [B, N, L] once per channel): T_reread = bytes / memory.l2.bandwidth. Like the engines, they overlap
+  with the other resources, or, in a kernel whose phases run one after another, add to the engines.
+- GPU time: T_gpu = n x graph_node + max(T_tensor, T_vector, T_sfu, T_mem, T_l2 + T_reread): the engines
+  and the memory system overlap within a call; the per-kernel fixed costs do not. For a kernel whose
+  phases run one after another on the same warps (FlashAttention-2's softmax between its two GEMMs;
+  the selective scan's B/C loads, exponentials and block scan between barriers;
+  ``execution.Traits.engines``) those times add: max(T_tensor + T_vector + T_sfu + T_reread, T_mem, T_l2).
 - **Host time** (eager launch regime): T_host = sum over backend classes c of calls_c x
   launch.host.<c>, the CPU time to issue the calls (eager PyTorch op, Triton launcher, CUDA
   extension, cuBLAS, cuDNN). The host issues asynchronously, so back-to-back calls take
@@ -76,6 +87,7 @@ class AchievableTable:
 
     spec_ids: tuple[str, ...]
     rate_tensor: np.ndarray   # [S, len(TENSOR_DTYPES)]
+    rate_mma_sync: np.ndarray  # [S, len(TENSOR_DTYPES)] compute.tensor_mma_sync.<dtype>; NaN where not listed
     rate_vector: np.ndarray
     rate_sfu: np.ndarray
     dram_bw: np.ndarray
@@ -88,7 +100,7 @@ class AchievableTable:
 
     @classmethod
     def of(cls, specs: Sequence[Spec], prefer: Prefer = "measured") -> "AchievableTable":
-        rows: dict[str, list] = {k: [] for k in ("tensor", "vector", "sfu", "dram", "lat", "l2", "l2cap",
+        rows: dict[str, list] = {k: [] for k in ("tensor", "mma", "vector", "sfu", "dram", "lat", "l2", "l2cap",
                                                  "node", "host")}
         missing = []
         for spec in specs:
@@ -101,6 +113,7 @@ class AchievableTable:
                 return v
 
             rows["tensor"].append([_val(spec, f"compute.tensor.{d}", prefer)[0] for d in TENSOR_DTYPES])
+            rows["mma"].append([_mma_sync_rate(spec, d, prefer, miss) for d in TENSOR_DTYPES])
             rows["vector"].append(get("compute.vector.fp32"))
             rows["sfu"].append(get("compute.special_function"))
             rows["dram"].append(get("memory.dram.bandwidth"))
@@ -117,9 +130,25 @@ class AchievableTable:
             rows["host"].append([get(f"launch.host.{c}") for c in HOST_CLASSES])
             missing.append(miss)
         arr = {k: np.array(v, dtype=float) for k, v in rows.items()}
-        return cls(tuple(s.id for s in specs), arr["tensor"].reshape(len(specs), -1), arr["vector"], arr["sfu"],
+        return cls(tuple(s.id for s in specs), arr["tensor"].reshape(len(specs), -1),
+                   arr["mma"].reshape(len(specs), -1), arr["vector"], arr["sfu"],
                    arr["dram"], arr["lat"], arr["l2"], arr["l2cap"], arr["node"],
                    arr["host"].reshape(len(specs), -1), tuple(missing))
+
+
+def _mma_sync_rate(spec: Spec, dtype: str, prefer: Prefer, miss: dict[str, str]) -> float:
+    """compute.tensor_mma_sync.<dtype> of ``spec`` (NaN where the spec does not list it or knows no value;
+    for a dtype with a tensor rate the reason is kept, reported only where an mma.sync kernel uses it)."""
+    key = f"compute.tensor_mma_sync.{dtype}"
+    if dtype not in spec.compute.tensor_mma_sync:
+        if dtype in spec.compute.tensor:
+            miss[key] = (f"{key} (not in the spec: kernels of the mma.sync class are estimated at "
+                         f"compute.tensor.{dtype})")
+        return np.nan
+    v, why = _val(spec, key, prefer)
+    if why:
+        miss[key] = why
+    return v
 
 
 def host_cost(table: AchievableTable, cls: str, spec_index: int = 0) -> float:
@@ -150,12 +179,15 @@ def _z(a: np.ndarray) -> np.ndarray:
 
 
 def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarray | bool = False,
-                    serial: np.ndarray | bool = False, launch: str = "eager", graph_replays: float = 1.0) -> Achieved:
+                    serial: np.ndarray | bool = False, launch: str = "eager", graph_replays: float = 1.0,
+                    mma_sync: np.ndarray | bool = False, l2_reread: np.ndarray | float = 0.0) -> Achieved:
     """Achievable time of ``work`` [len(WORK_COLUMNS), *shape] on every spec of ``table``.
 
     ``tf32``: where fp32 matmul FLOPs run on TF32 tensor cores; ``serial``: where the engine times
     (tensor, vector, special function) add instead of overlapping (``execution.Traits.engines``).
-    Each is a bool, or an array over the work shape (one implementation per element).
+    ``mma_sync``: where the tensor FLOPs are issued as mma.sync (``execution.Traits.tensor_instr``);
+    ``l2_reread``: bytes re-read from the device-wide cache (``execution.l2_reread_bytes``).
+    Each is a bool (a number), or an array over the work shape (one implementation per element).
     ``graph_replays``: CUDA-graph replays the host issues for the work under ``launch="graph"`` (one
     per measured call; 0 for one op of a model step whose single replay is counted once for the step)."""
     check_choice("launch regime", launch, ("eager", "graph"))
@@ -167,6 +199,11 @@ def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarra
     nt = len(TENSOR_DTYPES)
     inv_tensor = np.where(np.isnan(table.rate_tensor), 0.0, 1.0 / table.rate_tensor)
     tensor = np.tensordot(inv_tensor, work[:nt], axes=([1], [0]))
+    mma_sync = np.asarray(mma_sync, dtype=bool)
+    if mma_sync.any():  # the same FLOPs at the mma.sync rate where the spec knows it
+        rate_mma = np.where(np.isnan(table.rate_mma_sync), table.rate_tensor, table.rate_mma_sync)
+        inv_mma = np.where(np.isnan(rate_mma), 0.0, 1.0 / rate_mma)
+        tensor = np.where(mma_sync, np.tensordot(inv_mma, work[:nt], axes=([1], [0])), tensor)
     tf32 = np.asarray(tf32, dtype=bool)
     fp32_mm = work[COL["tensor.fp32"]]
     on_tf32 = np.where(tf32, fp32_mm, 0.0)
@@ -187,16 +224,20 @@ def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarra
     l2_bytes = np.where(fits & known_l2, extra_bytes, 0.0)
     dram_bytes = executed - l2_bytes
     l2 = l2_bytes * _z(1.0 / ps(table.l2_bw))
+    reread = np.asarray(l2_reread, dtype=float) * _z(1.0 / ps(table.l2_bw))
     dram = launches * _z(ps(table.dram_latency)) + dram_bytes * _z(1.0 / ps(table.dram_bw))
 
     node = launches * _z(ps(table.node_s))
     fixed = node + launches * _z(ps(table.dram_latency))
-    times = {"tensor": tensor, "vector": vector, "special_function": sfu, "dram": dram, "l2": l2}
-    shape = np.broadcast_shapes(*(np.shape(t) for t in times.values()), (len(table.spec_ids),) + work.shape[1:])
+    times = {"tensor": tensor, "vector": vector, "special_function": sfu, "dram": dram, "l2": l2 + reread}
+    shape = np.broadcast_shapes(*(np.shape(t) for t in times.values()), np.shape(reread),
+                                (len(table.spec_ids),) + work.shape[1:])
     stacked = np.stack([np.broadcast_to(times[r], shape) for r in GPU_RESOURCES])
     serial = np.broadcast_to(np.asarray(serial, dtype=bool), shape)
-    engines = stacked[:3].sum(axis=0)  # tensor + vector + special_function, when they do not overlap
-    top = np.where(serial, np.maximum(engines, stacked[3:].max(axis=0)), stacked.max(axis=0))
+    reread = np.broadcast_to(reread, shape)
+    # tensor + vector + special_function (+ the re-read phase), when they run one after another
+    engines = stacked[:3].sum(axis=0) + reread
+    top = np.where(serial, np.maximum(engines, np.maximum(stacked[3], stacked[4] - reread)), stacked.max(axis=0))
     gpu = node + top
 
     if launch == "eager":
@@ -207,6 +248,7 @@ def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarra
     host = np.broadcast_to(host, shape)
     time = np.maximum(host, gpu)
 
+    # the label of a serial kernel is its largest phase (the re-reads count as l2)
     engine = stacked.argmax(axis=0) + CLASSES.index("tensor")
     cls = np.where(np.broadcast_to(fixed, shape) >= top, CLASSES.index("latency"), engine)
     cls = np.where(host >= gpu, CLASSES.index("host/launch"), cls)
@@ -240,12 +282,15 @@ class Estimate:
 
 
 def estimate(cost: Cost, spec: Spec, *, tf32: bool = False, serial: bool = False, launch: str = "eager",
-             prefer: Prefer = "measured") -> Estimate:
+             prefer: Prefer = "measured", mma_sync: bool = False, l2_reread: float = 0.0) -> Estimate:
     """The achievable time of one numeric Cost on one spec, with its terms and what is not modelled."""
     table = AchievableTable.of([spec], prefer)
     work = work_array(cost)
-    a = achievable_work(work, table, tf32=tf32, serial=serial, launch=launch)
+    a = achievable_work(work, table, tf32=tf32, serial=serial, launch=launch, mma_sync=mma_sync,
+                        l2_reread=l2_reread)
     miss = dict(table.missing[0])
+    used_mma = {f"compute.tensor_mma_sync.{d}" for d, v in cost.tensor.items() if mma_sync and float(v) > 0}
+    miss = {k: v for k, v in miss.items() if not k.startswith("compute.tensor_mma_sync.") or k in used_mma}
     if launch == "graph":
         miss = {k: v for k, v in miss.items() if not k.startswith("launch.host.") or k == "launch.host.cuda_graph"}
     else:

@@ -22,6 +22,18 @@ These traits feed the achievable-time model (``achievable.py``), not the rooflin
   (``input_precision="tf32"`` on sm_80 and newer), so the Triton kernels of mamba-ssm (SSD, Mamba-3)
   and fla run their fp32 matmuls at the TF32 rate ("tf32").
 
+- ``tensor_instr``: the tensor-core instruction class the kernel's matmuls issue. "full": the
+  instructions that reach the device's full rate (``compute.tensor.<dtype>``; on Hopper the
+  asynchronous warpgroup ``wgmma`` of cuBLAS, cuDNN and FlashAttention-3). "mma_sync": the
+  warp-synchronous ``mma.sync.m16n8k16`` of code written for sm80 (FlashAttention-2's kernels, which
+  PyTorch's SDPA flash backend vendors, and the CUTLASS sm80 kernels of its memory-efficient backend),
+  which on Hopper reaches only part of the peak (Shah et al., FlashAttention-3, arXiv 2407.08608,
+  Sec. 2: wgmma is needed for the Hopper tensor cores' full throughput; measured on the H200 by the
+  probe's mma.sync loop: ``compute.tensor_mma_sync.<dtype>``).
+- ``l2_rereads``: bytes a kernel's SMs read again from the device-wide cache beyond its device-memory
+  bytes (an operand every block re-reads), as a function of the case's dims, dtype and mode; the
+  achievable model times them at the cache's bandwidth (``l2_reread_bytes``).
+
 A measured backend may override the traits its implementation implies: FlashAttention-2 through SDPA
 is one PyTorch op, but the same ``fa2`` implementation on SDPA's cuDNN backend runs cuDNN's kernels
 behind cuDNN's call path (``BACKEND_TRAITS``).
@@ -30,11 +42,13 @@ behind cuDNN's call path (``BACKEND_TRAITS``).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from ..hwspecs.schema import HOST_CLASSES
 from .cases import is_composite
+from .conventions import nbytes
 from .cost import Cost
 
 Fp32Matmul = Literal["vector", "tf32"]
@@ -51,6 +65,10 @@ class Traits:
     # the class of the decode step's kernel where it differs (a library's decode kernel is not its
     # prefill kernel: mamba-ssm's selective_state_update is a plain Triton kernel)
     decode_host_class: str | None = None
+    # tensor-core instruction class of the kernel's matmuls (module docstring)
+    tensor_instr: Literal["full", "mma_sync"] = "full"
+    # (dims, dtype, mode) -> bytes re-read from the device-wide cache (module docstring); None: none
+    l2_rereads: Callable[[Mapping[str, int], str, str], float] | None = None
 
     def __post_init__(self):
         for c in (self.host_class, self.decode_host_class):
@@ -70,7 +88,38 @@ TRITON = Traits("triton", fp32_matmul="tf32")
 AUTOTUNED = Traits("triton_autotune", fp32_matmul="tf32", decode_host_class="triton")
 # mamba-ssm's Triton norms: the same autotuned kernel in every mode
 AUTOTUNED_NORM = Traits("triton_autotune", fp32_matmul="tf32")
-FA2 = Traits("sdpa", engines="serial")
+FA2 = Traits("sdpa", engines="serial", tensor_instr="mma_sync")
+# flash_attn_with_kvcache: FlashAttention-2's split-KV kernel (sm80 code) behind the extension's call path
+FA2_EXTENSION = Traits("cuda_extension", tensor_instr="mma_sync")
+
+
+def mamba1_scan_l2_rereads(dims: Mapping[str, int], dtype: str, mode: str) -> float:
+    """Bytes mamba-ssm's selective-scan kernels read from L2 beyond their device-memory bytes.
+
+    The forward kernel (csrc/selective_scan/selective_scan_fwd_kernel.cuh) runs one block per
+    (batch, channel) lane, grid (B, E); per chunk and per state index n it loads that chunk of the
+    input-dependent B[b, n, :] and C[b, n, :] (``load_weight``, storage dtype e, converted to fp32 in
+    registers). B and C [B, N, L] are shared by the E channels of a batch: device memory serves them
+    once (the compulsory bytes), every other channel's block reads them again from L2:
+    fwd re-reads 2 * B * E * L * N * e bytes (the one device-memory pass of B, C is ~1/E of it and is
+    left in). The backward kernel (selective_scan_bwd_kernel.cuh) loads B and C the same way and adds
+    its per-channel dB, dC contributions with fp32 ``atomicAdd`` into [B, N, L] buffers: one more
+    2 * B * E * L * N * e of reads and 2 * B * E * L * N * 4 bytes of atomic read-modify-writes, served
+    by L2. Decode (selective_state_update) reads B, C once per (batch, channel) tile of the state it
+    updates in the same kernel: nothing beyond the device-memory bytes.
+    """
+    if mode == "decode":
+        return 0.0
+    b, e_, l_, n = (int(dims[k]) for k in ("B", "E", "L", "N"))
+    per_pass = 2.0 * b * e_ * l_ * n * nbytes(dtype)
+    atomics = 2.0 * b * e_ * l_ * n * nbytes("fp32")
+    return {"fwd": per_pass, "bwd": per_pass + atomics, "fwdbwd": 2 * per_pass + atomics}[mode]
+
+
+# mamba-ssm's selective scan: each state step of a block loads B, C (barriers around the shared-memory
+# transpose), then evaluates exp and the block scan: the same warps run the phases one after another
+MAMBA1_SCAN = Traits("cuda_extension", decode_host_class="triton", engines="serial",
+                     l2_rereads=mamba1_scan_l2_rereads)
 
 # (op, implementation) -> traits. Every registered implementation has an entry (tests/test_execution.py).
 TRAITS: dict[tuple[str, str], Traits] = {
@@ -78,7 +127,7 @@ TRAITS: dict[tuple[str, str], Traits] = {
         ("naive", EAGER),          # matmul, softmax, matmul as PyTorch ops
         ("fa2", FA2),              # torch SDPA: one dispatched op (cuDNN backend: see BACKEND_TRAITS)
         ("fa3", EXTENSION),        # flash-attn's Hopper extension (flash_attn_interface)
-        ("splitkv", EXTENSION),    # flash_attn_with_kvcache
+        ("splitkv", FA2_EXTENSION),  # flash_attn_with_kvcache
     )},
     ("rope", "fused"): EXTENSION,            # vLLM's rotary_embedding custom op
     ("kv_append", "index_copy"): EAGER,
@@ -102,7 +151,7 @@ TRAITS: dict[tuple[str, str], Traits] = {
     ("embedding", "gather_scatter"): EAGER,
     ("lm_head", "cublas"): CUBLAS,
     ("linear", "cublas"): CUBLAS,
-    ("mamba1_scan", "fused"): Traits("cuda_extension", decode_host_class="triton"),
+    ("mamba1_scan", "fused"): MAMBA1_SCAN,
     ("mamba1_scan", "naive"): EAGER,
     ("mamba1_scan", "loop"): EAGER,
     ("mamba3", "siso"): AUTOTUNED,
@@ -170,6 +219,22 @@ def serial_engines(op: str, impl: str, backend: str | None = None) -> bool:
     """Whether the engine times of ``op``/``impl`` add instead of overlapping (composites: False; their
     parts are projected one by one where that matters)."""
     return not is_composite(op) and traits(op, impl, backend).engines == "serial"
+
+
+def tensor_instr(op: str, impl: str, backend: str | None = None) -> str:
+    """The tensor-core instruction class of ``op``/``impl`` ("full" or "mma_sync"; composites: "full",
+    their parts are projected one by one where that matters)."""
+    return "full" if is_composite(op) else traits(op, impl, backend).tensor_instr
+
+
+def l2_reread_bytes(op: str, impl: str, dims: Mapping[str, int], dtype: str, mode: str,
+                    backend: str | None = None) -> float:
+    """Bytes one call of ``op``/``impl`` re-reads from the device-wide cache (0 for composites and for
+    implementations without ``Traits.l2_rereads``)."""
+    if is_composite(op):
+        return 0.0
+    fn = traits(op, impl, backend).l2_rereads
+    return 0.0 if fn is None else float(fn(dims, dtype, mode))
 
 
 def as_measured(cost: Cost, backend: str | None, mode: str | None = None) -> Cost:

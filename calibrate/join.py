@@ -110,7 +110,9 @@ def resource_bounds(spec: Spec, op: str, impl: str, dims: Mapping[str, int], dty
     sheet = roofline.project(c, spec, prefer="datasheet", launch="eager", bytes_basis="executed")
     ach = achievable.estimate(execution.as_measured(c, backend, mode), spec,
                               tf32=execution.fp32_matmul_on_tf32(op, impl, backend),
-                              serial=execution.serial_engines(op, impl, backend), launch=launch)
+                              serial=execution.serial_engines(op, impl, backend), launch=launch,
+                              mma_sync=execution.tensor_instr(op, impl, backend) == "mma_sync",
+                              l2_reread=execution.l2_reread_bytes(op, impl, dims, dtype, mode, backend))
     times = {b.resource: float(b.time_s) for b in proj.bounds if b.time_s is not None and b.time_s > 0}
     unknown = tuple(b.resource for b in proj.bounds if b.time_s is None)
     tensor_dtypes = [d for d, v in c.tensor.items() if d in roofline.TENSOR_DTYPES and float(v) > 0]

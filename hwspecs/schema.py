@@ -15,7 +15,12 @@ Layout of a spec file::
     sources:          {source-id: {title, url, tag}}   tag: P primary, S secondary, R official URL
                                                         not re-read, D derived, A design assumption
     compute:          sm_count, clock_boost, tensor: {dtype: rate}, vector: {dtype: rate},
-                      special_function (transcendental evaluations per second)
+                      special_function (transcendental evaluations per second),
+                      tensor_mma_sync (optional): {dtype: rate} the attained tensor-core rate of the
+                      warp-synchronous ``mma.sync`` instruction class, where it differs from the
+                      device's full rate (Hopper reaches its peak only through ``wgmma``); the
+                      achievable model runs the matmuls of kernels built on mma.sync (sm80 code:
+                      FlashAttention-2) at it (``analytic/execution.py`` ``Traits.tensor_instr``)
     memory:           ordered from on-chip to off-chip: {level: {scope, capacity, bandwidth, latency}};
                       the last level is ``dram`` (device memory). Bandwidth is device aggregate;
                       latency (optional) is the load-to-use latency of one access at that level;
@@ -174,11 +179,27 @@ class Compute(_Strict):
     tensor: dict[str, FlopRate]
     vector: dict[str, FlopRate]
     special_function: FlopRate
+    # Attained rate of the warp-synchronous mma.sync instruction class per dtype (optional; see the
+    # module docstring). Absent: kernels of that class are estimated at ``tensor`` and the estimate
+    # names the key under not_modelled.
+    tensor_mma_sync: dict[str, FlopRate] = Field(default_factory=dict)
 
-    @field_validator("tensor", "vector", mode="before")
+    @field_validator("tensor", "vector", "tensor_mma_sync", mode="before")
     @classmethod
     def _dtypes(cls, v):
         return _only_names(v, DTYPES, "dtype(s)")
+
+    @model_validator(mode="after")
+    def _mma_sync_within_tensor(self):
+        for dt, d in self.tensor_mma_sync.items():
+            full = self.tensor.get(dt)
+            if full is None:
+                raise ValueError(f"tensor_mma_sync.{dt}: the spec has no compute.tensor.{dt} rate; an instruction "
+                                 "class's rate needs the device's full rate of the same dtype beside it")
+            if d.si is not None and full.si is not None and d.si > full.si:
+                raise ValueError(f"tensor_mma_sync.{dt}: {d.value} exceeds compute.tensor.{dt} ({full.value}); "
+                                 "one instruction class cannot be faster than the device's peak")
+        return self
 
     @field_validator("vector")
     @classmethod
@@ -415,6 +436,8 @@ class Spec(_Strict):
         for dt, d in self.compute.vector.items():
             yield f"compute.vector.{dt}", d
         yield "compute.special_function", self.compute.special_function
+        for dt, d in self.compute.tensor_mma_sync.items():
+            yield f"compute.tensor_mma_sync.{dt}", d
         for name, level in self.memory.items():
             yield f"memory.{name}.capacity", level.capacity
             yield f"memory.{name}.bandwidth", level.bandwidth

@@ -39,6 +39,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..hwspecs.schema import HOST_CLASSES
+from . import _probe_mma
 
 HOST_CALLS = 200  # calls per host-time batch
 HOST_REPEATS = 30  # batches; the median is reported
@@ -522,6 +523,8 @@ def run_achievable(ctx: Ctx, attempt: Callable[[str, Callable[[], None]], None],
     attempt("load-to-use latency", lambda: latency(ctx))
     attempt("L2 bandwidth", lambda: l2_bandwidth(ctx))
     attempt("copy time vs bytes", lambda: copy_curves(ctx))
+    # before the host-time measurements: its nvcc build must not compete with them
+    attempt("mma.sync tensor rate", lambda: _probe_mma.measure(ctx))
     if ext_future is not None:  # no compiler may compete with the host-time measurements
         with contextlib.suppress(Exception):  # a failed build is reported by its own class's attempt
             ext_future.result()

@@ -33,7 +33,8 @@ What is measured (every time through ``timing.time_call``; rate = work / median 
   latency by a pointer chase over 1 GiB, L2 flushed (``memory.dram.latency``) and over 8 MiB,
   L2-resident (``memory.l2.latency``), with a latency-vs-footprint curve; L2 read bandwidth of a
   16 MiB buffer read repeatedly with no flush (``memory.l2.bandwidth``), with a read-bandwidth-vs-
-  footprint sweep (1-512 MiB) and its knee; copy time vs bytes (4 KiB - 1 GiB) of a Triton copy
+  footprint sweep (1-512 MiB) and its knee; the attained rate of the warp-synchronous ``mma.sync``
+  tensor instruction (``compute.tensor_mma_sync.<dtype>``, ``measure/_probe_mma.py``); copy time vs bytes (4 KiB - 1 GiB) of a Triton copy
   kernel and of ``copy_``, fitted as t = t0 + bytes / BW (observations). The curves are under
   ``curves``, the per-class split under ``per_call``.
 

@@ -153,6 +153,7 @@ def test_a_failed_measurement_is_listed_and_the_others_still_run(monkeypatch):
     monkeypatch.setattr(ach, "latency", boom)
     monkeypatch.setattr(ach, "l2_bandwidth", lambda ctx: ran.append("l2"))
     monkeypatch.setattr(ach, "copy_curves", lambda ctx: ran.append("copy"))
+    monkeypatch.setattr(ach._probe_mma, "measure", lambda ctx: ran.append("mma"))
 
     def per_call(ctx, cls, ext):
         if cls in ("cuda_extension", "cudnn"):
@@ -161,7 +162,7 @@ def test_a_failed_measurement_is_listed_and_the_others_still_run(monkeypatch):
 
     monkeypatch.setattr(ach, "per_call_cost", per_call)
     ach.run_achievable(_fake_ctx([]), attempt, ext_future=None)
-    assert ran == ["l2", "copy", "torch_eager", "triton", "triton_autotune", "cublas", "sdpa", "cuda_graph", "autograd"]
+    assert ran == ["l2", "copy", "mma", "torch_eager", "triton", "triton_autotune", "cublas", "sdpa", "cuda_graph", "autograd"]
     assert [f["name"] for f in failed] == ["load-to-use latency", "per-call cost cuda_extension", "per-call cost cudnn"]
     assert failed[0]["reason"] == "RuntimeError: no Triton here"
     long = failed[1]["reason"]

@@ -39,8 +39,9 @@ model step; a single timed block adds the boundary: the first call's issue, the 
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from typing import Mapping
+from collections.abc import Mapping
 
 from ..cost import Cost
 from ..registry import AnalyticError, compiled_cost, cost
@@ -110,7 +111,8 @@ def call_dims(op: str, c: OpCall, dims: Mapping[str, int], mode: str, dtype: str
 
 def block_calls(op: str, dims: Mapping[str, int], impl: str | None = None, mode: str = "fwd",
                 dtype: str = "bf16") -> list[tuple[OpCall, Cost]]:
-    """The op calls of one block case with their costs at these dims (x their count in the block)."""
+    """The op calls of one block case (their dims resolved at these dims) with their costs at these dims
+    (x their count in the block)."""
     if mode not in _PHASE:
         raise AnalyticError(f"unknown mode {mode!r} for a block case; valid: {', '.join(_PHASE)}")
     D, blk = _block(op, dims)
@@ -127,7 +129,9 @@ def block_calls(op: str, dims: Mapping[str, int], impl: str | None = None, mode:
         values = _values(c, grid, dtype)
         if any(v == 0 for v in values.values()):
             continue  # a call with a zero dimension does not run (as in evaluate.evaluate_plan)
-        out.append((c, cost(c.op, values, impl=c.impl, mode=c.mode, dtype=dtype) * c.count))
+        # the call with its dims resolved at this case (the execution traits read them: l2_reread_bytes)
+        out.append((dataclasses.replace(c, dims=tuple(values.items())),
+                    cost(c.op, values, impl=c.impl, mode=c.mode, dtype=dtype) * c.count))
     return out
 
 
@@ -197,7 +201,7 @@ def composed_bound(op: str, dims: Mapping[str, int], spec, impl: str | None = No
     eager launches otherwise. Each call is executed as its block runs it (``call_backend``: SDPA's
     cuDNN kernels in the attention block)."""
     from ..achievable import estimate
-    from ..execution import as_measured, traits
+    from ..execution import as_measured, l2_reread_bytes, traits
     from ..roofline import project
 
     launch = launch or ("graph" if mode == "decode" else "eager")
@@ -208,7 +212,9 @@ def composed_bound(op: str, dims: Mapping[str, int], spec, impl: str | None = No
         k = as_measured(k, backend)  # host calls on the backend's own call path
         p = project(k, spec, prefer=prefer, launch=launch)
         # the achievable estimate of the call; under graph replay the block is one replay (compose_achievable)
-        a = estimate(k, spec, tf32=t.fp32_matmul == "tf32", serial=t.engines == "serial", launch=launch)
+        a = estimate(k, spec, tf32=t.fp32_matmul == "tf32", serial=t.engines == "serial", launch=launch,
+                     mma_sync=t.tensor_instr == "mma_sync",
+                     l2_reread=l2_reread_bytes(c.op, c.impl, c.dim_map(), dtype, c.mode, backend) * c.count)
         h = a.host_s if launch == "eager" else 0.0
         rows.append({"label": c.label.removeprefix("b."), "op": c.op, "impl": c.impl, "mode": c.mode,
                      "backend": backend, "count": c.count, "dims": call_dims(op, c, dims, mode, dtype),

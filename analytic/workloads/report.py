@@ -220,7 +220,7 @@ def achievable_rows(res: GridResult, spec, ops: list[dict]) -> dict:
     not the sum of per-call maxima; under CUDA-graph replay the host term is zero."""
     from ..achievable import LABEL as ACH_LABEL
     from ..achievable import AchievableTable, achievable_work, host_cost
-    from ..execution import fp32_matmul_on_tf32, serial_engines
+    from ..execution import fp32_matmul_on_tf32, serial_engines, tensor_instr
     # attained ceilings where the spec has them whatever the bound's ceiling rule: the estimate is of what
     # runs, the bound of what could
     table = AchievableTable.of([spec], "measured")
@@ -237,7 +237,8 @@ def achievable_rows(res: GridResult, spec, ops: list[dict]) -> dict:
             w[COL["dram.executed"]] -= state_e
             state_bytes = state_e
         a = achievable_work(w, table, tf32=fp32_matmul_on_tf32(c.call.op, c.call.impl),
-                            serial=serial_engines(c.call.op, c.call.impl), launch=res.launch, graph_replays=0.0)
+                            serial=serial_engines(c.call.op, c.call.impl), launch=res.launch, graph_replays=0.0,
+                            mma_sync=tensor_instr(c.call.op, c.call.impl) == "mma_sync")
         h, g = float(a.host[0, 0, 0]), float(a.gpu[0, 0, 0])
         if state_bytes:
             node = float(a.gpu[0, 0, 0] - np.max([t[0, 0, 0] for t in a.times.values()]))
