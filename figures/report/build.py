@@ -45,11 +45,12 @@ class Report:
         return any(p.ssm.predicted_energy or p.base.predicted_energy for p in self.points)
 
 
-def build(folders: list[str | Path], spec: Spec, profile: Profile | None = None, rule: Rule = Rule(),
+def build(folders: list[str | Path], spec: Spec, profile: Profile | None = None, rule: Rule | None = None,
           kv_heads: int = DEFAULT_KV_HEADS, energy: EnergyPredictor | None = None,
           prefer: str = "measured") -> Report:
     from ...errors import UserError
 
+    rule = rule or Rule()
     matched = match(folders, kv_heads)
     if not matched.points:
         ssm = sorted({r["op"] for r in matched.records.values() if r["op"] in REPORT_OPS and r.status == "ok"})

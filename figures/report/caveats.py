@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+import math
+
 from ...measure.results import Record
 from .pairs import ATTENTION_OPS, SSM_OPS, Matched
 from .regimes import NOISY_SPREAD, RegimeResult
@@ -103,7 +105,7 @@ def caveats(matched: Matched, results: list[RegimeResult], spread: RunSpread) ->
             if s.roofline_pct > 100:
                 sheet = 100 * s.datasheet_bound_s / s.time_s if s.datasheet_bound_s else float("nan")
                 beaten.append(f"{s.record.key}: {s.roofline_pct:.0f}% of its bound ({s.bottleneck}, measured ceilings)"
-                              + (f", {sheet:.0f}% at datasheet peaks" if sheet == sheet else ""))
+                              + (f", {sheet:.0f}% at datasheet peaks" if not math.isnan(sheet) else ""))
     if beaten:
         out.append({"id": "beaten", "title": "Measurements faster than their analytic bound",
                     "text": "A bound must not be beaten. These records beat the bound computed from the spec's measured "

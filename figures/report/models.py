@@ -10,9 +10,10 @@ case: a crossover search asks for the same lengths for every series of a regime.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any
 
 from ...analytic.cases import Case
 from ...calibrate.estimate import estimate_detail

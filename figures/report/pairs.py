@@ -24,14 +24,20 @@ case key counts (``measure.results.latest_by_key``); records that did not finish
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from ...analytic.cases import BLOCK_PREFIX
 from ...errors import UserError
-from ...measure.results import Record, ResultFile, find_results, latest_by_key, measured_on, oldest_first
+from ...measure.results import (
+    Record,
+    ResultFile,
+    find_results,
+    latest_by_key,
+    measured_on,
+    oldest_first,
+)
 
 PHASES = {"fwd": "prefill", "decode": "decode", "fwdbwd": "training"}
 PHASE_ORDER = ("prefill", "decode", "training")

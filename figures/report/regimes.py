@@ -77,7 +77,7 @@ class Side:
 
     @property
     def roofline_pct(self) -> float:
-        return 100 * self.bound_s / self.time_s if self.bound_s == self.bound_s else float("nan")
+        return 100 * self.bound_s / self.time_s
 
 
 @dataclass
@@ -164,7 +164,7 @@ def point_result(p: Point, models: Models, spread: RunSpread, rule: Rule) -> Poi
 
 def crossing(lengths: list[float], ratios: list[float]) -> dict:
     """The length from which ratio >= 1 up to the last length, log-log interpolated where it crosses."""
-    pts = [(x, r) for x, r in zip(lengths, ratios) if r == r and r > 0]
+    pts = [(x, r) for x, r in zip(lengths, ratios) if not math.isnan(r) and r > 0]
     if not pts:
         return {"length": None, "result": "no value"}
     if pts[-1][1] < 1:
@@ -198,7 +198,7 @@ def _series_result(regime: Regime, series: str, prs: list[PointResult], models: 
         if name == "calibrated":
             reasons = {r for cs, cb in cal for r in (cs[2], cb[2]) if r}
             if reasons:
-                c = {"length": None, "result": f"not available: {sorted(reasons)[0]}"}
+                c = {"length": None, "result": f"not available: {min(reasons)}"}
             elif any(cs[1] or cb[1] for cs, cb in cal):
                 c["note"] = "extrapolated beyond the lengths or sizes the profile was fitted on"
         c["label"] = label
@@ -246,5 +246,5 @@ def evaluate(matched: Matched, models: Models, spread: RunSpread, rule: Rule) ->
 
 
 def median_of(values) -> float:
-    v = [x for x in values if x == x]
+    v = [x for x in values if not math.isnan(x)]
     return float(np.median(v)) if v else float("nan")

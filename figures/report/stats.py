@@ -25,9 +25,9 @@ within-run only and the report says they are too narrow; energy intervals are th
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Iterable
 
 from ...measure.results import ResultFile
 
@@ -104,7 +104,7 @@ class Ratio:
     lo: float | None
     hi: float | None
 
-    def scaled(self, k: float) -> "Ratio":
+    def scaled(self, k: float) -> Ratio:
         return Ratio(self.value * k, None if self.lo is None else self.lo * k, None if self.hi is None else self.hi * k)
 
 
