@@ -143,7 +143,7 @@ def read_folders(folders: list[str | Path]) -> tuple[list[ResultFile], list[dict
     return oldest_first(files), skipped
 
 
-def _device(files: list[ResultFile]) -> str:
+def device_of(files: list[ResultFile]) -> str:
     names = {measured_on(rf) for rf in files}
     if None in names:
         bad = next(rf.path for rf in files if measured_on(rf) is None)
@@ -177,7 +177,7 @@ def _series(rec: Record) -> str:
 def match(folders: list[str | Path], kv_heads: int = DEFAULT_KV_HEADS) -> Matched:
     """Read the result folders and pair their records by the rule of the module docstring."""
     files, skipped = read_folders(folders)
-    device = _device(files)
+    device = device_of(files)
     records = latest_by_key(files)
     ok = [r for r in records.values() if r.status == "ok" and r["mode"] in PHASES]
     attention: dict[tuple, list[Record]] = {}
