@@ -128,8 +128,8 @@ def points_table(rr: RegimeResult, rep: Report) -> Table:
                    f"{p.flop_ratio:.3g}x", ratio_text(p.time),
                    f"{format_si(p.ssm.energy_j, 'J')} | {format_si(p.base.energy_j, 'J')}", ratio_text(p.energy),
                    ratio_text(p.realised, ""), _binding(p),
-                   f"{format_si(p.ssm.achievable_s, 's')} ({p.ssm.achievable_bottleneck}) | "
-                   f"{format_si(p.base.achievable_s, 's')} ({p.base.achievable_bottleneck})",
+                   (f"{format_si(p.ssm.achievable_s, 's')} ({p.ssm.achievable_bottleneck}) | "
+                   f"{format_si(p.base.achievable_s, 's')} ({p.base.achievable_bottleneck})"),
                    f"{p.verdict}: {html.escape(p.why)}"]
             if rep.predicts_energy:
                 row.insert(8, html.escape(_energy_pred(p)))
@@ -155,19 +155,19 @@ def blocks(rep: Report) -> list:
                     "how much faster it runs (filled) and how much less energy it uses per call (hollow), both "
                     "measurements. On the dashed line the savings would be proportional."))
     b += [("h2", "rule", "The go/no-go rule"), ("p", rep.rule.text()),
-          ("p", f"Parameters: --min-speedup {rep.rule.min_speedup:g}, --min-energy-saving {rep.rule.min_energy:g}, "
+          ("p", (f"Parameters: --min-speedup {rep.rule.min_speedup:g}, --min-energy-saving {rep.rule.min_energy:g}, "
                 f"--confidence {rep.rule.confidence:g}, --kv-heads {rep.kv_heads}. The time ratio is attention's "
                 "median time over the SSM's; the energy ratio attention's joules per call over the SSM's; both > 1 "
-                "where the SSM saves.")]
+                "where the SSM saves."))]
     b += [("h2", "verdicts", "Verdict per regime"),
-          ("p", "One row per regime (phase x level x SSM op). The numbers are those of its headline point (the "
-                "longest measured length, then the largest batch); every point is in the regime's section."),
+          ("p", ("One row per regime (phase x level x SSM op). The numbers are those of its headline point (the "
+                "longest measured length, then the largest batch); every point is in the regime's section.")),
           verdict_table(rep)]
     for rr in rep.regimes:
         b += [("h2", rr.regime.id, rr.regime.title), ("p", f"Verdict: {rr.verdict} ({rr.verdict_text})."),
               ("h3", None, "Crossover: the length from which the SSM is faster"), crossover_table(rr),
-              ("p", "Predicted crossovers come from both sides evaluated at 512..1,048,576 tokens on "
-                    f"{rep.spec.id}; measured ones interpolate between the measured lengths."),
+              ("p", ("Predicted crossovers come from both sides evaluated at 512..1,048,576 tokens on "
+                    f"{rep.spec.id}; measured ones interpolate between the measured lengths.")),
               ("h3", None, "Matched points"), points_table(rr, rep),
               Figure(f"savings-{rr.regime.id}", plots.png(plots.savings(rr)),
                      f"Realised vs theoretical savings against length: {rr.regime.title}",
@@ -190,16 +190,16 @@ def blocks(rep: Report) -> list:
             b.append(("ul", c["items"]))
     b += [("h2", "method", "Method"), ("p", rep.matching_rule),
           ("p", stats.__doc__.split("\n\n", 1)[1].replace("\n", " ")),
-          ("p", "Labels: a measurement is a median of CUDA-event timings of the real kernel after its output "
+          ("p", ("Labels: a measurement is a median of CUDA-event timings of the real kernel after its output "
                 "passed the correctness gate (energy: the NVML energy counter over at least one second of calls); "
                 "an analytic count is the cost model's; the analytic bound is the roofline time at the spec's "
                 "ceilings; the achievable estimate adds per-call host cost, latency and attained rates; the "
-                "calibrated estimate fits the profile's per-group efficiencies on top."),
-          ("p", f"Spec: {rep.spec.id} (measured ceilings where the spec has them). Calibration profile: "
-                f"{rep.profile.path if rep.profile else 'none (--calibration not given): no calibrated estimates'}.")]
+                "calibrated estimate fits the profile's per-group efficiencies on top.")),
+          ("p", (f"Spec: {rep.spec.id} (measured ceilings where the spec has them). Calibration profile: "
+                f"{rep.profile.path if rep.profile else 'none (--calibration not given): no calibrated estimates'}."))]
     b += [("h2", "provenance", "Provenance"),
-          ("p", "The report is a pure function of these files, the spec and the profile; regenerate it with "
-                "ssmbench report."),
+          ("p", ("The report is a pure function of these files, the spec and the profile; regenerate it with "
+                "ssmbench report.")),
           Table(["Result file", "Cases", "SHA-256"],
                 [[html.escape(str(rf.path)), str(len(rf.cases)), rf.sha256[:16]] for rf in rep.matched.files])]
     return b
