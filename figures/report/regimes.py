@@ -207,16 +207,20 @@ def _series_result(regime: Regime, series: str, prs: list[PointResult], models: 
     return SeriesResult(regime, series, prs, cross, curves)
 
 
+def _all(n: int) -> str:
+    return f"all {n} measured points" if n > 1 else "its one measured point"
+
+
 def regime_verdict(series: list[SeriesResult]) -> tuple[str, str, dict[str, int]]:
     pts = [p for s in series for p in s.points]
     counts = {v: sum(p.verdict == v for p in pts) for v in (GO, NO_GO, INCONCLUSIVE)}
     n = len(pts)
     if counts[GO] == n:
-        return GO, f"GO at all {n} measured points", counts
+        return GO, "GO at " + _all(n), counts
     if counts[NO_GO] == n:
-        return NO_GO, f"NO-GO at all {n} measured points", counts
+        return NO_GO, "NO-GO at " + _all(n), counts
     if counts[INCONCLUSIVE] == n:
-        return INCONCLUSIVE, f"INCONCLUSIVE at all {n} measured points", counts
+        return INCONCLUSIVE, "INCONCLUSIVE at " + _all(n), counts
     starts = []
     for s in series:
         go = [p.verdict == GO for p in s.points]
