@@ -36,9 +36,9 @@ def section() -> tuple[str, bytes]:
         BEGIN, "", answer(rep), "",
         f"![Measured speedup and energy saving against the arithmetic saving of every matched point]({FIGURE.as_posix()})",
         "", "| Regime | Verdict | Points |", "|---|---|---|", verdicts, "",
-        "The full report, with intervals, crossovers, binding resources, figures and caveats: "
+        ("The full report, with intervals, crossovers, binding resources, figures and caveats: "
         "`ssmbench report --results results/h200 --calibration "
-        "results/h200/2026-12-02/calibration/profile.json --out report.html`.", "", END])
+        "results/h200/2026-12-02/calibration/profile.json --out report.html`."), "", END])
     return text, plots.png(plots.headline(rep))
 
 
