@@ -94,7 +94,7 @@ def characterize_record(rec: dict, prediction: dict) -> dict[str, Any]:
     for part in sorted(set(pred_parts) | set(m_parts)):
         pp, mp = pred_parts.get(part), m_parts.get(part)
         bounds = pp["bounds"] if pp else {}
-        p_cls, p_frac = roof_class(bounds, pp["gpu_s"]) if pp else (None, {})
+        p_cls, _ = roof_class(bounds, pp["gpu_s"]) if pp else (None, {})
         m_time = mp["time_s"] if mp else 0.0
         m_cls, m_frac = roof_class(bounds, m_time) if (mp and pp) else (None, {})
         rows.append({"part": part, "ops": pp["ops"] if pp else [],

@@ -21,8 +21,8 @@ import csv
 import sys
 from pathlib import Path
 
-from ..analytic.runtime import RUNTIMES
 from ..analytic.roofline import BYTES_CHOICES, LAUNCH_CHOICES, PREFER_CHOICES, RESOURCES, SpecCeilings
+from ..analytic.runtime import RUNTIMES
 from ..analytic.workloads.phases import PHASES
 from ..cli import RawDescriptionDefaultsFormatter
 from ..errors import UserError
