@@ -17,6 +17,7 @@ No weights are downloaded: every model is built from its config with the library
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -114,19 +115,31 @@ def build(entry: dict, device, dtype_name: str) -> Built:
                "mamba2": transformers.Mamba2Config}[arch]
         keys = {k: v for k, v in configs.hf_config(model, arch).items() if k != "model_type"}
         cfg = cls(**keys)
-        cfg._attn_implementation = "sdpa"
-        lm = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa", torch_dtype=dtype)
-        lm = lm.to(device).eval()
+        # built on the GPU at the model dtype (a CPU fp32 build and init of a 1B model takes many seconds)
+        saved = torch.get_default_dtype()
+        try:
+            torch.set_default_dtype(dtype)
+            with torch.device(device):
+                lm = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa")
+        finally:
+            torch.set_default_dtype(saved)
+        lm = lm.to(device=device, dtype=dtype).eval()
+        params = inspect.signature(lm.forward).parameters
+        keep = next((k for k in ("logits_to_keep", "num_logits_to_keep") if k in params), None)
 
         def forward(inputs, cache=None, last_only=False):
-            kw = {"logits_to_keep": 1} if last_only else {}
+            kw = {keep: 1} if last_only and keep else {}
             if cache is not None:  # (StaticCache, cache_position): steps.hf_decode_cache
                 kw.update(past_key_values=cache[0], cache_position=cache[1], use_cache=True)
             else:
                 kw["use_cache"] = False
-            return lm(inputs, **kw).logits
+            logits = lm(inputs, **kw).logits
+            return logits[:, -1:] if last_only and not keep else logits
+        notes = [f"attention implementation: {getattr(lm.config, '_attn_implementation', None)}"]
+        if not keep:
+            notes.append("this transformers version has no logits_to_keep: prefill computes every token's logits")
         return Built(lm, forward, _lm_inputs(model.spec.vocab, device), _next_token_targets,
-                     f"transformers {transformers.__version__}", [])
+                     f"transformers {transformers.__version__}", notes)
     if runner in ("vision", "graph"):
         from .domains import build_domain
         return build_domain(runner, model, entry, device, dtype)

@@ -87,6 +87,7 @@ def run(suite_path: str, out: str, deadline_s: float, only: list[str] | None = N
     from ..environment import collect
     from ..timing import CaptureFailed
     from .build import build, count_params
+    from ..backends.base import Unavailable
     from .steps import Unsupported
 
     t0 = time.monotonic()
@@ -115,7 +116,7 @@ def run(suite_path: str, out: str, deadline_s: float, only: list[str] | None = N
                 if built is None and build_error is None:
                     try:
                         built = build(entry, device, suite.dtype)
-                    except ImportError as exc:
+                    except (ImportError, Unavailable) as exc:
                         build_error = ("unavailable", f"{type(exc).__name__}: {exc}")
                     except Exception as exc:
                         build_error = ("error", f"building the model failed: {type(exc).__name__}: {exc}")
