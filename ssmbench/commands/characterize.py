@@ -66,6 +66,11 @@ def cmd_characterize(args) -> int:
     from ..hwspecs import get_spec, spec_for_device
     from ..measure.models.records import find_model_runs, latest_records
 
+    if args.out:  # output paths first: a bad one costs no reading
+        check_output_file(args.out, "--out")
+    if args.plot:
+        from ..figures._common import check_path
+        check_path(args.plot, "--plot")
     paths = find_model_runs(args.results)
     if not paths:
         raise UserError(f"{args.results}: no model-run files (model-run-*.json, written by "
@@ -83,11 +88,6 @@ def cmd_characterize(args) -> int:
     if args.calibration:
         from ..calibrate.profile import read_profile
         profile = read_profile(args.calibration)
-    if args.out:
-        check_output_file(args.out, "--out")
-    if args.plot:
-        from ..figures._common import check_path
-        check_path(args.plot, "--plot")
     doc = characterize(records, spec_for, profile)
     from ..measure.results import jsonable
     text = json.dumps(jsonable(doc), indent=1) + "\n" if args.format == "json" else markdown(doc)
