@@ -197,7 +197,8 @@ def cmd_models_show(args) -> int:
 def predict_kw(args, prefer: str) -> dict:
     """The options of ``report.predict`` but the point, from ``predict``'s arguments."""
     return dict(dtype=precision_from_args(args), prefer=prefer, launch=args.launch, bytes_basis=args.bytes_basis,
-                impls=_impls(args.impl), recompute=args.recompute, logits=args.logits, runtime=args.runtime)
+                impls=_impls(args.impl), recompute=args.recompute, logits=args.logits,
+                runtime=getattr(args, "runtime", None))  # `plot` shares this without --runtime
 
 
 def predict_points(args) -> list[dict]:
