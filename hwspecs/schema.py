@@ -231,8 +231,14 @@ class MemoryLevel(_Strict):
 # on the cuDNN backend (cuDNN's graph cache), one CUDA-graph replay (``cuda_graph``: the host cost of
 # launching a captured graph, paid once per replay whatever its nodes); and ``autograd``: the autograd engine's own host time for one
 # ``torch.autograd.grad`` call (hand-off to its device thread and back), beyond the kernels it issues.
+# Two runtime classes (``analytic/runtime.py``, measured by ``measure/models/runtime_probe.py``):
+# ``hf_module``, the Python time of one Hugging Face module call beyond the kernels it issues (argument
+# handling, cache bookkeeping, hooks), paid per op call of a model's plan; ``compiled``, the host time per
+# kernel launch from a torch.compile (Inductor) graph, which replaces every other class's per-launch cost.
 HOST_CLASSES = ("torch_eager", "triton", "triton_autotune", "cuda_extension", "cublas", "sdpa", "cudnn",
-                "cuda_graph", "autograd")
+                "cuda_graph", "autograd", "hf_module", "compiled")
+# The classes measured by the runtime probe rather than by ``ssmbench probe``'s per-call loop.
+RUNTIME_HOST_CLASSES = ("hf_module", "compiled")
 
 
 class Launch(_Strict):

@@ -38,7 +38,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..hwspecs.schema import HOST_CLASSES
+from ..hwspecs.schema import HOST_CLASSES, RUNTIME_HOST_CLASSES
 from . import _probe_mma
 
 HOST_CALLS = 200  # calls per host-time batch
@@ -529,4 +529,6 @@ def run_achievable(ctx: Ctx, attempt: Callable[[str, Callable[[], None]], None],
         with contextlib.suppress(Exception):  # a failed build is reported by its own class's attempt
             ext_future.result()
     for cls in HOST_CLASSES:
+        if cls in RUNTIME_HOST_CLASSES:  # whole-model runtimes: measure/models/runtime_probe.py
+            continue
         attempt(f"per-call cost {cls}", lambda cls=cls: per_call_cost(ctx, cls, ext_future))

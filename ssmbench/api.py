@@ -23,7 +23,7 @@ from .errors import UserError
 # The keyword options of report.predict a caller may pass through (their defaults are report.predict's,
 # the CLI's too): the one list, so that a misspelt option is named rather than swallowed.
 PREDICT_OPTIONS = ("dtype", "kv_dtype", "state_dtype", "prefer", "launch", "bytes_basis", "impls", "recompute",
-                   "logits")
+                   "logits", "runtime")
 SWEEP_OPTIONS = ("dtype", "prefer", "launch", "bytes_basis")
 
 
@@ -141,7 +141,7 @@ def predict(model, *, hw, phase: str, batch: int, seqlen: int, context: int | No
     calibration: a profile written by ``ssmbench calibrate``, to add calibrated estimates;
     calibration_backends: {op: backend} where the profile calibrates an op with several.
     options: ``PREDICT_OPTIONS`` (dtype, prefer, launch, bytes_basis, impls as {op: impl}, recompute,
-    logits), with the defaults of ``ssmbench predict``.
+    logits, runtime: one of ``analytic.runtime.RUNTIMES``), with the defaults of ``ssmbench predict``.
     """
     from .analytic import sweep as analytic_sweep
     from .analytic.workloads.precision import Precision
@@ -150,7 +150,7 @@ def predict(model, *, hw, phase: str, batch: int, seqlen: int, context: int | No
     from .prediction import predict_point
 
     opts = {"dtype": "bf16", "prefer": "measured", "launch": None, "bytes_basis": "executed", "impls": {},
-            "recompute": False, "logits": "last", **_options(options, PREDICT_OPTIONS, "predict")}
+            "recompute": False, "logits": "last", "runtime": None, **_options(options, PREDICT_OPTIONS, "predict")}
     opts["dtype"] = Precision(opts["dtype"], opts.pop("kv_dtype", None), opts.pop("state_dtype", None))
     spec, m = get_spec(hw), get_model(model)
     opts["prefer"], ceilings = analytic_sweep.common_prefer([spec], opts["prefer"])

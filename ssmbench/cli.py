@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "ssmbench.commands.plot",
     "ssmbench.commands.calibrate",
     "ssmbench.commands.report",
+    "ssmbench.commands.characterize",
 )
 
 

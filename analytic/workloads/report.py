@@ -211,7 +211,7 @@ def model_notes(model: Model, res: GridResult, ops: list[dict]) -> list[str]:
     return notes
 
 
-def achievable_rows(res: GridResult, spec, ops: list[dict]) -> dict:
+def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dict:
     """The achievable estimate (``analytic/achievable.py``) of every op call of ``res`` (first spec,
     first grid point), added to its row, and of the whole step.
 
@@ -224,8 +224,10 @@ def achievable_rows(res: GridResult, spec, ops: list[dict]) -> dict:
     # attained ceilings where the spec has them whatever the bound's ceiling rule: the estimate is of what
     # runs, the bound of what could
     table = AchievableTable.of([spec], "measured")
+    from ..runtime import RUNTIMES, call_host_s
     host = gpu = 0.0
     by_class: dict[str, float] = {}
+    eager_parts = []  # per call (host under the plain eager model, launches, op calls): the runtime comparison
     residency = res.residency[0] if res.residency else None
     resident = residency is not None and bool(residency.resident[0, 0])
     for i, c in enumerate(res.calls.calls):
@@ -240,10 +242,20 @@ def achievable_rows(res: GridResult, spec, ops: list[dict]) -> dict:
                             serial=serial_engines(c.call.op, c.call.impl), launch=res.launch, graph_replays=0.0,
                             mma_sync=tensor_instr(c.call.op, c.call.impl) == "mma_sync")
         h, g = float(a.host[0, 0, 0]), float(a.gpu[0, 0, 0])
+        h_eager = h if res.launch == "eager" else float(achievable_work(
+            w, table, tf32=fp32_matmul_on_tf32(c.call.op, c.call.impl), serial=serial_engines(c.call.op, c.call.impl),
+            launch="eager").host[0, 0, 0])
+        eager_parts.append((h_eager, float(w[COL["launches"], 0, 0]), float(c.call.count)))
+        if runtime is not None:
+            h = call_host_s(runtime, h, eager_parts[-1][1], eager_parts[-1][2], lambda k: host_cost(table, k))
         if state_bytes:
             node = float(a.gpu[0, 0, 0] - np.max([t[0, 0, 0] for t in a.times.values()]))
             g = max(g, node + state_bytes / residency.bandwidth)
         cls = str(a.bottleneck_names()[0, 0, 0])
+        if runtime is not None and cls == "host/launch" and h < g:  # the runtime took the host cost away
+            cls = _gpu_class(a)
+        elif runtime is not None and h >= g:
+            cls = "host/launch"
         ops[i]["achievable"] = {"label": ACH_LABEL, "time_s": max(h, g), "host_s": h, "gpu_s": g, "bottleneck": cls}
         host += h
         gpu += g
@@ -259,19 +271,60 @@ def achievable_rows(res: GridResult, spec, ops: list[dict]) -> dict:
         host_used.add("launch.host.autograd")
     if res.launch == "graph":
         host_used = {"launch.host.cuda_graph"}
+    if runtime is not None:
+        from ..runtime import used_keys
+        host_used = ({k for k in host_used if k == "launch.host.autograd"} if runtime.launch_class else host_used)
+        host_used |= used_keys(runtime)
     used = {k for k in table.missing[0] if not k.startswith("launch.host.") or k in host_used}
-    return {"label": ACH_LABEL, "time_s": t, "host_s": host, "gpu_s": gpu,
-            "bottleneck": "host/launch" if host >= gpu else max(by_class, key=by_class.get),
-            "time_by_class_s": by_class, "launch_regime": res.launch,
-            "not_modelled": {k: table.missing[0][k] for k in sorted(used)},
-            "note": "per call: max(host issue time, device time); the step: max(sum of host, sum of device)"}
+    out = {"label": ACH_LABEL, "time_s": t, "host_s": host, "gpu_s": gpu,
+           "bottleneck": "host/launch" if host >= gpu else max(by_class, key=by_class.get),
+           "time_by_class_s": by_class, "launch_regime": res.launch,
+           "not_modelled": {k: table.missing[0][k] for k in sorted(used)},
+           "note": "per call: max(host issue time, device time); the step: max(sum of host, sum of device)"}
+    if runtime is not None:
+        out["runtime"] = runtime.name
+        out["host_share"] = host / t if t > 0 else None
+        out["runtimes"] = _runtime_comparison(RUNTIMES, eager_parts, gpu, table, res, host_cost, call_host_s)
+    return out
+
+
+def _gpu_class(a) -> str:
+    """The device-side class of one achievable call (its bottleneck with the host term left out)."""
+    fixed, top = float(a.fixed[0, 0, 0]), max(float(t[0, 0, 0]) for t in a.times.values())
+    if fixed >= top:
+        return "latency"
+    return max(a.times, key=lambda r: float(a.times[r][0, 0, 0]))
+
+
+def _runtime_comparison(runtimes, parts, gpu: float, table, res, host_cost, call_host_s) -> dict:
+    """The step under every runtime, same device time: {runtime: {time_s, host_s, saving_s}} (saving
+    against the slowest); the host terms a spec does not know count zero and are named per runtime."""
+    out = {}
+    for name, rt in runtimes.items():
+        h = sum(call_host_s(rt, he, n, calls, lambda k: host_cost(table, k)) for he, n, calls in parts)
+        if rt.launch == "graph":
+            h += host_cost(table, "cuda_graph")
+        elif res.phase == "train":
+            h += host_cost(table, "autograd")
+        missing = sorted(f"launch.host.{c}" for c in rt.classes() + (("cuda_graph",) if rt.launch == "graph" else ())
+                         if f"launch.host.{c}" in table.missing[0])
+        out[name] = {"time_s": max(h, gpu), "host_s": h, "gpu_s": gpu, "host_unknown": missing}
+    worst = max(v["time_s"] for v in out.values())
+    for v in out.values():
+        v["saving_s"] = worst - v["time_s"]
+    return out
 
 
 def predict(model: Model, spec, phase: str, batch: int, seqlen: int, context: int | None = None, *,
             dtype: str | Precision = "bf16", prefer: str = "measured", launch: str | None = None,
             bytes_basis: str = "executed", impls: dict | None = None, recompute: bool = False,
-            logits: str = "last", with_searches: bool = True) -> dict:
-    """The prediction for one point, as plain data (see the module docstring)."""
+            logits: str = "last", with_searches: bool = True, runtime: str | None = None) -> dict:
+    """The prediction for one point, as plain data (see the module docstring). ``runtime``
+    (``analytic/runtime.py``) sets the launch regime and the host terms of the achievable estimate."""
+    from ..runtime import get_runtime
+    rt = get_runtime(runtime, launch)
+    if rt is not None:
+        launch = rt.launch
     batch = check_positive_int("batch", batch)
     seqlen = check_positive_int("seqlen", seqlen)
     if context is not None:
@@ -335,7 +388,7 @@ def predict(model: Model, spec, phase: str, batch: int, seqlen: int, context: in
         "on_chip_capacity_bytes": sc.on_chip_capacity(),
         "launch_regime": res.launch, "bytes_basis": bytes_basis,
     }
-    ach = achievable_rows(res, spec, ops)
+    ach = achievable_rows(res, spec, ops, rt)
     ach["tokens_per_s"] = tokens / ach["time_s"] if ach["time_s"] > 0 and fits else None
     total["achievable"] = ach
     notes = model_notes(model, res, ops)

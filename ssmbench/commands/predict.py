@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from ..analytic.roofline import BYTES_CHOICES, LAUNCH_CHOICES, PREFER_CHOICES, RESOURCES, SpecCeilings
+from ..analytic.runtime import RUNTIMES
 from ..analytic.workloads.phases import PHASES
 from ..cli import RawDescriptionDefaultsFormatter
 from ..errors import UserError
@@ -49,6 +50,7 @@ estimate: the largest batch whose weights + KV cache + state + activations fit a
 """
 
 DEFAULT_MODEL = "mamba2-2.7b"
+RUNTIME_CHOICES = tuple(RUNTIMES)
 DEFAULT_SPEC = "h200-sxm"
 # fp8 runs the ops with an fp8 rule at fp8 and the others at bf16 (analytic/workloads/precision.py)
 DTYPE_CHOICES = ("bf16", "fp16", "fp32", "fp8")
@@ -195,7 +197,8 @@ def cmd_models_show(args) -> int:
 def predict_kw(args, prefer: str) -> dict:
     """The options of ``report.predict`` but the point, from ``predict``'s arguments."""
     return dict(dtype=precision_from_args(args), prefer=prefer, launch=args.launch, bytes_basis=args.bytes_basis,
-                impls=_impls(args.impl), recompute=args.recompute, logits=args.logits)
+                impls=_impls(args.impl), recompute=args.recompute, logits=args.logits,
+                runtime=getattr(args, "runtime", None))  # `plot` shares this without --runtime
 
 
 def predict_points(args) -> list[dict]:
@@ -353,6 +356,10 @@ def _total_rows(r: dict) -> list[list[str]]:
                  [f"tokens / s ({a['label']})", _rate(a["tokens_per_s"])]]
         if a["not_modelled"]:
             rows.append([f"{a['label']}: not modelled", "; ".join(a["not_modelled"].values())])
+        for name, v in (a.get("runtimes") or {}).items():
+            unknown = f"; unknown (counted 0): {', '.join(v['host_unknown'])}" if v["host_unknown"] else ""
+            rows.append([f"{a['label']}: runtime {name}", f"{si(v['time_s'], 's')} (host {si(v['host_s'], 's')}), "
+                         f"saves {si(v['saving_s'], 's')} against the slowest runtime{unknown}"])
     rows += [[f"memory: {k}", si(v, "B")] for k, v in t["memory_bytes"].items()]
     rows += [["memory: total / capacity", f"{si(t['memory_total_bytes'], 'B')} / {si(t['memory_capacity_bytes'], 'B')}"],
              ["capacity", t["status"]],
@@ -517,6 +524,9 @@ def register(subparsers) -> None:
     p.add_argument("--context", type=int, default=None, help="decode only: tokens already in the cache (default: none, then --seqlen is the context)")
     p.add_argument("--launch", default=None, choices=LAUNCH_CHOICES,
                    help="launch regime (default: graph for decode, eager otherwise)")
+    p.add_argument("--runtime", default=None, choices=RUNTIME_CHOICES,
+                   help="the software runtime of the achievable estimate's host terms (analytic/runtime.py): "
+                        "sets the launch regime and adds a comparison of every runtime (default: none)")
     p.add_argument("--impl", action="append", metavar="OP=IMPL",
                    help="implementation of an op the model runs, with a rule for the phase; repeatable "
                         "(also used for the baseline of the verdict and crossover; default: the model's)")

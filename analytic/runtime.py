@@ -1,0 +1,77 @@
+"""The runtime a model runs under, as a workload option of the achievable estimate (``predict
+--runtime``): how much of a step's time is the host's, and what a graph or compiled runtime saves.
+
+Measured whole models (issue #15) showed the host setting the pace where the op-level model saw none:
+Hugging Face eager decode spends Python time in every module call beyond the kernels it issues, and
+a CUDA-graph replay removes the per-kernel host cost altogether. Each runtime is a rule for the host
+time of one op call of a model's plan (``host_eager``: the sum over its launches of
+``launch.host.<backend class>``, as ``achievable.py`` computes it):
+
+- ``mamba-ssm``: library modules called from PyTorch eager code: T_host = host_eager (what the
+  per-class costs, measured on the library calls themselves, already hold).
+- ``hf-eager``: Hugging Face modules: T_host = host_eager + calls x ``launch.host.hf_module`` (one
+  module call per op call of the plan: projections, norms, mixers, MLPs are modules in transformers).
+- ``torch-compile``: an Inductor graph issues the same kernels from generated code: T_host = launches x
+  ``launch.host.compiled`` (Inductor's fusion of elementwise kernels is not modelled: the launch count
+  is the plan's).
+- ``cuda-graph``: one captured graph per step: T_host = ``launch.host.cuda_graph`` once per step
+  (``achievable.py``'s graph regime; per call zero).
+
+The step takes max(sum of host, sum of device) (``report.achievable_rows``). A parameter the spec
+does not know contributes no term and is named in ``not_modelled``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import UserError
+
+
+@dataclass(frozen=True)
+class Runtime:
+    name: str
+    launch: str  # the launch regime of the roofline and achievable model: "eager" or "graph"
+    module_class: str | None = None  # host class paid once per op call on top of the launches
+    launch_class: str | None = None  # host class that replaces every launch's own class
+    describe: str = ""
+
+    def classes(self) -> tuple[str, ...]:
+        return tuple(c for c in (self.module_class, self.launch_class) if c)
+
+
+RUNTIMES: dict[str, Runtime] = {
+    "mamba-ssm": Runtime("mamba-ssm", "eager", describe="library kernels called from eager PyTorch modules"),
+    "hf-eager": Runtime("hf-eager", "eager", module_class="hf_module",
+                        describe="Hugging Face transformers modules, eager"),
+    "torch-compile": Runtime("torch-compile", "eager", launch_class="compiled",
+                             describe="torch.compile (Inductor) graph launching the plan's kernels"),
+    "cuda-graph": Runtime("cuda-graph", "graph", describe="one captured CUDA graph replayed per step"),
+}
+
+
+def get_runtime(name: str | None, launch: str | None) -> Runtime | None:
+    """The runtime of ``--runtime`` (None: none asked for), checked against ``--launch``."""
+    if name is None:
+        return None
+    if name not in RUNTIMES:
+        raise UserError(f"unknown runtime {name!r}; expected one of {', '.join(RUNTIMES)}")
+    rt = RUNTIMES[name]
+    if launch is not None and launch != rt.launch:
+        raise UserError(f"--runtime {name} runs with launch regime {rt.launch!r}; --launch {launch} contradicts it "
+                        "(give one of the two)")
+    return rt
+
+
+def call_host_s(rt: Runtime, host_eager: float, launches: float, calls: float, cost) -> float:
+    """Host seconds of ``calls`` op calls with ``launches`` kernels under ``rt``; ``cost(cls)`` is the
+    spec's host cost of a class (0 where unknown: ``used_keys`` names it)."""
+    if rt.launch == "graph":
+        return 0.0
+    if rt.launch_class:
+        return launches * cost(rt.launch_class)
+    return host_eager + (calls * cost(rt.module_class) if rt.module_class else 0.0)
+
+
+def used_keys(rt: Runtime) -> set[str]:
+    return {f"launch.host.{c}" for c in rt.classes()}

@@ -1,0 +1,185 @@
+"""Characterization of whole models (issue #15): measured model records (``measure/models``) held
+against their prediction, per part of the step, with the bottleneck class of each part and the
+hardware change that would move it.
+
+For each model record (status ok) the prediction of the same workload file, phase, batch and length
+on the spec is made with the record's runtime (``analytic/runtime.py``): the **achievable estimate**
+of the step (``total.achievable.time_s``) and, given a profile, the **calibrated estimate**
+(``total.calibrated.estimate_s``). Errors are prediction / measurement - 1.
+
+Parts (``measure/models/kernel_map.PARTS``): measured time per part is the profiler's kernel time per
+step; predicted time per part is the achievable device time (``gpu_s``) of the plan's op calls in
+that part (``kernel_map.PART_OF_OP``). A pseudo-part ``host`` holds the time the GPU waits for the
+host: measured, the timed step minus the summed kernel time (``profile.host_idle_s``); predicted,
+max(0, host - device) of the achievable step. Shares are of the step time on each side.
+
+Bottleneck class of a part, the same rule on both sides, from the fraction of each roofline it
+reaches: the analytic bound of the part's ops per resource at the spec's attained ceilings (op rows'
+``bound_s``: tensor, vector, special_function, dram, cache) divided by the part's time (measured, or
+predicted device time). The part is bound by the resource with the largest fraction when that
+fraction is at least ``ROOFLINE_FRACTION_BOUND``; below it on every resource, no resource is near its
+roof and the part is ``latency``-bound (fixed per-kernel costs, dependency chains, memory latency).
+The ``host`` part is ``host/launch``. Parts only measured (loss, optimizer, memcpy, unmapped kernels)
+have no predicted class: they count as disagreement. Agreement = the measured share of the step in
+parts whose predicted and measured classes are equal.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable
+
+import numpy as np
+
+from ..errors import UserError
+
+LABEL_MEASURED = "measurement"
+# A part runs "at" a roof when it reaches at least this fraction of that resource's attained rate.
+ROOFLINE_FRACTION_BOUND = 0.5
+ROOF_RESOURCES = ("tensor", "vector", "special_function", "dram", "cache")
+HOST_PART = "host"
+# What hardware (or software) change would move a part out of each class.
+REQUIREMENT = {
+    "tensor": "more tensor-core throughput at the dtype (FLOP/s); bandwidth does not help",
+    "vector": "more CUDA-core fp32 throughput (or moving the work to tensor cores)",
+    "special_function": "more special-function (exp, softplus) throughput",
+    "dram": "more DRAM bandwidth, or less traffic (fusion, state kept on chip)",
+    "cache": "more L2 bandwidth",
+    "latency": "lower per-kernel fixed cost and memory latency, fewer or fused kernels, shorter dependency "
+               "chains; more bandwidth or FLOP/s does not help",
+    "host/launch": "a faster host path (CUDA graphs, a compiled runtime, a faster CPU); no GPU resource helps",
+}
+ENERGY_NOT_AVAILABLE = ("not available: the model-level energy prediction needs the energy model (energy "
+                        "branch), not merged here")
+
+
+def roof_class(bounds: dict[str, float], time_s: float) -> tuple[str | None, dict[str, float]]:
+    """(class, fraction per resource) of work with analytic ``bounds`` per resource run in ``time_s``."""
+    if not time_s or time_s <= 0:
+        return None, {}
+    frac = {r: bounds[r] / time_s for r in ROOF_RESOURCES if bounds.get(r)}
+    if not frac:
+        return "latency", {}
+    best = max(frac, key=frac.get)
+    return (best if frac[best] >= ROOFLINE_FRACTION_BOUND else "latency"), frac
+
+
+def _predicted_parts(r: dict) -> dict[str, dict[str, Any]]:
+    from ..measure.models.kernel_map import part_of_op
+
+    parts: dict[str, dict[str, Any]] = {}
+    for o in r["ops"]:
+        p = parts.setdefault(part_of_op(o["op"]), {"gpu_s": 0.0, "bounds": {k: 0.0 for k in ROOF_RESOURCES},
+                                                   "ops": []})
+        p["gpu_s"] += float(o["achievable"]["gpu_s"])
+        for k in ROOF_RESOURCES:
+            p["bounds"][k] += float((o.get("bound_s") or {}).get(k) or 0.0)
+        if o["op"] not in p["ops"]:
+            p["ops"].append(o["op"])
+    return parts
+
+
+def characterize_record(rec: dict, prediction: dict) -> dict[str, Any]:
+    """The rows of one measured record against its prediction (``report.predict``'s dict, with
+    ``total.calibrated`` when a profile was applied)."""
+    t = prediction["total"]
+    ach = t["achievable"]
+    meas = float(rec["time_s"]["median"])
+    pred_parts = _predicted_parts(prediction)
+    prof = rec.get("profile") or {}
+    m_parts = {k: dict(v) for k, v in (prof.get("parts") or {}).items()}
+    if prof.get("unmapped", {}).get("time_s"):
+        m_parts["unmapped"] = {"time_s": prof["unmapped"]["time_s"]}
+    rows = []
+    for part in sorted(set(pred_parts) | set(m_parts)):
+        pp, mp = pred_parts.get(part), m_parts.get(part)
+        bounds = pp["bounds"] if pp else {}
+        p_cls, _ = roof_class(bounds, pp["gpu_s"]) if pp else (None, {})
+        m_time = mp["time_s"] if mp else 0.0
+        m_cls, m_frac = roof_class(bounds, m_time) if (mp and pp) else (None, {})
+        rows.append({"part": part, "ops": pp["ops"] if pp else [],
+                     "predicted_s": pp["gpu_s"] if pp else None, "measured_s": m_time if mp else None,
+                     "predicted_share": pp["gpu_s"] / ach["time_s"] if pp and ach["time_s"] else None,
+                     "measured_share": m_time / meas if mp else None,
+                     "predicted_class": p_cls, "measured_class": m_cls,
+                     "measured_roof_fraction": m_frac, "requirement": REQUIREMENT.get(m_cls or p_cls or "", None)})
+    host_pred = max(0.0, ach["host_s"] - ach["gpu_s"])
+    host_meas = prof.get("host_idle_s")
+    rows.append({"part": HOST_PART, "ops": [], "predicted_s": host_pred, "measured_s": host_meas,
+                 "predicted_share": host_pred / ach["time_s"] if ach["time_s"] else None,
+                 "measured_share": host_meas / meas if host_meas is not None else None,
+                 "predicted_class": "host/launch", "measured_class": "host/launch" if host_meas is not None else None,
+                 "measured_roof_fraction": {}, "requirement": REQUIREMENT["host/launch"]})
+    measured_total = sum(x["measured_share"] or 0.0 for x in rows)
+    agreed = sum(x["measured_share"] or 0.0 for x in rows
+                 if x["predicted_class"] and x["predicted_class"] == x["measured_class"])
+    cal = t.get("calibrated") or None
+    cal_s = cal.get("estimate_s") if cal else None
+    energy = rec.get("energy") or {}
+    return {
+        "key": rec["key"], "model": rec["model"], "runner": rec["runner"], "phase": rec["phase"],
+        "runtime": rec["runtime"], "batch": rec["batch"], "seqlen": rec["seqlen"],
+        "measured_s": meas, "measured_label": LABEL_MEASURED,
+        "achievable_s": ach["time_s"], "achievable_error": ach["time_s"] / meas - 1,
+        "achievable_host_s": ach["host_s"], "achievable_gpu_s": ach["gpu_s"],
+        "calibrated_s": cal_s, "calibrated_error": (cal_s / meas - 1) if cal_s else None,
+        "calibrated_note": None if cal_s else ("no calibration profile given" if cal is None else
+                                               "the profile covers none of the model's ops"),
+        "not_modelled": sorted(ach.get("not_modelled") or {}),
+        "energy_measured_j": energy.get("joules_per_call"), "avg_power_w": energy.get("avg_power_w"),
+        "energy_predicted_j": None, "energy_note": ENERGY_NOT_AVAILABLE,
+        "clock_sm_mhz": ((rec.get("clocks") or {}).get("after") or {}).get("sm_clock_mhz"),
+        "class_agreement_share": agreed / measured_total if measured_total > 0 else None,
+        "parts": rows,
+    }
+
+
+def _stats(errors: Iterable[float | None]) -> dict[str, Any]:
+    e = np.abs([x for x in errors if x is not None and math.isfinite(x)])
+    if e.size == 0:
+        return {"n": 0, "median_abs": None, "p90_abs": None}
+    return {"n": int(e.size), "median_abs": float(np.median(e)), "p90_abs": float(np.percentile(e, 90))}
+
+
+def summarize(rows: list[dict]) -> dict[str, Any]:
+    """Error statistics per phase (|prediction / measurement - 1|) and the class agreement weighted by
+    measured time share over all records."""
+    out: dict[str, Any] = {"by_phase": {}}
+    for phase in sorted({r["phase"] for r in rows}):
+        sel = [r for r in rows if r["phase"] == phase]
+        out["by_phase"][phase] = {"achievable": _stats(r["achievable_error"] for r in sel),
+                                  "calibrated": _stats(r["calibrated_error"] for r in sel)}
+    w = [(r["class_agreement_share"], r["measured_s"]) for r in rows if r["class_agreement_share"] is not None]
+    out["class_agreement_time_weighted"] = (sum(a * t for a, t in w) / sum(t for _, t in w)) if w else None
+    out["targets"] = {"time_median_abs": 0.10, "time_p90_abs": 0.20, "energy_median_abs": 0.15,
+                      "class_agreement": 0.90}
+    return out
+
+
+def characterize(records: list[dict], spec_for, profile=None) -> dict[str, Any]:
+    """Characterize every ok record. ``spec_for(record)`` returns the spec to predict on; ``profile``
+    a calibrated profile (``calibrate.profile.read_profile``) or None. Records whose workload the
+    analytic model cannot cost are listed under ``not_predicted`` with the reason."""
+    from ..analytic.workloads.models import get_model
+    from ..analytic.workloads.report import predict
+
+    rows, skipped = [], []
+    for rec in sorted(records, key=lambda r: r["key"]):
+        if rec["status"] != "ok":
+            skipped.append({"key": rec["key"], "status": rec["status"], "reason": rec.get("reason")})
+            continue
+        try:
+            spec = spec_for(rec)
+            p = predict(get_model(rec["model"]), spec, rec["phase"], int(rec["batch"]), int(rec["seqlen"]),
+                        with_searches=False, runtime=rec["runtime"], dtype=rec.get("dtype") or "bf16")
+            if profile is not None:
+                from .apply import add_calibration
+                add_calibration(p, profile, spec)
+        except UserError as exc:
+            skipped.append({"key": rec["key"], "status": "not_predicted", "reason": str(exc)})
+            continue
+        rows.append(characterize_record(rec, p))
+    return {"label": "characterization: measurement vs achievable / calibrated estimate",
+            "rule": {"roofline_fraction_bound": ROOFLINE_FRACTION_BOUND, "resources": list(ROOF_RESOURCES),
+                     "doc": "calibrate/characterize.py"},
+            "records": rows, "skipped": skipped, "summary": summarize(rows)}

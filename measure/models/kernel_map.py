@@ -1,0 +1,141 @@
+"""The one table from a GPU kernel's name to the part of a model step it belongs to.
+
+A whole-model profile (torch.profiler, CUPTI) gives kernel names and durations, not op calls: one
+cuBLAS GEMM kernel serves an in-projection, an MLP and the LM head alike. So the comparison of
+predicted and measured time shares is made per **part**, a group of op identities whose kernels can
+be told apart by name:
+
+    gemm         linear, lm_head, mlp, gated_mlp, mlp_relu2, gated_mlp_geglu, moe (their GEMMs)
+    attention    attention_causal, attention_full, softmax
+    ssm_scan     mamba1_scan, ssd (and its stages), mamba3, gated_delta_rule, s4 (scan and decode step)
+    conv1d       conv1d
+    norm         rmsnorm, layernorm, gated_rmsnorm (fused Triton / CUDA norm kernels)
+    embedding    embedding (gather, and its backward scatter)
+    elementwise  add, copy, cast, silu, softplus, silu_gate, a_from_log, mamba3_prep, rope, kv_append
+    loss         measured only: the training step's cross-entropy (no op of the plan)
+    optimizer    measured only: the optimizer step's kernels
+    memory       measured only: memcpy / memset activities
+
+``KERNEL_PARTS`` rows are tried in order, the first match wins (so the specific library kernels come
+before the broad GEMM and elementwise patterns). A name no row matches is ``unmapped``: it is
+reported with its share of the step, never folded into a part. ``PART_OF_OP`` puts every registered
+op in a part (tests/test_model_kernel_map.py checks both tables).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+UNMAPPED = "unmapped"
+PARTS = ("gemm", "attention", "ssm_scan", "conv1d", "norm", "embedding", "elementwise", "loss", "optimizer",
+         "memory")
+MEASURED_ONLY_PARTS = ("loss", "optimizer", "memory")
+
+
+@dataclass(frozen=True)
+class KernelRule:
+    pattern: str  # regular expression, searched (not anchored) in the kernel name, case-insensitive
+    part: str
+    op: str  # the op identity (or op group) the kernel runs for
+    why: str  # whose kernel this is
+
+    def __post_init__(self):
+        if self.part not in PARTS:
+            raise ValueError(f"kernel rule {self.pattern!r}: part {self.part!r} not in {PARTS}")
+
+
+KERNEL_PARTS: tuple[KernelRule, ...] = (
+    KernelRule(r"multi_tensor_apply|fused_adam|adamw?_|_foreach_", "optimizer", "optimizer",
+               "torch.optim (foreach / fused) parameter updates"),
+    KernelRule(r"^memcpy|^memset|\bmemcpy|\bmemset", "memory", "memcpy", "CUDA memcpy / memset activities"),
+    KernelRule(r"selective_scan_(fwd|bwd)_kernel", "ssm_scan", "mamba1_scan",
+               "mamba-ssm selective_scan_cuda (Mamba-1 scan, forward and backward)"),
+    KernelRule(r"selective_scan_update|selective_state_update", "ssm_scan", "ssm_state_update",
+               "mamba-ssm's Triton decode step (Mamba-1 and Mamba-2 share it)"),
+    KernelRule(r"_chunk_cumsum|_chunk_state|_state_passing|_chunk_scan|_bmm_chunk", "ssm_scan", "ssd",
+               "mamba-ssm SSD Triton kernels (Mamba-2 chunked scan, forward and backward)"),
+    KernelRule(r"mamba3|angle_dt", "ssm_scan", "mamba3", "mamba-ssm Mamba-3 Triton kernels"),
+    KernelRule(r"gated_delta|fused_recurrent|chunk_fwd_kernel|chunk_bwd_kernel", "ssm_scan", "gated_delta_rule",
+               "fla kernels"),
+    KernelRule(r"causal_conv1d|conv1d_|depthwise", "conv1d", "conv1d",
+               "causal-conv1d CUDA kernels; PyTorch's depthwise conv"),
+    KernelRule(r"flash|fmha|sdpa|attention|attn", "attention", "attention_causal",
+               "SDPA backends (FlashAttention-2, cuDNN, memory-efficient), flash-attn"),
+    KernelRule(r"cross_entropy|log_?softmax|nll_loss", "loss", "cross_entropy", "F.cross_entropy"),
+    KernelRule(r"softmax", "attention", "softmax", "eager attention's softmax"),
+    KernelRule(r"layer_norm|rms_norm|rmsnorm|layernorm|_norm_(fwd|bwd)", "norm", "rmsnorm",
+               "mamba-ssm Triton (fused add-)norms, RMSNormGated, PyTorch layer norm"),
+    KernelRule(r"embedding|index_select|indexselect|indexing_backward", "embedding", "embedding",
+               "nn.Embedding forward (gather) and backward (sort + scatter-add)"),
+    KernelRule(r"gemm|gemv|nvjet|xmma|cutlass|cublas|splitkreduce|kernel2|sm90_|sm80_|dot_kernel", "gemm", "linear",
+               "cuBLAS / cuBLASLt / CUTLASS matrix products"),
+    KernelRule(r"elementwise|vectorized|unrolled|reduce_kernel|catarray|copy|fill|_swiglu|silu|gelu|softplus|"
+               r"where|clamp|index_put|scatter|gather|triu|tril|arange|pow|rsqrt|mul|add|exp|neg|cumsum|sort|"
+               r"radix|compare|uniform|normal|distribution|cast|to_copy|triton_(poi|red|per)_", "elementwise", "elementwise",
+               "PyTorch eager elementwise, reduction, copy and indexing kernels; Inductor's fused Triton kernels"),
+)
+
+_COMPILED = tuple((re.compile(r.pattern, re.IGNORECASE), r) for r in KERNEL_PARTS)
+
+# Every registered op, by the part its kernels land in (tests check it covers the registry).
+PART_OF_OP: dict[str, str] = {
+    **{op: "gemm" for op in ("linear", "lm_head", "mlp", "gated_mlp", "mlp_relu2", "gated_mlp_geglu", "moe")},
+    **{op: "attention" for op in ("attention_causal", "attention_full", "softmax")},
+    **{op: "ssm_scan" for op in ("mamba1_scan", "ssd", "ssd_chunk_cumsum", "ssd_bmm", "ssd_chunk_state",
+                                 "ssd_state_passing", "ssd_chunk_scan", "mamba3", "gated_delta_rule", "s4")},
+    "conv1d": "conv1d",
+    **{op: "norm" for op in ("rmsnorm", "layernorm", "gated_rmsnorm")},
+    "embedding": "embedding",
+    **{op: "elementwise" for op in ("add", "copy", "cast", "silu", "softplus", "silu_gate", "a_from_log",
+                                    "mamba3_prep", "rope", "kv_append")},
+}
+
+
+def classify(name: str) -> KernelRule | None:
+    """The first rule whose pattern matches the kernel ``name``; None: unmapped."""
+    for rx, rule in _COMPILED:
+        if rx.search(name):
+            return rule
+    return None
+
+
+def part_of_op(op: str) -> str:
+    try:
+        return PART_OF_OP[op]
+    except KeyError:
+        raise KeyError(f"op {op!r} has no part in measure/models/kernel_map.py PART_OF_OP") from None
+
+
+def breakdown(kernels: Iterable[Sequence], steps: int) -> dict:
+    """Per-step kernel time by part and by kernel name, from profiler activities.
+
+    ``kernels``: (name, seconds) or (name, seconds, count) items over ``steps`` profiled steps.
+    Returns ``{"busy_s", "launches", "parts": {part: {"time_s", "share", "launches"}},
+    "kernels": [{"name", "part", "op", "time_s", "count"}], "unmapped": {"time_s", "share",
+    "names"}}``, all per step; shares are of the summed kernel time (``busy_s``)."""
+    if steps < 1:
+        raise ValueError("steps must be >= 1")
+    by_name: dict[str, list[float]] = {}
+    for item in kernels:
+        name, seconds = str(item[0]), float(item[1])
+        count = int(item[2]) if len(item) > 2 else 1
+        acc = by_name.setdefault(name, [0.0, 0])
+        acc[0] += seconds
+        acc[1] += count
+    rows, parts = [], {}
+    busy = sum(v[0] for v in by_name.values()) / steps
+    for name, (t, n) in sorted(by_name.items(), key=lambda kv: -kv[1][0]):
+        rule = classify(name)
+        part, op = (rule.part, rule.op) if rule else (UNMAPPED, None)
+        rows.append({"name": name, "part": part, "op": op, "time_s": t / steps, "count": n / steps})
+        p = parts.setdefault(part, {"time_s": 0.0, "launches": 0.0})
+        p["time_s"] += t / steps
+        p["launches"] += n / steps
+    for p in parts.values():
+        p["share"] = p["time_s"] / busy if busy > 0 else None
+    un = parts.pop(UNMAPPED, {"time_s": 0.0, "share": 0.0 if busy > 0 else None})
+    return {"busy_s": busy, "launches": sum(r["count"] for r in rows), "parts": parts, "kernels": rows,
+            "unmapped": {"time_s": un["time_s"], "share": un["share"],
+                         "names": [r["name"] for r in rows if r["part"] == UNMAPPED]}}

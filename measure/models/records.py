@@ -1,0 +1,130 @@
+"""Model records and model-run files (``docs/schemas/model.schema.json``).
+
+A model-run file ``model-run-<UTC stamp>-<pid>.json`` holds ``{"schema_version": 1, "kind":
+"model-run", "meta": <environment>, "records": [...]}``. Its top-level ``kind`` keeps it out of the
+op-level readers (``measure/results.find_results`` lists it as "not a measurement file"), so that
+calibration never mistakes a whole model for an op case. The file is rewritten whole (temporary file,
+then rename) after every record, so a run cut off by its deadline keeps every finished record.
+
+One record is one (model, runner, phase, runtime, batch, seqlen) point; every field is present, null
+where the step did not run (``RECORD_FIELDS``). ``seqlen`` is the prompt (prefill), the sequence
+(train) or the cached context (decode). Units: seconds, joules, bytes.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+from ...errors import UserError
+from ..results import jsonable
+
+SCHEMA_VERSION = 1
+KIND = "model-run"
+PHASES = ("prefill", "decode", "train")
+RUNTIMES = ("mamba-ssm", "hf-eager", "cuda-graph", "torch-compile")
+STATUSES = ("ok", "oom", "unavailable", "error", "skipped")
+RECORD_FIELDS = ("key", "model", "runner", "arch", "phase", "runtime", "runtime_note", "batch", "seqlen", "dtype",
+                 "optimizer", "tokens", "status", "reason", "started_utc", "duration_s", "library", "params",
+                 "module_calls", "time_s", "timing", "energy", "clocks", "peak_memory_bytes", "profile", "notes")
+
+
+class ModelRecordError(UserError):
+    """A model-run file that cannot be read; the message names the file and the problem."""
+
+
+def record_key(model: str, runner: str, phase: str, runtime: str, batch: int, seqlen: int) -> str:
+    return f"model/{model}/{runner}/{phase}/{runtime}/b{batch}_l{seqlen}"
+
+
+def new_record(entry: dict, phase: str, runtime: str, batch: int, seqlen: int, dtype: str) -> dict[str, Any]:
+    """A record with its identity set and every measured field null (status 'error' until set)."""
+    rec = {k: None for k in RECORD_FIELDS}
+    tokens = batch if phase == "decode" else batch * seqlen
+    rec.update(key=record_key(entry["model"], entry["runner"], phase, runtime, batch, seqlen), model=entry["model"],
+               runner=entry["runner"], arch=entry.get("arch"), phase=phase, runtime=runtime, batch=batch,
+               seqlen=seqlen, dtype=dtype, optimizer=bool(entry.get("optimizer")) if phase == "train" else None,
+               tokens=tokens, status="error", notes=[],
+               started_utc=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds"))
+    return rec
+
+
+class ModelRunWriter:
+    def __init__(self, out_dir: str | Path, meta: dict[str, Any]):
+        self.dir = Path(out_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+        self.path = self.dir / f"model-run-{stamp}-{os.getpid()}.json"
+        if self.path.exists():
+            raise ModelRecordError(f"{self.path}: exists; refusing to overwrite")
+        self.meta = meta
+        self.records: list[dict[str, Any]] = []
+        self._write()
+
+    def _write(self) -> None:
+        doc = {"schema_version": SCHEMA_VERSION, "kind": KIND, "meta": self.meta, "records": self.records}
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        tmp.write_text(json.dumps(jsonable(doc), indent=1, allow_nan=False) + "\n", encoding="utf-8")
+        os.replace(tmp, self.path)
+
+    def add(self, record: dict[str, Any]) -> None:
+        if record.get("status") not in STATUSES:
+            raise ValueError(f"model record status {record.get('status')!r} not in {STATUSES}")
+        missing = [k for k in RECORD_FIELDS if k not in record]
+        if missing:
+            raise ValueError(f"model record lacks {missing}")
+        self.records.append(jsonable(record))
+        self._write()
+
+    def finish(self, extra_meta: dict[str, Any] | None = None) -> Path:
+        self.meta = {**self.meta, **(extra_meta or {}), "complete": True}
+        self._write()
+        return self.path
+
+
+def read_model_run(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ModelRecordError(f"{path}: cannot read a model-run file ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("kind") != KIND:
+        raise ModelRecordError(f"{path}: not a model-run file (expected top-level kind {KIND!r})")
+    if doc.get("schema_version") != SCHEMA_VERSION:
+        raise ModelRecordError(f"{path}: schema_version {doc.get('schema_version')!r}; this ssm-bench reads "
+                               f"{SCHEMA_VERSION}")
+    recs = doc.get("records")
+    if not isinstance(recs, list):
+        raise ModelRecordError(f"{path}: 'records' must be a list")
+    for i, r in enumerate(recs):
+        missing = [k for k in RECORD_FIELDS if not isinstance(r, dict) or k not in r]
+        if missing:
+            raise ModelRecordError(f"{path}: records[{i}] lacks {', '.join(missing)}")
+        if r["status"] not in STATUSES:
+            raise ModelRecordError(f"{path}: records[{i}] ({r['key']}): status {r['status']!r} not in "
+                                   f"{', '.join(STATUSES)}")
+    return doc
+
+
+def find_model_runs(folder: str | Path) -> list[Path]:
+    """Every model-run file under ``folder`` (recursively), in name (time) order."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ModelRecordError(f"{folder}: no such folder")
+    return sorted(folder.rglob("model-run-*.json"), key=lambda p: (p.name, str(p)))
+
+
+def latest_records(paths: Iterable[Path]) -> list[dict[str, Any]]:
+    """One record per key, the latest by start time (then the later file); each with ``_file``."""
+    best: dict[str, dict[str, Any]] = {}
+    for p in paths:
+        doc = read_model_run(p)
+        for r in doc["records"]:
+            r = {**r, "_file": str(p), "_device": ((doc.get("meta") or {}).get("device") or {}).get("name")}
+            old = best.get(r["key"])
+            if old is None or str(r.get("started_utc") or "") >= str(old.get("started_utc") or ""):
+                best[r["key"]] = r
+    return list(best.values())

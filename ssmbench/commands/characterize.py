@@ -1,0 +1,115 @@
+"""Command ``characterize``: whole-model records (``measure/models``, model-run files under a folder)
+against their predictions, per part of the step: time shares, bottleneck class predicted and as
+measured, the hardware change that would move each class, and model-level errors of the achievable
+and calibrated estimates (``calibrate/characterize.py``). Markdown (default), JSON, and a plot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import UserError
+from ..files import check_output_file
+from ..output import si
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{100 * x:+.1f}%"
+
+
+def _share(x) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def markdown(doc: dict) -> str:
+    out = [f"# {doc['label']}", "",
+           f"Class rule: a part is bound by the resource whose attained roofline it reaches to at least "
+           f"{doc['rule']['roofline_fraction_bound']:.0%}; below that on every resource it is latency-bound "
+           f"({doc['rule']['doc']}). Errors: prediction / measurement - 1.", ""]
+    s = doc["summary"]
+    out += ["## Summary", "", "| phase | estimate | n | median abs error | p90 abs error |", "|---|---|---|---|---|"]
+    for phase, v in s["by_phase"].items():
+        for kind in ("achievable", "calibrated"):
+            st = v[kind]
+            out.append(f"| {phase} | {kind} estimate | {st['n']} | {_share(st['median_abs'])} | {_share(st['p90_abs'])} |")
+    out += ["", f"Bottleneck-class agreement, weighted by measured time share: "
+            f"{_share(s['class_agreement_time_weighted'])} (target {s['targets']['class_agreement']:.0%}).", ""]
+    out += ["## Model level", "",
+            "| record | measurement | achievable estimate (host / device) | error | calibrated estimate | error | "
+            "energy (measurement) | energy (prediction) | class agreement |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in doc["records"]:
+        e = si(r["energy_measured_j"], "J") if r["energy_measured_j"] is not None else "-"
+        cal = si(r["calibrated_s"], "s") if r["calibrated_s"] else f"- ({r['calibrated_note']})"
+        out.append(f"| {r['key']} | {si(r['measured_s'], 's')} | {si(r['achievable_s'], 's')} "
+                   f"({si(r['achievable_host_s'], 's')} / {si(r['achievable_gpu_s'], 's')}) | "
+                   f"{_pct(r['achievable_error'])} | {cal} | {_pct(r['calibrated_error'])} | {e} | not available | "
+                   f"{_share(r['class_agreement_share'])} |")
+    out += ["", f"Energy prediction: {doc['records'][0]['energy_note'] if doc['records'] else '-'}.", ""]
+    for r in doc["records"]:
+        out += [f"## {r['key']}", "",
+                "| part | ops | share measured | share predicted | class measured | class predicted | "
+                "what would move it |", "|---|---|---|---|---|---|---|"]
+        for p in sorted(r["parts"], key=lambda p: -(p["measured_share"] or 0)):
+            out.append(f"| {p['part']} | {', '.join(p['ops']) or '-'} | {_share(p['measured_share'])} | "
+                       f"{_share(p['predicted_share'])} | {p['measured_class'] or '-'} | {p['predicted_class'] or '-'} | "
+                       f"{p['requirement'] or '-'} |")
+        if r["not_modelled"]:
+            out.append(f"\nNot modelled in the achievable estimate: {', '.join(r['not_modelled'])}.")
+        out.append("")
+    if doc["skipped"]:
+        out += ["## Not characterized", ""] + [f"- {s['key']}: {s['status']} ({s['reason']})" for s in doc["skipped"]]
+    return "\n".join(out) + "\n"
+
+
+def cmd_characterize(args) -> int:
+    from ..calibrate.characterize import characterize
+    from ..hwspecs import get_spec, spec_for_device
+    from ..measure.models.records import find_model_runs, latest_records
+
+    if args.out:  # output paths first: a bad one costs no reading
+        check_output_file(args.out, "--out")
+    if args.plot:
+        from ..figures._common import check_path
+        check_path(args.plot, "--plot")
+    paths = find_model_runs(args.results)
+    if not paths:
+        raise UserError(f"{args.results}: no model-run files (model-run-*.json, written by "
+                        "python -m ssmbench.measure.models.runner) in this folder or below")
+    records = latest_records(paths)
+    fixed = get_spec(args.hw) if args.hw else None
+
+    def spec_for(rec):
+        if fixed is not None:
+            return fixed
+        if not rec.get("_device"):
+            raise UserError(f"{rec['_file']}: the run names no device; give --hw SPEC")
+        return spec_for_device(rec["_device"])
+    profile = None
+    if args.calibration:
+        from ..calibrate.profile import read_profile
+        profile = read_profile(args.calibration)
+    doc = characterize(records, spec_for, profile)
+    from ..measure.results import jsonable
+    text = json.dumps(jsonable(doc), indent=1) + "\n" if args.format == "json" else markdown(doc)
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(f"wrote {args.out}")
+    else:
+        print(text, end="")
+    if args.plot:
+        from ..figures.characterize import share_figure
+        print(f"wrote {share_figure(doc, args.plot)}")
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("characterize", help="whole models: time share and bottleneck class per part, "
+                              "measured vs predicted, and model-level errors",
+                              description=__doc__)
+    p.add_argument("--results", required=True, help="folder with model-run files (searched recursively)")
+    p.add_argument("--hw", help="spec to predict on (default: the one whose device_names hold the run's GPU)")
+    p.add_argument("--calibration", metavar="FILE", help="calibrated profile: adds the calibrated estimate")
+    p.add_argument("--format", choices=("md", "json"), default="md", help="output format")
+    p.add_argument("--out", help="write the report to this file (default: stdout)")
+    p.add_argument("--plot", metavar="FILE", help="also write a plot of measured and predicted shares (.png/.svg)")
+    p.set_defaults(func=cmd_characterize)

@@ -1,0 +1,222 @@
+"""Whole-model tooling (issue #15) on the CPU: the kernel map, workload files as library configs, the
+model suite, model-run files and their schema, ``predict --runtime``, and ``ssmbench characterize`` on a
+SYNTHETIC model-run file written by this test (a test fixture: made-up times, never results).
+The GPU runner itself is exercised by ``test_gpu_model_runner`` (gpu marker)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ssmbench.analytic.registry import all_ops
+from ssmbench.analytic.workloads.hf_config import model_from_hf
+from ssmbench.analytic.workloads.models import get_model
+from ssmbench.cli import main
+from ssmbench.errors import UserError
+from ssmbench.measure.models import configs, kernel_map
+from ssmbench.measure.models.records import ModelRunWriter, new_record, read_model_run
+from ssmbench.measure.models.suite import SuiteError, load_suite
+
+REPO = Path(__file__).resolve().parent.parent
+SUITE = REPO / "measure" / "suites" / "models" / "models_h200.yaml"
+
+KERNELS = {  # names as torch.profiler reports them (H200, torch 2.11) -> expected part
+    "nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT": "gemm",
+    "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas": "gemm",
+    "void selective_scan_fwd_kernel<Selective_Scan_fwd_kernel_traits<32, 16, 1, true, true, true, false, c10::BFloat16, float, c10::BFloat16> >(SSMParamsBase)": "ssm_scan",
+    "_chunk_scan_fwd_kernel": "ssm_scan",
+    "_selective_scan_update_kernel": "ssm_scan",
+    "mamba3_siso_fwd_kernel": "ssm_scan",
+    "void causal_conv1d_fwd_kernel<Causal_conv1d_fwd_kernel_traits<128, 4, true, c10::BFloat16, c10::BFloat16> >(ConvParamsBase)": "conv1d",
+    "_layer_norm_fwd_1pass_kernel": "norm",
+    "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4> >(pytorch_flash::Flash_fwd_params)": "attention",
+    "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x128x128_4x1x1_kernel0_0": "attention",
+    "void at::native::(anonymous namespace)::indexSelectLargeIndex<c10::BFloat16, long, unsigned int, 2, 2, -2, true>": "embedding",
+    "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>, at::detail::Array<char*, 3> >": "elementwise",
+    "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, at::native::(anonymous namespace)::LogSoftMaxForwardEpilogue>": "loss",
+    "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::TensorListMetadata<4> >": "optimizer",
+    "Memcpy DtoD (Device -> Device)": "memory",
+    "triton_poi_fused_add_mul_0": "elementwise",
+}
+
+
+@pytest.mark.parametrize("name,part", sorted(KERNELS.items()))
+def test_kernel_names_map_to_their_part(name, part):
+    rule = kernel_map.classify(name)
+    assert rule is not None and rule.part == part, (name, rule)
+
+
+def test_unknown_kernels_are_reported_unmapped_with_their_share():
+    b = kernel_map.breakdown([("nvjet_tst_x", 3e-3), ("mystery_kernel_xyz", 1e-3), ("nvjet_tst_x", 2e-3)], steps=2)
+    assert b["busy_s"] == pytest.approx(3e-3) and b["launches"] == pytest.approx(1.5)
+    assert b["parts"]["gemm"]["share"] == pytest.approx(5 / 6)
+    assert b["unmapped"]["names"] == ["mystery_kernel_xyz"] and b["unmapped"]["share"] == pytest.approx(1 / 6)
+
+
+def test_every_registered_op_has_a_part():
+    import ssmbench.analytic  # noqa: F401  (registers every op)
+    missing = [op for op in all_ops() if op not in kernel_map.PART_OF_OP]
+    assert not missing
+    assert set(kernel_map.PART_OF_OP.values()) <= set(kernel_map.PARTS)
+
+
+@pytest.mark.parametrize("model_id", ["mamba-130m", "mamba2-130m", "mamba2-attn-k4-130m", "vim-s-bidir",
+                                      "graph-mamba-style"])
+def test_mamba_ssm_config_round_trips_to_the_same_model(model_id):
+    m = get_model(model_id)
+    back = model_from_hf(configs.mamba_ssm_config(m), "test")
+    assert back.params == m.params and back.layer_sequence == m.layer_sequence
+
+
+@pytest.mark.parametrize("model_id,arch", [("qwen2.5-0.5b", "qwen2"), ("llama-3.2-1b", "llama"), ("mamba2-130m", "mamba2")])
+def test_hf_config_round_trips_to_the_same_model(model_id, arch):
+    m = get_model(model_id)
+    back = model_from_hf(configs.hf_config(m, arch), "test")
+    assert back.params == m.params and back.layer_sequence == m.layer_sequence
+
+
+def test_configs_refuse_what_the_library_cannot_build():
+    with pytest.raises(configs.ConfigError, match="RoPE"):
+        configs.mamba_ssm_config(get_model("mamba2attn-2.7b"))  # rope_dim 64: needs flash-attn's rotary
+    with pytest.raises(configs.ConfigError, match="attention, gated MLP"):
+        configs.hf_config(get_model("mamba-130m"), "llama")
+    with pytest.raises(configs.ConfigError, match="expected one of"):
+        configs.hf_config(get_model("llama-3.2-1b"), "gpt2")
+
+
+def test_the_device_suite_loads_and_lists_its_cases():
+    s = load_suite(SUITE)
+    cases = [c for _, cs in s.by_entry() for c in cs]
+    assert {c.phase for c in cases} == {"prefill", "decode", "train"}
+    assert {c.runtime for c in cases} >= {"hf-eager", "mamba-ssm", "cuda-graph"}
+    runners = [e["runner"] for e in s.entries]
+    assert runners[:2] == ["hf", "hf"]  # no mamba-ssm while selective_scan_cuda compiles
+    assert {"vision", "graph"} <= set(runners)
+
+
+def test_bad_suites_are_refused_with_the_reason(tmp_path):
+    p = tmp_path / "s.yaml"
+    p.write_text("entries:\n  - {model: mamba-130m, runner: mamba_ssm, prefill: [[1, 0]]}\n")
+    with pytest.raises(SuiteError, match="positive integers"):
+        load_suite(p)
+    p.write_text("entries:\n  - {model: mamba2attn-2.7b, runner: mamba_ssm}\n")
+    with pytest.raises(SuiteError, match="RoPE"):
+        load_suite(p)
+    p.write_text("entries:\n  - {model: mamba-130m, runner: hf, arch: llama}\n")
+    with pytest.raises(SuiteError, match="attention, gated MLP"):
+        load_suite(p)
+
+
+def _synthetic_run(folder: Path) -> Path:
+    """A model-run file of made-up records (TEST FIXTURE, not measurements)."""
+    w = ModelRunWriter(folder, {"device": {"name": "NVIDIA H200"}, "note": "synthetic test fixture"})
+    entry = {"model": "mamba2-130m", "runner": "mamba_ssm"}
+    for phase, runtime, b, s, t in (("prefill", "mamba-ssm", 4, 2048, 6e-3), ("decode", "cuda-graph", 1, 2048, 4e-4),
+                                    ("train", "mamba-ssm", 4, 2048, 30e-3)):
+        r = new_record(entry, phase, runtime, b, s, "bf16")
+        kernels = [("nvjet_tst_128x256", 0.45 * t), ("_chunk_scan_fwd_kernel", 0.25 * t),
+                   ("causal_conv1d_fwd_kernel", 0.05 * t), ("_layer_norm_fwd_1pass_kernel", 0.1 * t),
+                   ("unknown_kernel_abc", 0.05 * t)]
+        prof = kernel_map.breakdown(kernels, 1)
+        prof.update(steps=1, host_idle_s=max(0.0, t - prof["busy_s"]), method="synthetic")
+        r.update(status="ok", time_s={"median": t, "p20": t, "p80": t, "p95": t, "mean": t, "min": t, "max": t, "n": 5},
+                 energy={"joules_per_call": 0.6 * t * 1000 / 1000, "avg_power_w": 600.0}, profile=prof,
+                 params=128989632, duration_s=1.0)
+        w.add(r)
+    skipped = new_record(entry, "train", "mamba-ssm", 64, 2048, "bf16")
+    skipped.update(status="oom", reason="CUDA out of memory (synthetic)")
+    w.add(skipped)
+    return w.finish()
+
+
+def test_model_run_files_match_their_schema(tmp_path):
+    jsonschema = pytest.importorskip("jsonschema")
+    path = _synthetic_run(tmp_path)
+    doc = read_model_run(path)
+    schema = json.loads((REPO / "docs" / "schemas" / "model.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    errors = list(jsonschema.Draft202012Validator(schema).iter_errors(doc))
+    assert not errors, errors[:3]
+    bad = dict(doc, records=[dict(doc["records"][0], status="finished")])
+    assert list(jsonschema.Draft202012Validator(schema).iter_errors(bad))
+
+
+def test_model_run_files_are_not_read_as_op_results(tmp_path):
+    from ssmbench.measure.results import find_results
+    path = _synthetic_run(tmp_path)
+    found = find_results(tmp_path)
+    assert not found.files and found.skipped[0]["path"] == str(path)
+
+
+def test_characterize_on_a_synthetic_run(tmp_path, capsys):
+    _synthetic_run(tmp_path / "runs")
+    assert main(["characterize", "--results", str(tmp_path / "runs"), "--format", "json",
+                 "--out", str(tmp_path / "c.json"), "--plot", str(tmp_path / "c.png")]) == 0
+    doc = json.loads((tmp_path / "c.json").read_text())
+    assert (tmp_path / "c.png").stat().st_size > 0
+    assert [s["status"] for s in doc["skipped"]] == ["oom"]
+    recs = {r["phase"]: r for r in doc["records"]}
+    assert set(recs) == {"prefill", "decode", "train"}
+    pre = recs["prefill"]
+    parts = {p["part"]: p for p in pre["parts"]}
+    assert parts["gemm"]["measured_share"] == pytest.approx(0.45) and parts["unmapped"]["predicted_class"] is None
+    assert pre["achievable_error"] == pytest.approx(pre["achievable_s"] / 6e-3 - 1)
+    assert pre["calibrated_s"] is None and pre["energy_predicted_j"] is None and "not available" in pre["energy_note"]
+    assert 0 <= pre["class_agreement_share"] <= 1
+    assert doc["summary"]["by_phase"]["train"]["achievable"]["n"] == 1
+    assert main(["characterize", "--results", str(tmp_path / "runs")]) == 0
+    md = capsys.readouterr().out
+    assert "| part |" in md and "what would move it" in md and "not available" in md
+
+
+def test_characterize_names_a_folder_without_runs(tmp_path, capsys):
+    assert main(["characterize", "--results", str(tmp_path)]) == 2
+    assert "no model-run files" in capsys.readouterr().err
+
+
+def test_roof_class_rule():
+    from ssmbench.calibrate.characterize import roof_class
+    assert roof_class({"dram": 0.8e-3, "tensor": 0.1e-3}, 1e-3)[0] == "dram"
+    assert roof_class({"dram": 0.2e-3, "tensor": 0.1e-3}, 1e-3)[0] == "latency"
+    assert roof_class({}, 1e-3)[0] == "latency" and roof_class({"dram": 1.0}, 0.0)[0] is None
+
+
+def test_predict_runtime_option(capsys):
+    from ssmbench import predict
+    kw = dict(hw="h200-sxm", phase="decode", batch=1, seqlen=2048)
+    eager = predict("qwen2.5-0.5b", runtime="mamba-ssm", **kw).to_dict()["total"]["achievable"]
+    hf = predict("qwen2.5-0.5b", runtime="hf-eager", **kw).to_dict()["total"]["achievable"]
+    graph = predict("qwen2.5-0.5b", runtime="cuda-graph", **kw).to_dict()["total"]["achievable"]
+    assert graph["launch_regime"] == "graph" and eager["launch_regime"] == "eager"
+    assert graph["host_s"] < eager["host_s"]
+    # hf_module is unknown in the shipped spec: named, never silently zero
+    assert "launch.host.hf_module" in hf["not_modelled"]
+    assert hf["runtimes"]["hf-eager"]["host_unknown"] == ["launch.host.hf_module"]
+    assert eager["runtimes"]["cuda-graph"]["saving_s"] >= 0
+    with pytest.raises(UserError, match="contradicts"):
+        predict("qwen2.5-0.5b", runtime="cuda-graph", launch="eager", **kw)
+
+
+def test_runtime_probe_arithmetic():
+    from ssmbench.measure.models.runtime_probe import TINY_LLAMA, hf_module_cost, plan_op_calls
+    assert plan_op_calls(TINY_LLAMA) == 23  # embedding + 2 x (norm, qkv, rope, kv_append, attention, o, add, norm, mlp, add) + norm + head
+    assert hf_module_cost(5e-6, 1e-3, 20, 23) == pytest.approx((1e-3 - 20 * 5e-6) / 23)
+    with pytest.raises(RuntimeError, match="no module cost"):
+        hf_module_cost(5e-6, 50e-6, 20, 23)
+
+
+@pytest.mark.gpu
+def test_gpu_model_runner(tmp_path):
+    """One small model through the runner on a GPU: a record per case, a profile with parts."""
+    pytest.importorskip("torch").cuda.is_available() or pytest.skip("no CUDA device")
+    suite = tmp_path / "s.yaml"
+    suite.write_text("timing: {target_s: 0.05}\nenergy_window_s: 0.2\nentries:\n"
+                     "  - {model: graph-mamba-style, runner: graph, prefill: [[8, 64]], train: [[8, 64]]}\n")
+    from ssmbench.measure.models.runner import run
+    assert run(str(suite), str(tmp_path / "out"), 120.0) == 0
+    doc = read_model_run(next((tmp_path / "out").glob("model-run-*.json")))
+    assert [r["phase"] for r in doc["records"]] == ["prefill", "train"]
+    ok = [r for r in doc["records"] if r["status"] == "ok"]
+    assert all(r["profile"]["busy_s"] > 0 for r in ok)
