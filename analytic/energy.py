@@ -42,7 +42,9 @@ model does.
 
 A term with work whose coefficient the spec does not know contributes nothing and is named under
 ``not_modelled``; without an ``energy:`` section there is no estimate at all, and the reason says so.
-The label is **calibrated estimate** when a parameter used was fitted on measured workload cases (a
+Energy parameters are read preferring ``measured:`` entries whatever the ceiling preference of the
+time bound (``prefer``): they are not peaks that a fair comparison would hold to the datasheet, and a
+measured or calibrated value is the best knowledge of them. The label is **calibrated estimate** when a parameter used was fitted on measured workload cases (a
 ``measured:`` entry whose method starts with ``CALIBRATED_METHOD``), else **analytic estimate**.
 """
 
@@ -66,6 +68,7 @@ CALIBRATED_METHOD = "calibrated from"
 # crossing the device-wide cache, bytes served by a persistent on-chip level (recurrent state).
 TENSOR_TERMS = tuple(f"tensor.{d}" for d in TENSOR_DTYPES)
 TERMS = TENSOR_TERMS + ("vector.fp32", "special_function", "dram", "cache", "on_chip")
+NO_ESTIMATE = "no energy estimate: the spec has no energy section, or every value in it is unknown"
 TERM_UNITS = {**{t: "FLOP" for t in TENSOR_TERMS}, "vector.fp32": "FLOP", "special_function": "evaluations",
               "dram": "B", "cache": "B", "on_chip": "B"}
 
@@ -105,7 +108,7 @@ class EnergyTable:
     """Energy parameters of several specs as arrays [n_specs]; NaN where unknown."""
 
     spec_ids: tuple[str, ...]
-    has_section: np.ndarray            # [S] bool: the spec has an energy section
+    has_section: np.ndarray            # [S] bool: the spec has an energy section with a known value
     static_w: np.ndarray               # [S]
     limit_w: np.ndarray                # [S] power.tdp
     per_term: dict[str, np.ndarray]    # term -> [S] J per unit
@@ -133,6 +136,8 @@ class EnergyTable:
             limit.append(_value(spec, "power.tdp", prefer, org, cal))
             for t in TERMS:
                 per_term[t].append(_value(spec, k[t], prefer, org, cal) if t in k and spec.energy is not None else np.nan)
+            if has[-1] and np.isnan(static[-1]) and all(np.isnan(per_term[t][-1]) for t in TERMS):
+                has[-1] = False  # an energy section whose every value is unknown gives no estimate
             keys.append(k)
             origins.append(org)
             calibrated.append(frozenset(cal))
@@ -246,7 +251,7 @@ def summary(arr: EnergyArrays, table: EnergyTable, term_counts: Mapping[str, np.
     at = (s,) + index
     if not table.has_section[s]:
         return {"label": None, "energy_j": None, "energy_per_token_j": None, "avg_power_w": None,
-                "note": "no energy estimate: the spec has no energy section"}
+                "note": NO_ESTIMATE}
     e = float(arr.energy_j[at])
     used = [t for t in TERMS if float(np.asarray(term_counts[t])[index]) > 0]
     lab = label(table, s, used)

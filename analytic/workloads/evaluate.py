@@ -298,10 +298,10 @@ def _energy(W: np.ndarray, table: SpecTable, time_s: np.ndarray, on_chip: np.nda
     (the bound has no cache reuse) and fp32 matmul FLOPs on the CUDA cores, as the bound charges them.
     ``on_chip`` [n_specs, *shape]: executed bytes a spec serves from its on-chip state level instead of
     DRAM (charged to that level)."""
-    from ..energy import EnergyTable, counts, energy, label
+    from ..energy import NO_ESTIMATE, EnergyTable, counts, energy, label
 
     tot = W.sum(axis=0)  # [n_cols, *shape]
-    et = EnergyTable.of([sc.spec for sc in table.specs], table.specs[0].prefer if table.specs else "measured")
+    et = EnergyTable.of([sc.spec for sc in table.specs])  # measured energy parameters first (analytic/energy.py)
     out = np.full(time_s.shape, np.nan)
     notes = []
     for s, sc in enumerate(table.specs):
@@ -311,7 +311,7 @@ def _energy(W: np.ndarray, table: SpecTable, time_s: np.ndarray, on_chip: np.nda
         one = et.row(s)
         arr = energy(c, time_s[s:s + 1], one)
         if not et.has_section[s]:
-            notes.append("no energy estimate: the spec has no energy section")
+            notes.append(NO_ESTIMATE)
             continue
         out[s] = arr.energy_j[0]
         miss = arr.not_modelled[0]
