@@ -16,4 +16,4 @@ ssmbench gap --results "$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$
     --format md --out "$OUT/gap.md" --plot "$OUT/gap.png" --energy-plot "$OUT/energy.png"
 ssmbench gap --results "$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$MORE/call2" --hw h200-sxm --calibration "$OUT/profile.json" \
     --format json --out "$OUT/gap.json"
-ssmbench energy-fit --results "$IN/default" "$MORE/call1" "$MORE/call2" --hw h200-sxm --out "$OUT/energy-fit.yaml" > /dev/null
+ssmbench energy-fit --results "$IN/default" "$MORE/call1" "$MORE/call2" --hw h200-sxm --out "$OUT/energy-fit.yaml" --force > /dev/null

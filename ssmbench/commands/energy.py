@@ -25,6 +25,7 @@ def register(subparsers) -> None:
     p.add_argument("--allow-device-mismatch", action="store_true",
                    help="fit results measured on a device other than --hw")
     p.add_argument("--out", metavar="FILE", help="write the fitted parameters as a measured: fragment (YAML)")
+    p.add_argument("--force", action="store_true", help="replace an existing --out file")
     p.add_argument("--plot", metavar="FILE", help="write the figure (measured vs held-out predicted energy)")
     p.add_argument("--json", action="store_true", help="print the fit and the check as JSON")
     p.set_defaults(func=cmd_energy_fit)
@@ -41,7 +42,8 @@ def cmd_energy_fit(args) -> int:
     from ..output import print_json, print_table
 
     if args.out:
-        check_output_file(args.out, "--out")
+        check_output_file(args.out, "--out", replace=args.force,
+                          refuse="energy fragments are not overwritten (choose a new file name, or --force)")
     if args.plot:
         check_path(args.plot, "--plot")
     spec = get_spec(args.hw)
