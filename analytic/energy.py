@@ -125,7 +125,9 @@ class EnergyTable:
             has.append(spec.energy is not None)
             k = {"static": "energy.static_power"}
             cache = cache_level(spec)
-            onchip = "sram" if "sram" in spec.memory and spec.memory["sram"].scope == "device" and cache != "sram" else None
+            # the persistent on-chip level that may hold a recurrent state (workloads/placement.py), which may
+            # also be the spec's device-wide cache
+            onchip = "sram" if "sram" in spec.memory and spec.memory["sram"].scope == "device" else None
             for t in TERMS:
                 key = term_key(t, cache, onchip)
                 if key is not None:
