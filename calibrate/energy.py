@@ -233,7 +233,13 @@ def energy_section(joined: Joined, spec: Spec) -> dict:
     if not any(c.energy for c in joined.cases):
         return {"note": "no energy section: no joined case carries an energy window (measured without NVML "
                         "or with --no-energy)"}
-    return evaluate(energy_cases(joined, spec), power_limit(spec))
+    if joined.device_mismatch:
+        return {"note": f"no energy fit: the results were measured on {', '.join(joined.devices)}, not on "
+                        f"{spec.id}; energy windows are fitted on the spec of the device that measured them"}
+    try:
+        return evaluate(energy_cases(joined, spec), power_limit(spec))
+    except UserError as exc:  # too few usable windows: the time report stands, the reason is printed
+        return {"note": f"no energy fit: {exc}"}
 
 
 def fit_dict(f: EnergyFit) -> dict:
