@@ -27,6 +27,9 @@ median and p90 absolute % error with bootstrap intervals over shapes (``BOOTSTRA
 seed), and a split-conformal prediction interval of the held-out log residuals with its coverage
 (``crossval.py``). Two time bases: the measured window time (the energy model alone) and the
 achievable estimate of the time (``analytic/achievable.py``: energy and time both predicted).
+``spec_check``: every case predicted with the spec's own parameters, no fit (the out-of-sample check
+of parameters measured by ``ssmbench probe --energy``; in-sample, and labelled so, where they were
+calibrated on these cases).
 """
 
 from __future__ import annotations
@@ -39,7 +42,15 @@ from scipy.optimize import nnls
 
 from ..analytic import execution
 from ..analytic.cases import case_cost
-from ..analytic.energy import CALIBRATED_METHOD, TERM_UNITS, TERMS, cache_level, counts
+from ..analytic.energy import (
+    CALIBRATED_METHOD,
+    TERM_UNITS,
+    TERMS,
+    EnergyTable,
+    cache_level,
+    counts,
+    label,
+)
 from ..analytic.roofline import spec_ceiling, work_array
 from ..errors import UserError
 from ..hwspecs import Spec
@@ -227,6 +238,32 @@ def evaluate(cases: list[EnergyCase], limit_w: float) -> dict:
             "power_limited_fraction": POWER_LIMITED_FRACTION}
 
 
+def spec_check(cases: list[EnergyCase], spec: Spec) -> dict:
+    """Every case predicted with the spec's own energy parameters (``analytic/energy.EnergyTable``, measured
+    entries first) at the measured window time, no fit: the check of parameters that an isolating probe
+    measured. Where the spec's parameters were calibrated on these cases the check is in-sample, and
+    says so."""
+    table = EnergyTable.of([spec])
+    if not table.has_section[0]:
+        return {"note": f"{spec.id} has no known energy parameter"}
+    coef = np.array([np.nan_to_num(table.static_w[0])] + [np.nan_to_num(table.per_term[t][0]) for t in TERMS])
+    X, y, _ = _design(cases)
+    T = X[:, 0]
+    limit = table.limit_w[0]
+    pred = X[:, 1:] @ coef[1:] + coef[0] * T
+    if np.isfinite(limit):
+        pred = np.minimum(pred, limit * T)
+    shapes = np.array([c.shape for c in cases])
+    fams = np.array([c.family for c in cases])
+    calibrated = sorted(table.calibrated[0])
+    return {"label": label(table, 0), "in_sample": bool(calibrated),
+            "note": ("in-sample: the spec's energy parameters " + ", ".join(calibrated) + " were calibrated on "
+                     "measured cases" if calibrated else "out of sample: no parameter was fitted on these cases"),
+            "parameters": {k: v for k, v in table.origins[0].items() if k.startswith("energy.")},
+            "all": _stats(pred, y, shapes),
+            "families": {f: _stats(pred[fams == f], y[fams == f], shapes[fams == f]) for f in sorted(set(fams))}}
+
+
 def energy_section(joined: Joined, spec: Spec) -> dict:
     """The gap report's ``energy`` section: ``evaluate`` on the joined cases with an energy window, or a
     note saying why there is none."""
@@ -237,7 +274,10 @@ def energy_section(joined: Joined, spec: Spec) -> dict:
         return {"note": f"no energy fit: the results were measured on {', '.join(joined.devices)}, not on "
                         f"{spec.id}; energy windows are fitted on the spec of the device that measured them"}
     try:
-        return evaluate(energy_cases(joined, spec), power_limit(spec))
+        cases = energy_cases(joined, spec)
+        out = evaluate(cases, power_limit(spec))
+        out["spec_check"] = spec_check(cases, spec)
+        return out
     except UserError as exc:  # too few usable windows: the time report stands, the reason is printed
         return {"note": f"no energy fit: {exc}"}
 

@@ -219,3 +219,14 @@ def test_cli_predict_and_sweep_print_energy(capsys):
     t4 = next(r for r in rows if r["spec"] == "t4")
     assert h200["energy_j"] > 0 and "calibrated estimate at the time bound" in h200["energy_label"]
     assert t4["energy_j"] is None and "no energy estimate" in t4["energy_label"]
+
+
+def test_spec_check_predicts_cases_with_the_specs_own_parameters_without_a_fit():
+    from ssmbench.calibrate import energy as ce
+
+    s = toy()  # static 20 W, bf16 0.5 pJ, fp32 4 pJ, exp 10 pJ, DRAM 128 pJ/B, L2 2 pJ/B, limit 100 W
+    params = {"tensor.bf16": 0.5e-12, "vector.fp32": 4e-12, "special_function": 10e-12, "dram": 128e-12,
+              "cache": 2e-12}
+    sc = ce.spec_check(_synthetic_cases(params, 20.0, 100.0), s)
+    assert not sc["in_sample"] and sc["label"] == em.LABEL
+    assert sc["all"]["median_ape_pct"] < 1e-6 and sc["all"]["p90_ape_pct"] < 1e-6
