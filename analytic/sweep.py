@@ -3,7 +3,9 @@
 ``sweep`` evaluates every (model, phase) once over the whole (batch, length) grid and all specs at
 once (``workloads/evaluate.analyze``) and returns columns (numpy arrays), one row per
 (model, spec, phase, batch, length): analytic bounds, bottleneck, memory by class and the capacity
-verdict. Rows that do not fit in device memory keep their time bound in ``time_s_ignoring_capacity``
+verdict, and energy (``energy_j`` per step, ``energy_per_token_j``, ``avg_power_w``, with
+``energy_label``: the energy model of ``analytic/energy.py`` at the time bound, where the spec has an
+energy section; ``predict`` gives it at the achievable time). Rows that do not fit in device memory keep their time bound in ``time_s_ignoring_capacity``
 and have ``time_s`` = NaN (written as empty / null). ``state_residency`` (decode rows of models with a
 recurrent state): ``on chip (sram)`` where the spec's persistent on-chip level holds the whole state of
 the batch and serves its traffic, ``DRAM (exceeds sram)`` where it does not fit, ``DRAM`` on specs
@@ -47,12 +49,14 @@ from .workloads.phases import PHASES
 
 COLUMNS = ("model", "spec", "phase", "batch", "length", "time_s", "time_s_ignoring_capacity", "sum_s",
            "tokens_per_s", "bottleneck", "fits", "memory_total_bytes", "weights_bytes", "kv_cache_bytes",
-           "state_bytes", "activations_bytes", "state_residency", "caveat", "time_s_host_gemms", "ceilings")
+           "state_bytes", "activations_bytes", "state_residency", "caveat", "time_s_host_gemms", "ceilings",
+           "energy_j", "energy_per_token_j", "avg_power_w", "energy_label")
 # Counts written as exact integers where whole (batch and length are always whole): 1048576 and
 # 1000000 must not both print as "1.05e+06".
 COUNT_COLUMNS = ("batch", "length", "memory_total_bytes", "weights_bytes", "kv_cache_bytes", "state_bytes",
                  "activations_bytes")
-LABEL_NOTE = "analytic bound (roofline lower bound on time); memory: analytic estimate"
+LABEL_NOTE = ("analytic bound (roofline lower bound on time); memory: analytic estimate; energy: "
+              "energy_label (static power x the time bound + dynamic energy, analytic/energy.py)")
 FORMATS = ("csv", "json", "parquet")
 
 
@@ -120,7 +124,7 @@ def sweep(models: Sequence[Model], specs: Sequence[Spec], phases: Sequence[str],
     for m in models:
         for p in phases:
             try:
-                r = analyze(m, p, table, b, ln, dtype=dtype, launch=launch, bytes_basis=bytes_basis)
+                r = analyze(m, p, table, b, ln, dtype=dtype, launch=launch, bytes_basis=bytes_basis, energy=True)
             except AnalyticError as exc:
                 if unsupported is None:
                     raise
@@ -154,6 +158,12 @@ def sweep(models: Sequence[Model], specs: Sequence[Spec], phases: Sequence[str],
                 np.full(nb * nl, np.nan) if c is None or c["time_s_host_gemms"] is None
                 else np.broadcast_to(c["time_s_host_gemms"], (nb, nl)).reshape(-1) for c in r.pim]))
             parts["ceilings"].append(kinds)
+            e = np.where(fits, r.energy_j.reshape(n), np.nan)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                parts["energy_j"].append(e)
+                parts["energy_per_token_j"].append(e / np.broadcast_to(r.tokens, r.time_s.shape).reshape(n))
+                parts["avg_power_w"].append(e / t)
+            parts["energy_label"].append(np.repeat(np.array(r.energy_note, dtype=object), nb * nl))
     return {c: np.concatenate(v) if v else np.array([]) for c, v in parts.items()}
 
 
@@ -184,7 +194,7 @@ def _fill_unsupported(parts: dict, model: str, phase: str, spec_ids, bb, ll, n: 
     parts["phase"][-1] = np.full(n, phase, dtype=object)
     parts["batch"][-1], parts["length"][-1] = bb, ll
     parts["bottleneck"][-1] = np.full(n, "unsupported", dtype=object)
-    parts["state_residency"][-1] = parts["caveat"][-1] = np.full(n, "", dtype=object)
+    parts["state_residency"][-1] = parts["caveat"][-1] = parts["energy_label"][-1] = np.full(n, "", dtype=object)
     parts["fits"][-1] = np.zeros(n, dtype=bool)
 
 

@@ -145,6 +145,8 @@ class JoinedCase:
     device_mismatch: bool
     analytic_changed: bool       # the registry's counts differ from those recorded at measurement
     session: str = ""            # the measurement session (session_of): machine whose host issued the calls
+    energy: dict | None = None   # the record's NVML energy window (measure/energy.py), where it has one
+    idle_power_w: float | None = None  # the run's idle power (meta.energy.idle), for the energy fit
 
     @property
     def shape(self) -> tuple[tuple[str, int], ...]:
@@ -255,6 +257,8 @@ def join(results: list[ResultFile], spec: Spec, prefer: str = "measured", allow_
                 measured_p20_s=ts.get("p20"), measured_p80_s=ts.get("p80"), bounds=b,
                 source=path, source_sha256=rf.sha256, device_mismatch=mismatch,
                 analytic_changed=_recorded_differs(rec, b), session=session_of(rf),
+                energy=dict(rec.energy) if rec.energy and rec.energy.get("joules_per_call") else None,
+                idle_power_w=((rf.meta.get("energy") or {}).get("idle") or {}).get("idle_power_w"),
             ))
     if unpredicted and not skip_unpredicted:
         raise UserError(

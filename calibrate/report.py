@@ -178,6 +178,9 @@ def gap_markdown(rep: dict[str, Any]) -> str:
         ])
     lines += _table(["case", "dims", "bound (analytic, bottleneck)", "measured (median)", "% of roofline",
                      "achievable estimate (bottleneck; |err|)", f"{est_label} [{level}% interval]", "residual", "held-out |err|", "gap attributed to"], crows)
+    from .energy_report import energy_markdown  # it reuses this module's table helpers
+
+    lines += energy_markdown(rep.get("energy"))
     if rep["excluded"]:
         lines += ["", "## Excluded cases", ""]
         lines += _table(["case", "status", "reason", "file"],

@@ -28,8 +28,13 @@ Layout of a spec file::
                       work outside the memory sees when dram.bandwidth is the in-memory rate.
     launch:           kernel (per-launch overhead), graph_node (per node of a replayed CUDA graph),
                       host (optional): {backend class: host time per call} for HOST_CLASSES
-    power:            tdp, idle
-    energy:           optional: per_flop {engine: J/FLOP}, per_byte {level: J/B}
+    power:            tdp (the board power limit: the power the clocks are lowered to hold; the one
+                      place the energy model reads it), idle (power with nothing to run: lowest clocks)
+    energy:           optional: static_power (W drawn while the device runs work, before any dynamic
+                      term: clocks up, leakage at working temperature; empty launches measure it),
+                      per_flop {tensor: {dtype: J/FLOP}, vector: {dtype: J/FLOP},
+                      special_function: J per evaluation}, per_byte {level: J/B crossing that level}
+                      (see ``analytic/energy.py`` for how each term is charged)
     interconnect:     optional list of {name, bandwidth}
     measured:         optional list of attained ceilings {key: dotted path, value, date, method}
 
@@ -257,14 +262,35 @@ class PowerSpec(_Strict):
     idle: Power
 
 
-class Energy(_Strict):
-    per_flop: dict[str, EnergyPerFlop] = Field(default_factory=dict)
-    per_byte: dict[str, EnergyPerByte] = Field(default_factory=dict)
+class EnergyPerFlopByEngine(_Strict):
+    """Dynamic energy per FLOP by engine and dtype (tensor cores, CUDA cores) and per transcendental
+    evaluation (special-function units): the energy one more operation adds above static power."""
 
-    @field_validator("per_flop", mode="before")
+    tensor: dict[str, EnergyPerFlop] = Field(default_factory=dict)
+    vector: dict[str, EnergyPerFlop] = Field(default_factory=dict)
+    special_function: EnergyPerFlop | None = None
+
+    @model_validator(mode="before")
     @classmethod
-    def _engines(cls, v):
-        return _only_names(v, ("special_function", "tensor", "vector"), "engine(s)")
+    def _engine_names(cls, v):
+        if isinstance(v, dict):
+            _only_names(v, ("tensor", "vector", "special_function"), "engine(s)")
+            for eng in ("tensor", "vector"):
+                if isinstance(v.get(eng), dict) and ("value" in v[eng] or "unknown" in v[eng]):
+                    raise ValueError(f"{eng}: expected energies per dtype, e.g. {eng}: {{bf16: {{value: '0.4 pJ/FLOP', "
+                                     f"source: ...}}}}; got one value for the whole engine")
+        return v
+
+    @field_validator("tensor", "vector", mode="before")
+    @classmethod
+    def _dtypes(cls, v):
+        return _only_names(v, DTYPES, "dtype(s)")
+
+
+class Energy(_Strict):
+    static_power: Power | None = None
+    per_flop: EnergyPerFlopByEngine = Field(default_factory=EnergyPerFlopByEngine)
+    per_byte: dict[str, EnergyPerByte] = Field(default_factory=dict)
 
     @field_validator("per_byte", mode="before")
     @classmethod
@@ -384,6 +410,7 @@ class Spec(_Strict):
         if self.hypothetical and self.measured:
             raise ValueError("measured: a hypothetical device has no measurements; expected no 'measured' section")
         self._check_hierarchy()
+        self._check_energy()
         for i, m in enumerate(self.measured):
             if m.key not in data:
                 raise ValueError(
@@ -405,6 +432,20 @@ class Spec(_Strict):
         if dup:
             raise ValueError(f"measured: key(s) {dup} appear more than once")
         return self
+
+    def _check_energy(self) -> None:
+        """Energy per byte only at levels the spec has; static power below the power limit (a device
+        whose floor exceeds its cap could not run)."""
+        if self.energy is None:
+            return
+        stray = [lvl for lvl in self.energy.per_byte if lvl not in self.memory]
+        if stray:
+            raise ValueError(f"energy.per_byte.{stray[0]}: the spec has no memory level {stray[0]!r}; "
+                             f"expected one of {list(self.memory)}")
+        static, tdp = self.energy.static_power, self.power.tdp
+        if static is not None and static.known and tdp.known and static.si >= tdp.si:
+            raise ValueError(f"energy.static_power: {static.value!r} is not below the power limit power.tdp "
+                             f"({tdp.value!r}); static power is the floor under every dynamic term")
 
     def _check_hierarchy(self) -> None:
         """Device-wide levels grow outward; one SM's level is smaller than any device-wide level; known
@@ -458,8 +499,13 @@ class Spec(_Strict):
         yield "power.tdp", self.power.tdp
         yield "power.idle", self.power.idle
         if self.energy is not None:
-            for eng, d in self.energy.per_flop.items():
-                yield f"energy.per_flop.{eng}", d
+            if self.energy.static_power is not None:
+                yield "energy.static_power", self.energy.static_power
+            for eng in ("tensor", "vector"):
+                for dt, d in getattr(self.energy.per_flop, eng).items():
+                    yield f"energy.per_flop.{eng}.{dt}", d
+            if self.energy.per_flop.special_function is not None:
+                yield "energy.per_flop.special_function", self.energy.per_flop.special_function
             for lvl, d in self.energy.per_byte.items():
                 yield f"energy.per_byte.{lvl}", d
         for i, link in enumerate(self.interconnect):

@@ -26,6 +26,11 @@ What is measured (every time through ``timing.time_call``; rate = work / median 
   back to back (``launch.kernel``); CUDA-graph per-node latency: a captured graph of 100 such kernels,
   replay time / 100 (``launch.graph_node``).
 
+- CUDA with NVML, ``--energy`` (instead of the rest): the energy kernels of ``measure/_probe_energy.py``,
+  one >= 1 s NVML window each (empty launches, FMA loop, exp loop, L2-resident reads, DRAM copy, GEMM
+  per dtype) with idle power measured the same way, solved term by term into ``energy.static_power``,
+  ``energy.per_flop.*`` and ``energy.per_byte.*``; the windows are under ``energy_windows``.
+
 - CUDA only, for the achievable-time model (issue #13; ``measure/_probe_achievable.py`` says how each
   is built): per-call cost by backend class (torch_eager, triton, cuda_extension, cublas, cudnn), host
   time per call issued back to back without synchronising (``launch.host.<class>``), GPU kernel time
@@ -142,7 +147,8 @@ def _spread_hint(cuda: bool) -> str:
 
 
 def run_probe(device, sizes: ProbeSizes, argv: list[str] | None = None,
-              log: Callable[[str], None] | None = None) -> dict[str, Any]:
+              log: Callable[[str], None] | None = None, energy: bool = False) -> dict[str, Any]:
+    """The probe's measurements; ``energy``: the energy kernels only (``_probe_energy.py``, CUDA with NVML)."""
     import torch
 
     log = log or (lambda s: None)
@@ -272,7 +278,25 @@ def run_probe(device, sizes: ProbeSizes, argv: list[str] | None = None,
                                f"median of {reps}; {ver}", today))
 
     achievable = None
-    if cuda:
+    energy_windows: list[dict[str, Any]] = []
+    if energy:
+        if not cuda:
+            raise UserError("probe --energy measures NVML energy windows: it needs a CUDA device (--device cuda)")
+        from . import _probe_energy
+        from ._probe_achievable import Ctx
+
+        try:
+            import triton
+
+            kver = f"{ver}, Triton {triton.__version__}"
+        except ImportError:
+            kver = ver
+        ctx = Ctx(device=device, timed=timed, spread_text=spread_text, ver=kver, target_s=sizes.target_s,
+                  measure=lambda key, si, method: measured.append(_entry(key, si, method, today)),
+                  observe=lambda name, si, kind, method: observations.append(_observation(name, si, kind, method)),
+                  log=log)
+        energy_windows = _probe_energy.run_energy(ctx, attempt)
+    elif cuda:
         from . import _probe_achievable as ach
 
         # the CUDA extension for launch.host.cuda_extension compiles while the GPU is measured
@@ -287,11 +311,12 @@ def run_probe(device, sizes: ProbeSizes, argv: list[str] | None = None,
                              measure=lambda key, si, method: measured.append(_entry(key, si, method, today)),
                              observe=lambda name, si, kind, method: observations.append(
                                  _observation(name, si, kind, method)), log=log)
-    attempt("copy bandwidth", copy)
-    for dt in ("fp32", "bf16", "fp16"):
-        attempt(f"matmul {dt}", lambda dt=dt: matmul(dt))
-    attempt("vector and exp rates", vector_and_exp)
-    if cuda:
+    if not energy:
+        attempt("copy bandwidth", copy)
+        for dt in ("fp32", "bf16", "fp16"):
+            attempt(f"matmul {dt}", lambda dt=dt: matmul(dt))
+        attempt("vector and exp rates", vector_and_exp)
+    if cuda and not energy:
         attempt("launch latency", launches)
         ach.run_achievable(achievable, attempt, ext_future)
     return {
@@ -307,6 +332,7 @@ def run_probe(device, sizes: ProbeSizes, argv: list[str] | None = None,
         "warnings": warnings,
         "curves": achievable.curves if achievable else [],
         "per_call": achievable.per_call if achievable else [],
+        "energy_windows": energy_windows,
         "how_to_use": "ssmbench specs new --from SPEC --probe THIS_FILE --out NEW.yaml merges the 'measured' "
                       "entries into a copy of SPEC (they are in the spec schema's format; keys are spec value paths)",
     }

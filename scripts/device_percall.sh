@@ -12,6 +12,8 @@ Usage: bash scripts/device_percall.sh [OPTIONS]      (on the GPU machine, with $
 First the extension builds (background, cores 2..) and installing; then the steps in the order given:
 
   --probe             ssmbench probe --device cuda ($OUT/probe-<spec>.yaml)
+  --probe-energy      ssmbench probe --device cuda --energy: NVML energy windows, one per term
+                      ($OUT/probe-energy-<spec>.yaml)
   --percall LABELS    scripts/percall_split.py --only LABELS ($OUT/percall/percall_split_<n>.json)
   --suite FILE        a suite (file, or name in measure/suites/), with --resume
   --wait-builds       wait until no extension build is running (host times measured after it see no
@@ -23,7 +25,7 @@ Other options:
   --prebuild-probe-ext  build the probe's small CUDA extension in the background with the others
   --deadline S        the whole call ends within S seconds (default 555)
   --help              this text
-Each step keeps time for the later ones (probe 70 s, percall 150 s, suite 60 s); a percall step
+Each step keeps time for the later ones (probe 70 s, energy probe 60 s, percall 150 s, suite 60 s); a percall step
 takes at most 300 s. Environment: BUILD_JOBS (default 12), PY (default python3). Device tool: carry
 .sdist, .whl and optionally .prebuilt (an earlier call's $OUT/ext parts).
 EOF2
@@ -39,6 +41,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --help|-h) usage; exit 0 ;;
     --probe) STEP_KIND+=(probe); STEP_ARG+=(""); shift; continue ;;
+    --probe-energy) STEP_KIND+=(energy); STEP_ARG+=(""); shift; continue ;;
     --wait-builds) STEP_KIND+=(wait); STEP_ARG+=(""); shift; continue ;;
     --prebuild-probe-ext) PREBUILD_EXT=1; shift; continue ;;
     --percall|--suite|--resume|--build|--pack|--deadline) ;;
@@ -58,7 +61,7 @@ while [ $# -gt 0 ]; do
   esac
   shift 2
 done
-[ ${#STEP_KIND[@]} -gt 0 ] || bad "nothing to do: give --probe, --percall or --suite"
+[ ${#STEP_KIND[@]} -gt 0 ] || bad "nothing to do: give --probe, --probe-energy, --percall or --suite"
 
 NCPU=$(nproc 2>/dev/null || echo 16)
 PIN_MEASURE=() PIN_BUILD=()
@@ -93,7 +96,8 @@ check_imports
 keep_after() {  # $1: a step's index. Seconds kept for the steps after it.
   local keep=0 j
   for (( j = $1 + 1; j < ${#STEP_KIND[@]}; j++ )); do
-    case "${STEP_KIND[$j]}" in probe) keep=$(( keep + 70 )) ;; percall) keep=$(( keep + 150 )) ;;
+    case "${STEP_KIND[$j]}" in probe) keep=$(( keep + 70 )) ;; energy) keep=$(( keep + 60 )) ;;
+                                percall) keep=$(( keep + 150 )) ;;
                                 suite) keep=$(( keep + 60 )) ;; esac
   done
   echo "$keep"
@@ -117,6 +121,11 @@ for i in "${!STEP_KIND[@]}"; do
       say "probe of $GPU_NAME (${BUDGET} s limit)"
       timeout -k 10 "$BUDGET" "${PIN_MEASURE[@]}" "${SSMBENCH[@]}" probe --device cuda --out "$OUT/probe-$HW.yaml" \
           || say "probe ended with exit $?" ;;
+    energy)
+      step_budget "$(keep_after "$i")" 240 10
+      say "energy probe of $GPU_NAME (${BUDGET} s limit)"
+      timeout -k 10 "$BUDGET" "${PIN_MEASURE[@]}" "${SSMBENCH[@]}" probe --device cuda --energy \
+          --out "$OUT/probe-energy-$HW.yaml" || say "energy probe ended with exit $?" ;;
     percall)
       NPERCALL=$(( NPERCALL + 1 ))
       step_budget "$(keep_after "$i")" 300 10

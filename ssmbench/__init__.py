@@ -4,14 +4,14 @@ Subpackages: ``hwspecs`` (hardware specs), ``analytic`` (symbolic costs and roof
 (kernel timings and energy on real GPUs), ``calibrate`` (fits of measured vs predicted), ``figures``.
 
 The Python API (``ssmbench.api``; README, "Python API"): ``predict``, ``sweep``, ``cost``,
-``get_spec``, ``get_model`` and the ``Prediction`` result. They are imported on first use, so that
+``energy``, ``get_spec``, ``get_model`` and the ``Prediction`` result. They are imported on first use, so that
 ``import ssmbench`` stays cheap (no numpy, sympy or torch) for the CLI and for tools that only read
 ``__version__``.
 """
 
 __version__ = "0.1.0"
 
-API = ("predict", "sweep", "cost", "get_spec", "get_model", "Prediction")
+API = ("predict", "sweep", "cost", "energy", "get_spec", "get_model", "Prediction")
 __all__ = ["__version__", *API]
 
 

@@ -49,8 +49,9 @@ class Prediction:
     """One prediction (a model phase on a spec), as ``ssmbench predict`` prints it.
 
     Labels: ``time_s``, ``time_s_ignoring_capacity``, ``sum_s``, ``tokens_per_s`` and
-    ``time_per_token_s`` are *analytic bounds* (``label``); ``memory_bytes`` and ``energy_j`` are
-    *analytic estimates*; ``calibrated`` holds a *calibrated* (or *transferred*) estimate, with its
+    ``time_per_token_s`` are *analytic bounds* (``label``); ``memory_bytes`` is an *analytic
+    estimate*; ``energy_j``, ``energy_per_token_j`` and ``avg_power_w`` carry the label of
+    ``energy["label"]`` (analytic or calibrated estimate, at the achievable time); ``calibrated`` holds a *calibrated* (or *transferred*) estimate, with its
     own label, when ``predict(..., calibration=FILE)`` was given. Units: seconds, bytes, joules,
     tokens per second. Mappings are read-only; ``to_dict()`` returns a mutable copy of everything.
 
@@ -69,6 +70,10 @@ class Prediction:
         memory_total_bytes, memory_capacity_bytes: the sum, and the spec's device memory (None: unknown).
         fits: whether memory_total_bytes fits in memory_capacity_bytes; status: the verdict in words.
         energy_j: energy estimate of one step in J, or None (the spec has no energy data, or no fit).
+        energy_per_token_j: energy_j over the step's tokens, in J; avg_power_w: energy_j over the step's
+            time (after any power-limit stretch), in W.
+        energy: the whole energy estimate (label, static and dynamic terms, power limit, parameters
+            with their origins, what is not modelled; ``analytic/energy.py``).
         ops: one row per op call of the plan (op, impl, mode, count, shape, FLOPs by engine, bytes,
             bound per resource ``bound_s``, ``time_s``, ``bottleneck``, ...), as in the JSON.
         layers: one row per layer block (time, share of the total, bottleneck).
@@ -96,6 +101,9 @@ class Prediction:
     fits: bool
     status: str
     energy_j: float | None
+    energy_per_token_j: float | None
+    avg_power_w: float | None
+    energy: Mapping[str, Any]
     ops: tuple[Mapping[str, Any], ...]
     layers: tuple[Mapping[str, Any], ...]
     calibrated: Mapping[str, Any] | None
@@ -113,7 +121,8 @@ class Prediction:
             bottleneck=t["bottleneck"], tokens_per_s=t["tokens_per_s"], time_per_token_s=t["time_per_token_s"],
             memory_bytes=_readonly(t["memory_bytes"]), memory_total_bytes=t["memory_total_bytes"],
             memory_capacity_bytes=t["memory_capacity_bytes"], fits=t["fits"], status=t["status"],
-            energy_j=t["energy_j"], ops=tuple(_readonly(o) for o in data["ops"]),
+            energy_j=t["energy_j"], energy_per_token_j=t["energy_per_token_j"], avg_power_w=t["avg_power_w"],
+            energy=_readonly(t["energy"]), ops=tuple(_readonly(o) for o in data["ops"]),
             layers=tuple(_readonly(layer) for layer in data["layers"]),
             calibrated=_readonly(t["calibrated"]) if t.get("calibrated") else None,
             notes=tuple(data["notes"]), _data=_readonly(data))
@@ -189,3 +198,23 @@ def cost(op: str, dims: Mapping[str, int], *, dtype: str, mode: str, impl: str |
     from .commands.ops import evaluate_case
     from .output import json_data
     return json_data(evaluate_case(op, impl, dict(dims), dtype, mode))
+
+
+def energy(model, *, hw, phase: str, batch: int, seqlen: int, context: int | None = None,
+           **options) -> dict[str, Any]:
+    """Energy, time and work of one step, for comparisons of matched models (the crossover report's
+    energy ratio beside the FLOP and time ratios): a plain dict with
+
+    ``energy_j``, ``energy_per_token_j``, ``avg_power_w`` and ``energy_label`` (``analytic/energy.py``,
+    at the achievable time; None where the spec has no energy data), ``power_limited``,
+    ``achievable_time_s`` (achievable estimate), ``bound_time_s`` (analytic bound), ``flops`` (tensor +
+    vector FLOPs of the step, analytic count), ``tokens``, and ``energy`` (the full estimate).
+    Arguments as ``predict``."""
+    r = predict(model, hw=hw, phase=phase, batch=batch, seqlen=seqlen, context=context, **options)
+    t = r.to_dict()["total"]
+    flops = sum(sum(o["flops_tensor"].values()) + o["flops_vector"] for o in r.ops)
+    return {"model": r.model, "spec": r.spec, "phase": phase, "batch": batch, "seqlen": seqlen,
+            "energy_j": r.energy_j, "energy_per_token_j": r.energy_per_token_j, "avg_power_w": r.avg_power_w,
+            "energy_label": r.energy.get("label"), "power_limited": r.energy.get("power_limited"),
+            "achievable_time_s": t["achievable"]["time_s"], "bound_time_s": r.time_s_ignoring_capacity,
+            "flops": flops, "tokens": t["tokens"], "energy": r.to_dict()["total"]["energy"]}

@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "ssmbench.commands.calibrate",
     "ssmbench.commands.report",
     "ssmbench.commands.characterize",
+    "ssmbench.commands.energy",
 )
 
 

@@ -90,7 +90,9 @@ def _garbage(kind):
     else:
         zero_and_negative = {"bandwidth": ["0 TB/s", "-3 TB/s"], "capacity": ["0 B", "-3 GB"],
                              "frequency": ["0 Hz", "-3 GHz"], "power": ["0 W", "-3 W"],
-                             "flop_rate": ["0 TFLOP/s", "-3 TFLOP/s"], "time": ["0 s", "-3 us"]}[kind]
+                             "flop_rate": ["0 TFLOP/s", "-3 TFLOP/s"], "time": ["0 s", "-3 us"],
+                             "energy_per_flop": ["0 pJ/FLOP", "-3 pJ/FLOP", "3 pJ"],
+                             "energy_per_byte": ["0 pJ/B", "-3 pJ/B", "3 pJ"]}[kind]
         bad += zero_and_negative + ["12", "1e999 GB/s", st.floats(allow_nan=True), st.integers()]
     return st.sampled_from(bad).flatmap(lambda b: b if isinstance(b, st.SearchStrategy) else st.just(b))
 

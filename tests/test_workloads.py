@@ -272,24 +272,24 @@ power: {tdp: {value: 100 W, source: a}, idle: {value: 10 W, source: a}}
 
 def test_energy_estimate_where_the_spec_has_energy_data():
     import yaml
-    from ssmbench.analytic.roofline import COL, TENSOR_DTYPES
+    from ssmbench.analytic.roofline import COL
     from ssmbench.hwspecs import parse_spec
 
     data = yaml.safe_load(TOY_SPEC)
     plain = parse_spec(dict(data, id="toy-plain"))
-    data["energy"] = {"per_flop": {"tensor": {"value": "0.5 pJ/FLOP", "source": "a"},
-                                   "vector": {"value": "1 pJ/FLOP", "source": "a"}},
+    data["energy"] = {"static_power": {"value": "10 W", "source": "a"},
+                      "per_flop": {"tensor": {"bf16": {"value": "0.5 pJ/FLOP", "source": "a"}},
+                                   "vector": {"fp32": {"value": "1 pJ/FLOP", "source": "a"}}},
                       "per_byte": {"dram": {"value": "20 pJ/B", "source": "a"}, "l2": {"value": "2 pJ/B", "source": "a"}}}
     toy = parse_spec(data)
     m = get_model("mamba-130m")
     r = analyze(m, "prefill", SpecTable.of([toy, plain]), [2], [256], keep_calls=True, energy=True)
     W = r.call_work[:, :, 0, 0].sum(axis=0)
-    tensor = sum(W[COL[f"tensor.{d}"]] for d in TENSOR_DTYPES)
-    expected = (0.5e-12 * tensor + 1e-12 * W[COL["vector"]] + 22e-12 * W[COL["dram.executed"]]
-                + 10.0 * r.time_s[0, 0, 0])  # idle 10 W x time bound
+    expected = (0.5e-12 * W[COL["tensor.bf16"]] + 1e-12 * W[COL["vector"]] + 22e-12 * W[COL["dram.executed"]]
+                + 10.0 * r.time_s[0, 0, 0])  # static 10 W x time bound
     assert r.energy_j[0, 0, 0] == pytest.approx(expected)
     assert "excludes energy.per_flop.special_function" in r.energy_note[0]
-    assert np.isnan(r.energy_j[1, 0, 0]) and "no energy data" in r.energy_note[1]
+    assert np.isnan(r.energy_j[1, 0, 0]) and "no energy estimate" in r.energy_note[1]
 
 
 def test_chunked_kernels_see_whole_chunks(h200):

@@ -34,9 +34,11 @@ Memory by class (bytes resident in device memory at the step's peak; analytic es
 - train only: gradients (parameters x dtype bytes) and Adam state (fp32 m and v, plus an fp32 master
   copy when the dtype is not fp32: 8 or 12 bytes per parameter; an assumption, stated in outputs).
 
-Energy (analytic estimate, only where the spec has ``energy:`` data): FLOPs x J/FLOP per engine, DRAM
-bytes (as executed) x J/B for dram and for every device-wide level they cross, plus idle power x time
-bound. Terms whose coefficient the spec lacks are listed as excluded.
+Energy (``analyze(..., energy=True)``, the sweep's energy columns; only where the spec has an ``energy:``
+section): the energy model of ``analytic/energy.py`` at the time bound: static power x bound time plus
+FLOPs x J/FLOP per engine and dtype and as-executed bytes x J/B at DRAM and at the device-wide cache.
+Terms whose coefficient the spec lacks are listed as excluded. ``predict`` gives the energy at the
+achievable time instead (``energy_step.py``).
 
 Where a spec keeps the recurrent state on chip (``placement.py``: a device-scope ``sram`` level that
 holds the whole state of the batch, decode only), the decode calls' state bytes move from DRAM to that
@@ -55,7 +57,7 @@ import numpy as np
 
 from ..conventions import nbytes
 from ..registry import AnalyticError, compiled_cost
-from ..roofline import COL, RESOURCES, TENSOR_DTYPES, WORK_COLUMNS, Projected, SpecTable, project_work, spec_ceiling
+from ..roofline import COL, RESOURCES, WORK_COLUMNS, Projected, SpecTable, project_work
 from .models import Model
 from .phases import OpCall, dim_parts, dim_value, plan
 from .placement import StateResidency, apply_residency, pim_caveat, state_residency
@@ -291,40 +293,30 @@ def memory_by_class(model: Model, phase: str, dtype: str | Precision, recompute:
 
 
 def _energy(W: np.ndarray, table: SpecTable, time_s: np.ndarray, on_chip: np.ndarray | None = None):
-    """Energy [n_specs, *shape] where a spec has energy data (NaN otherwise) and per-spec notes.
+    """Energy [n_specs, *shape] at the time bound (NaN where a spec has no energy section) and per-spec
+    notes: ``analytic/energy.py`` with every executed byte crossing DRAM and the device-wide cache
+    (the bound has no cache reuse) and fp32 matmul FLOPs on the CUDA cores, as the bound charges them.
     ``on_chip`` [n_specs, *shape]: executed bytes a spec serves from its on-chip state level instead of
-    DRAM (charged to the device-wide levels only)."""
+    DRAM (charged to that level)."""
+    from ..energy import NO_ESTIMATE, EnergyTable, counts, energy, label
+
     tot = W.sum(axis=0)  # [n_cols, *shape]
+    et = EnergyTable.of([sc.spec for sc in table.specs])  # measured energy parameters first (analytic/energy.py)
     out = np.full(time_s.shape, np.nan)
     notes = []
     for s, sc in enumerate(table.specs):
-        spec = sc.spec
-        if spec.energy is None:
-            notes.append("no energy estimate: the spec has no energy data")
+        moved = 0.0 if on_chip is None else on_chip[s]
+        executed = tot[COL["dram.executed"]]
+        c = counts(tot, 0.0, executed - moved, on_chip_bytes=moved)
+        one = et.row(s)
+        arr = energy(c, time_s[s:s + 1], one)
+        if not et.has_section[s]:
+            notes.append(NO_ESTIMATE)
             continue
-        excluded, e = [], np.zeros(time_s.shape[1:])
-        moved = 0 if on_chip is None else on_chip[s]
-        terms = [("energy.per_flop.tensor", sum(tot[COL[f"tensor.{d}"]] for d in TENSOR_DTYPES)),
-                 ("energy.per_flop.vector", tot[COL["vector"]]),
-                 ("energy.per_flop.special_function", tot[COL["special_function"]]),
-                 ("energy.per_byte.dram", tot[COL["dram.executed"]] - moved)]
-        terms += [(f"energy.per_byte.{lvl}", tot[COL["dram.executed"]]) for lvl, m in spec.memory.items()
-                  if lvl != "dram" and m.scope == "device"]
-        for key, work in terms:
-            if not np.any(work > 0):
-                continue
-            c = spec_ceiling(spec, key, sc.prefer)
-            if c.value is None:
-                excluded.append(key)
-            else:
-                e = e + work * c.value
-        idle = spec_ceiling(spec, "power.idle", sc.prefer)
-        if idle.value is None:
-            excluded.append("power.idle")
-        else:
-            e = e + idle.value * time_s[s]
-        out[s] = e
-        notes.append("analytic estimate" + (f"; excludes {', '.join(excluded)} (unknown in the spec)" if excluded else ""))
+        out[s] = arr.energy_j[0]
+        miss = arr.not_modelled[0]
+        notes.append(f"{label(one, 0)} at the time bound" + (f"; excludes {', '.join(sorted(miss))} (unknown in the spec)"
+                                                            if miss else ""))
     return out, notes
 
 

@@ -2,7 +2,8 @@
 
 ``predict`` analyzes one (model, spec, phase, batch, length) point with the vectorized evaluator and
 turns it into a dict (the JSON of ``ssmbench predict``): ``total`` (time bound, sum bound, bottleneck,
-tokens/s, memory by class and the capacity verdict, energy estimate where the spec has energy data,
+tokens/s, memory by class and the capacity verdict, the energy estimate at the achievable time
+(``energy_step.py``: ``energy``, and ``energy_j``, ``energy_per_token_j``, ``avg_power_w`` beside it),
 the launch regimes of decode), ``ops`` (one row per op call of the plan: FLOPs by engine, bytes,
 intensity, bound per resource, bottleneck, on-chip fit, ``shape``: the call's dimensions at this
 point), ``layers`` (one row per block of the model) and ``spec.ceilings`` (each ceiling used, with its
@@ -25,6 +26,7 @@ import numpy as np
 from ...errors import UserError
 from ..registry import AnalyticError, get_op
 from ..roofline import COL, LABEL, RESOURCES, TENSOR_DTYPES, SpecTable, describe, not_bounded_reasons
+from .energy_step import step_energy
 from .evaluate import COMPUTE_RESOURCES, GridResult, analyze, call_shape
 from .models import Model
 from .phases import plan
@@ -256,7 +258,9 @@ def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dic
             cls = _gpu_class(a)
         elif runtime is not None and h >= g:
             cls = "host/launch"
-        ops[i]["achievable"] = {"label": ACH_LABEL, "time_s": max(h, g), "host_s": h, "gpu_s": g, "bottleneck": cls}
+        ops[i]["achievable"] = {"label": ACH_LABEL, "time_s": max(h, g), "host_s": h, "gpu_s": g, "bottleneck": cls,
+                                "l2_bytes": float(a.l2_bytes[0, 0, 0]), "dram_bytes": float(a.dram_bytes[0, 0, 0]),
+                                "on_chip_bytes": state_bytes}
         host += h
         gpu += g
         by_class[cls] = by_class.get(cls, 0.0) + max(h, g)
@@ -340,7 +344,7 @@ def predict(model: Model, spec, phase: str, batch: int, seqlen: int, context: in
     length, generated = decode_point(seqlen, context) if phase == "decode" else (float(seqlen), None)
     res = analyze(model, phase, table, [batch], [length], dtype=dtype, launch=launch,
                   bytes_basis=bytes_basis, impls=impls, recompute=recompute, logits=logits,
-                  keep_calls=True, energy=True)
+                  keep_calls=True)
     ops = _op_rows(res)
     t = _f(res.time_s[0, 0, 0])
     mem = {k: float(v[0, 0]) for k, v in res.memory.items()}
@@ -366,7 +370,6 @@ def predict(model: Model, spec, phase: str, batch: int, seqlen: int, context: in
     if sc.per_sm_levels:
         not_bounded.append(f"per-SM levels {', '.join(sc.per_sm_levels)} (traffic at these levels is not "
                            "counted by the cost model)")
-    energy = _f(res.energy_j[0, 0, 0]) if res.energy_j is not None else None
     total = {
         "label": LABEL,
         "time_s": t if fits else None,
@@ -380,9 +383,6 @@ def predict(model: Model, spec, phase: str, batch: int, seqlen: int, context: in
         "time_per_token_s": (t / tokens) if t is not None else None,
         "fits": fits, "status": status,
         "memory_bytes": mem, "memory_total_bytes": need, "memory_capacity_bytes": cap,
-        "energy_j": energy if fits else None,
-        "energy_per_token_j": (energy / tokens) if energy is not None and fits else None,
-        "energy_note": res.energy_note[0] if res.energy_note else None,
         "not_bounded": not_bounded,
         "ops_not_fitting_on_chip": [o["label"] for o in ops if o["fits_on_chip"] is False],
         "on_chip_capacity_bytes": sc.on_chip_capacity(),
@@ -391,6 +391,11 @@ def predict(model: Model, spec, phase: str, batch: int, seqlen: int, context: in
     ach = achievable_rows(res, spec, ops, rt)
     ach["tokens_per_s"] = tokens / ach["time_s"] if ach["time_s"] > 0 and fits else None
     total["achievable"] = ach
+    e = step_energy(res, spec, ops, ach["time_s"], tokens)
+    total["energy"] = e
+    total.update(energy_j=e["energy_j"] if fits else None,
+                 energy_per_token_j=e["energy_per_token_j"] if fits else None,
+                 avg_power_w=e["avg_power_w"] if fits else None, energy_note=e["note"])
     notes = model_notes(model, res, ops)
     if phase == "decode" and model.state_bytes_per_sequence(res.precision.state) > 0:
         total["state_residency"] = res.residency[0].at()

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..errors import UserError
 from ..files import check_output_file
 from ..calibrate.defaults import DEFAULT_LEVEL, DEFAULT_MIN_SHAPES
 
@@ -64,6 +65,8 @@ def register(subparsers) -> None:
     g.add_argument("--json", action="store_true", help="same as --format json")
     g.add_argument("--out", metavar="FILE", help="write the report here instead of standard output")
     g.add_argument("--plot", metavar="FILE", help="write the figure (measured vs predicted; %% of roofline per family)")
+    g.add_argument("--energy-plot", metavar="FILE",
+                   help="write the energy figure (measured vs held-out predicted energy per call, per family)")
     g.set_defaults(func=cmd_gap)
 
 
@@ -134,7 +137,9 @@ def cmd_calibrate(args) -> int:
 
 
 def cmd_gap(args) -> int:
+    from ..calibrate.energy import energy_section
     from ..calibrate.gap import fit_profile_for_gap, gap_report
+    from ..figures.energy import energy_figure
     from ..calibrate.progress import group_progress
     from ..calibrate.join import join
     from ..calibrate.profile import json_text, read_profile
@@ -148,6 +153,8 @@ def cmd_gap(args) -> int:
         check_output_file(args.out, "--out")
     if args.plot:
         check_path(args.plot, "--plot")
+    if args.energy_plot:
+        check_path(args.energy_plot, "--energy-plot")
     spec = get_spec(args.hw)
     profile = read_profile(args.calibration) if args.calibration else None
     prefer = args.prefer or (profile.data["spec"].get("prefer", "measured") if profile else "measured")
@@ -158,6 +165,7 @@ def cmd_gap(args) -> int:
         profile = fit_profile_for_gap(joined, level=args.level, min_shapes=args.min_shapes, group_by=args.group_by,
                                       progress=group_progress())
     rep = gap_report(joined, profile, spec.id, fitted_here)
+    rep["energy"] = energy_section(joined, spec)
     fmt = "json" if args.json else args.format
     text = json_text(rep) if fmt == "json" else gap_markdown(rep)
     if args.out:
@@ -170,4 +178,9 @@ def cmd_gap(args) -> int:
     if args.plot:
         gap_figure(rep, args.plot)
         print(f"wrote gap figure {args.plot}", file=sys.stderr)
+    if args.energy_plot:
+        if "fit" not in rep["energy"]:
+            raise UserError(f"--energy-plot: {rep['energy']['note']}")
+        energy_figure(rep["energy"], spec.id, args.energy_plot)
+        print(f"wrote energy figure {args.energy_plot}", file=sys.stderr)
     return 0

@@ -71,6 +71,9 @@ def register(subparsers) -> None:
     p.add_argument("--target-time", type=float,
                    help="seconds of timed samples per measurement (default 0.5 on CUDA, 0.1 on the CPU)")
     p.add_argument("--threads", type=int, help="CPU threads for PyTorch (torch.set_num_threads; default: PyTorch's)")
+    p.add_argument("--energy", action="store_true",
+                   help="measure the energy parameters only (NVML windows of >= 1 s: empty launches, FMA and exp "
+                        "loops, L2-resident reads, DRAM copy, GEMM per dtype; CUDA with NVML)")
     p.add_argument("--json", action="store_true", help="print the probe result as JSON")
     p.set_defaults(func=cmd_probe)
 
@@ -241,7 +244,8 @@ def cmd_probe(args) -> int:
         if v is not None and not v > 0:
             raise UserError(f"--{k.replace('_', '-')} must be > 0, got {v}")
     sizes = ProbeSizes(**{k: (v if v is not None else getattr(d, k)) for k, v in given.items()})
-    doc = run_probe(device, sizes, argv=list(sys.argv), log=lambda s: print(s, file=sys.stderr, flush=True))
+    doc = run_probe(device, sizes, argv=list(sys.argv), log=lambda s: print(s, file=sys.stderr, flush=True),
+                    energy=args.energy)
     doc["meta"]["arguments"] = {k: v for k, v in vars(args).items() if k != "func"}
     path = write_probe(doc, out)
     for warning in doc["warnings"]:  # stderr, so that --json output stays JSON

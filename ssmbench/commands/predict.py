@@ -339,6 +339,20 @@ def _print_predict(r: dict) -> None:
                 + ". " + " ".join(r["notes"]))
 
 
+def _energy_rows(t: dict) -> list[list[str]]:
+    """Energy of the step (``analytic/energy.py``): per step, per token, average power, with its label."""
+    e = t.get("energy") or {}
+    if not e.get("label"):
+        return [["energy", e.get("note") or "no energy estimate"]]
+    lab = e["label"]
+    rows = [[f"energy per step ({lab}, at the achievable time)", si(t["energy_j"], "J")],
+            [f"energy per token ({lab})", si(t["energy_per_token_j"], "J")],
+            [f"average power ({lab})", si(t["avg_power_w"], "W")
+             + (f" (power-limited: time stretched to {si(e['time_s_after_power_limit'], 's')})" if e["power_limited"] else "")],
+            ["energy: how", e["note"]]]
+    return rows
+
+
 def _total_rows(r: dict) -> list[list[str]]:
     """The total's rows (quantity, value) of one prediction."""
     t = r["total"]
@@ -362,8 +376,8 @@ def _total_rows(r: dict) -> list[list[str]]:
                          f"saves {si(v['saving_s'], 's')} against the slowest runtime{unknown}"])
     rows += [[f"memory: {k}", si(v, "B")] for k, v in t["memory_bytes"].items()]
     rows += [["memory: total / capacity", f"{si(t['memory_total_bytes'], 'B')} / {si(t['memory_capacity_bytes'], 'B')}"],
-             ["capacity", t["status"]],
-             ["energy (analytic estimate)", si(t["energy_j"], "J") + f" ({t['energy_note']})"]]
+             ["capacity", t["status"]]]
+    rows += _energy_rows(t)
     for regime, v in t.get("regimes", {}).items():
         rows.append([f"decode, {regime} launches", f"{si(v['time_s'], 's')}, bottleneck {v['bottleneck']}"
                      + (" (launch not bounded: overhead unknown)" if v["launch_not_bounded"] else "")])

@@ -1,0 +1,296 @@
+"""The energy model: static power x time plus dynamic energy per FLOP by engine and dtype and per byte
+by memory level, with the power limit stretching time where the work would draw more than it allows.
+
+It follows the achievable-time model's terms (``achievable.py``): the same FLOPs by engine (fp32 matmul
+FLOPs on TF32 tensor cores where the implementation's matmuls do so) and the same split of bytes
+between DRAM and the device-wide cache. Every parameter is a spec value (``energy:`` and ``power:``):
+measured by ``ssmbench probe --energy`` or calibrated from measured cases (``measured:`` entries),
+from sourced estimates for other real devices, or design assumptions for hypothetical ones.
+
+Terms, for work taking time T (seconds):
+
+- **static**: ``energy.static_power`` x T. Static power is the power drawn while the device runs work,
+  before any counted operation: clocks and voltage up, leakage at working temperature, the front end
+  issuing kernels. It is measured over back-to-back empty launches and is at or above ``power.idle``
+  (the power at rest, lowest clocks): on the H200 idle is ~117-128 W. A device that idles between
+  host-bound calls stays clocked up, so static power is charged over the whole time, not only the
+  time the engines are busy.
+- **compute**: tensor FLOPs of dtype d x ``energy.per_flop.tensor.<d>``; vector FLOPs (CUDA cores,
+  including fp32 matmul FLOPs not on TF32) x ``energy.per_flop.vector.fp32``; transcendental
+  evaluations x ``energy.per_flop.special_function``. Each is the energy one more operation adds,
+  with its operand delivery from registers and shared memory (the cost model does not count per-SM
+  traffic, so that energy is folded into the per-FLOP terms; a spec's ``per_byte`` of a per-SM level is
+  therefore not charged, and the result says so).
+- **memory**: bytes that cross DRAM x ``energy.per_byte.dram`` (DRAM core, I/O, the link to the
+  cache), and every byte the SMs move to or from device memory x ``energy.per_byte.<cache>`` of the
+  device-wide cache level (``l2``, ``llc`` or a device ``sram``) it crosses: DRAM bytes plus the extra
+  bytes the achievable model serves from that level. A recurrent state kept on chip (``placement.py``)
+  is charged to that level instead of DRAM.
+
+Power limit (``power.tdp``, the board power limit): the average power P = E / T. Where P exceeds the
+limit the clocks drop until it does not: holding each operation's dynamic energy fixed, the time
+stretches to T' = E_dyn / (limit - static) and the energy becomes limit x T'. (Lower clocks also run at
+lower voltage, which lowers the energy per operation, so the stretched energy is an upper estimate
+and the stretched time a lower one; memory-bound work stretches less than this, since DRAM does not
+slow with the SM clock.) The result says when the limit binds.
+
+Warm cache (``warm_l2=True``, for measured energy windows): ``measure/energy.py`` times its window
+over back-to-back calls without an L2 flush, so a call whose compulsory bytes fit in the share of the
+cache the achievable model allows (``achievable.L2_RESIDENT_FRACTION``) is served from it: its bytes
+cross the cache only, never DRAM. Predictions (``predict``, ``sweep``) use the cold rule, as the time
+model does.
+
+A term with work whose coefficient the spec does not know contributes nothing and is named under
+``not_modelled``; without an ``energy:`` section there is no estimate at all, and the reason says so.
+Energy parameters are read preferring ``measured:`` entries whatever the ceiling preference of the
+time bound (``prefer``): they are not peaks that a fair comparison would hold to the datasheet, and a
+measured or calibrated value is the best knowledge of them. The label is **calibrated estimate** when a parameter used was fitted on measured workload cases (a
+``measured:`` entry whose method starts with ``CALIBRATED_METHOD``), else **analytic estimate**.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..hwspecs import Spec
+from .achievable import L2_RESIDENT_FRACTION, Achieved
+from .roofline import COL, TENSOR_DTYPES, Prefer, spec_ceiling
+
+LABEL = "analytic estimate"
+CALIBRATED_LABEL = "calibrated estimate"
+# A ``measured:`` entry fitted on measured workload cases (``calibrate/energy.py``) says so first in its
+# method; an entry an isolating probe kernel measured does not.
+CALIBRATED_METHOD = "calibrated from"
+# Dynamic terms, in order: tensor FLOPs per dtype, vector FLOPs, transcendentals, DRAM bytes, bytes
+# crossing the device-wide cache, bytes served by a persistent on-chip level (recurrent state).
+TENSOR_TERMS = tuple(f"tensor.{d}" for d in TENSOR_DTYPES)
+TERMS = TENSOR_TERMS + ("vector.fp32", "special_function", "dram", "cache", "on_chip")
+NO_ESTIMATE = "no energy estimate: the spec has no energy section, or every value in it is unknown"
+TERM_UNITS = {**{t: "FLOP" for t in TENSOR_TERMS}, "vector.fp32": "FLOP", "special_function": "evaluations",
+              "dram": "B", "cache": "B", "on_chip": "B"}
+
+
+def term_key(term: str, cache_level: str | None, on_chip_level: str | None = "sram") -> str | None:
+    """The spec key of a term's coefficient (None: the spec has no level for it)."""
+    if term.startswith(("tensor.", "vector.")) or term == "special_function":
+        return f"energy.per_flop.{term}"
+    if term == "dram":
+        return "energy.per_byte.dram"
+    if term == "cache":
+        return None if cache_level is None else f"energy.per_byte.{cache_level}"
+    return None if on_chip_level is None else f"energy.per_byte.{on_chip_level}"
+
+
+def cache_level(spec: Spec) -> str | None:
+    """The device-wide level between the SMs and DRAM (the one the achievable model serves reuse from)."""
+    return next((n for n, lvl in spec.memory.items() if lvl.scope == "device" and n != "dram"), None)
+
+
+def _calibrated(spec: Spec, key: str, prefer: str) -> bool:
+    return prefer == "measured" and any(m.key == key and m.method.startswith(CALIBRATED_METHOD)
+                                        for m in spec.measured)
+
+
+def _value(spec: Spec, key: str, prefer: str, origins: dict[str, str], calibrated: set[str]) -> float:
+    """A parameter's value (NaN where unknown), recording its origin and whether it was calibrated."""
+    c = spec_ceiling(spec, key, prefer)
+    origins[key] = f"{c.origin}: {c.provenance}"
+    if c.value is not None and _calibrated(spec, key, prefer):
+        calibrated.add(key)
+    return np.nan if c.value is None else float(c.value)
+
+
+@dataclass(frozen=True)
+class EnergyTable:
+    """Energy parameters of several specs as arrays [n_specs]; NaN where unknown."""
+
+    spec_ids: tuple[str, ...]
+    has_section: np.ndarray            # [S] bool: the spec has an energy section with a known value
+    static_w: np.ndarray               # [S]
+    limit_w: np.ndarray                # [S] power.tdp
+    per_term: dict[str, np.ndarray]    # term -> [S] J per unit
+    keys: tuple[dict[str, str], ...]   # per spec: term -> spec key ('static' included)
+    origins: tuple[dict[str, str], ...]  # per spec: key -> "origin: provenance" or "unknown: why"
+    calibrated: tuple[frozenset[str], ...]  # per spec: keys whose value was fitted on measured cases
+    uncounted: tuple[tuple[str, ...], ...]  # per spec: per-SM levels with an energy the model cannot charge
+
+    @classmethod
+    def of(cls, specs: Sequence[Spec], prefer: Prefer = "measured") -> EnergyTable:
+        has, static, limit, keys, origins, calibrated, uncounted = [], [], [], [], [], [], []
+        per_term: dict[str, list] = {t: [] for t in TERMS}
+        for spec in specs:
+            has.append(spec.energy is not None)
+            k = {"static": "energy.static_power"}
+            cache = cache_level(spec)
+            # the persistent on-chip level that may hold a recurrent state (workloads/placement.py), which may
+            # also be the spec's device-wide cache
+            onchip = "sram" if "sram" in spec.memory and spec.memory["sram"].scope == "device" else None
+            for t in TERMS:
+                key = term_key(t, cache, onchip)
+                if key is not None:
+                    k[t] = key
+            org: dict[str, str] = {}
+            cal: set[str] = set()
+            static.append(_value(spec, "energy.static_power", prefer, org, cal) if spec.energy is not None else np.nan)
+            limit.append(_value(spec, "power.tdp", prefer, org, cal))
+            for t in TERMS:
+                per_term[t].append(_value(spec, k[t], prefer, org, cal) if t in k and spec.energy is not None else np.nan)
+            if has[-1] and np.isnan(static[-1]) and all(np.isnan(per_term[t][-1]) for t in TERMS):
+                has[-1] = False  # an energy section whose every value is unknown gives no estimate
+            keys.append(k)
+            origins.append(org)
+            calibrated.append(frozenset(cal))
+            per_sm = [lvl for lvl in (spec.energy.per_byte if spec.energy else {})
+                      if spec.memory[lvl].scope == "per_sm"]
+            uncounted.append(tuple(per_sm))
+        return cls(tuple(s.id for s in specs), np.array(has, dtype=bool), np.array(static, dtype=float),
+                   np.array(limit, dtype=float), {t: np.array(v, dtype=float) for t, v in per_term.items()},
+                   tuple(keys), tuple(origins), tuple(calibrated), tuple(uncounted))
+
+
+    def row(self, s: int) -> EnergyTable:
+        """The table of spec ``s`` alone."""
+        sl = slice(s, s + 1)
+        return EnergyTable(self.spec_ids[sl], self.has_section[sl], self.static_w[sl], self.limit_w[sl],
+                           {t: v[sl] for t, v in self.per_term.items()}, self.keys[sl], self.origins[sl],
+                           self.calibrated[sl], self.uncounted[sl])
+
+
+def counts(work: np.ndarray, l2_bytes, dram_bytes, *, tf32=False, on_chip_bytes=0.0, l2_capacity=np.nan,
+           warm_l2: bool = False) -> dict[str, np.ndarray]:
+    """The operations and bytes each dynamic term charges, from a work array (``roofline.work_array``:
+    [len(WORK_COLUMNS), *shape]) and the achievable model's split of its executed bytes between the
+    device-wide cache (``l2_bytes``) and DRAM (``dram_bytes``), broadcastable to the work shape.
+    ``tf32``: fp32 matmul FLOPs run on TF32 tensor cores; ``warm_l2``: the measured-window rule of the
+    module docstring, with ``l2_capacity`` the cache's size in bytes."""
+    tf32 = np.asarray(tf32, dtype=bool)
+    moved = np.where(tf32, work[COL["tensor.fp32"]], 0.0)
+    out = {f"tensor.{d}": work[COL[f"tensor.{d}"]] for d in TENSOR_DTYPES}
+    out["tensor.tf32"] = out["tensor.tf32"] + moved
+    out["vector.fp32"] = work[COL["vector"]] - moved
+    out["special_function"] = work[COL["special_function"]]
+    dram = np.asarray(dram_bytes, dtype=float) + 0.0 * work[0]
+    if warm_l2:
+        fits = work[COL["dram.compulsory"]] <= L2_RESIDENT_FRACTION * l2_capacity  # NaN capacity: False
+        dram = np.where(fits, 0.0, dram)
+    out["dram"] = dram
+    out["cache"] = np.asarray(dram_bytes, dtype=float) + np.asarray(l2_bytes, dtype=float) + 0.0 * work[0]
+    out["on_chip"] = np.asarray(on_chip_bytes, dtype=float) + 0.0 * work[0]
+    return out
+
+
+def counts_of_achieved(work: np.ndarray, a: Achieved, *, tf32=False, **kw) -> dict[str, np.ndarray]:
+    """``counts`` with the byte split of an achievable result ``a`` of the same work (first spec)."""
+    return counts(work, a.l2_bytes[0], a.dram_bytes[0], tf32=tf32, **kw)
+
+
+@dataclass(frozen=True)
+class EnergyArrays:
+    """Energy of work on specs; arrays [n_specs, *shape]."""
+
+    energy_j: np.ndarray          # NaN where the spec has no energy section
+    time_s: np.ndarray            # after the power-limit stretch
+    static_j: np.ndarray
+    dynamic_j: dict[str, np.ndarray]  # term -> J
+    avg_power_w: np.ndarray
+    power_limited: np.ndarray     # bool: the limit binds (time stretched)
+    not_modelled: tuple[dict[str, str], ...]  # per spec: key -> why (terms with work, unknown coefficient)
+
+
+def energy(term_counts: Mapping[str, np.ndarray], time_s: np.ndarray, table: EnergyTable) -> EnergyArrays:
+    """Energy of work with ``term_counts`` (``counts``: arrays over the work shape) taking ``time_s``
+    ([n_specs, *shape] or broadcastable) on every spec of ``table``."""
+    S = len(table.spec_ids)
+    shape = np.broadcast_shapes(np.shape(time_s), (S,) + np.shape(next(iter(term_counts.values()))))
+    extra = (1,) * (len(shape) - 1)
+
+    def ps(a):
+        return np.asarray(a).reshape((-1,) + extra)
+
+    time = np.broadcast_to(np.asarray(time_s, dtype=float), shape)
+    dyn = {t: np.broadcast_to(np.nan_to_num(ps(table.per_term[t])) * np.asarray(term_counts[t]), shape)
+           for t in TERMS}
+    e_dyn = sum(dyn.values())
+    static_w = np.nan_to_num(ps(table.static_w))
+    limit = ps(table.limit_w)
+    headroom = limit - static_w
+    p = static_w + np.divide(e_dyn, time, out=np.full(shape, np.inf), where=time > 0)
+    limited = (p > limit) & (headroom > 0)  # NaN limit compares False: no stretch where it is unknown
+    stretched = np.where(limited, e_dyn / np.where(headroom > 0, headroom, 1.0), time)
+    static = static_w * stretched
+    total = np.where(ps(table.has_section), static + e_dyn, np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        power = np.where(stretched > 0, total / stretched, np.nan)
+    missing = []
+    for s in range(S):
+        miss: dict[str, str] = {}
+        if table.has_section[s]:
+            if np.isnan(table.static_w[s]):
+                miss["energy.static_power"] = table.origins[s].get("energy.static_power", "unknown")
+            for t in TERMS:
+                if np.any(np.asarray(term_counts[t]) > 0) and np.isnan(table.per_term[t][s]):
+                    key = table.keys[s].get(t)
+                    miss[key or f"energy.per_byte.<{t} level>"] = (
+                        table.origins[s].get(key, "unknown") if key else "the spec has no such level")
+            if np.isnan(table.limit_w[s]):
+                miss["power.tdp"] = "power limit unknown: no stretch check"
+        missing.append(miss)
+    return EnergyArrays(total, stretched, static, dyn, power, np.broadcast_to(limited, shape), tuple(missing))
+
+
+def label(table: EnergyTable, s: int, used_terms: Sequence[str] = TERMS) -> str:
+    keys = {"energy.static_power"} | {table.keys[s][t] for t in used_terms if t in table.keys[s]}
+    return CALIBRATED_LABEL if keys & table.calibrated[s] else LABEL
+
+
+def summary(arr: EnergyArrays, table: EnergyTable, term_counts: Mapping[str, np.ndarray], time_s: float,
+            tokens: float | None = None, s: int = 0, index: tuple = ()) -> dict:
+    """One point of ``arr`` (spec ``s``, work index ``index``) as plain data: the JSON of an energy
+    estimate (``predict``'s ``total.energy``, ``api.energy``)."""
+    at = (s,) + index
+    if not table.has_section[s]:
+        return {"label": None, "energy_j": None, "energy_per_token_j": None, "avg_power_w": None,
+                "note": NO_ESTIMATE}
+    e = float(arr.energy_j[at])
+    used = [t for t in TERMS if float(np.asarray(term_counts[t])[index]) > 0]
+    lab = label(table, s, used)
+    miss = arr.not_modelled[s]
+    limited = bool(arr.power_limited[at])
+    note = f"{lab}: static power x time + dynamic energy per FLOP and per byte"
+    if limited:
+        note += (f"; power-limited: the work would draw more than power.tdp = {table.limit_w[s]:g} W, so the time "
+                 f"stretches from {time_s:.4g} s to {float(arr.time_s[at]):.4g} s")
+    if miss:
+        note += f"; partial: excludes {', '.join(sorted(miss))} (unknown in the spec)"
+    if table.uncounted[s]:
+        note += (f"; per-SM levels {', '.join(table.uncounted[s])} not charged (the cost model does not count "
+                 "their traffic; it is folded into the per-FLOP energies)")
+    return {
+        "label": lab, "energy_j": e, "energy_per_token_j": e / tokens if tokens else None,
+        "avg_power_w": float(arr.avg_power_w[at]), "time_s": time_s, "time_s_after_power_limit": float(arr.time_s[at]),
+        "power_limited": limited, "power_limit_w": None if np.isnan(table.limit_w[s]) else float(table.limit_w[s]),
+        "static_j": float(arr.static_j[at]),
+        "dynamic_j": {t: float(arr.dynamic_j[t][at]) for t in used},
+        "counts": {t: float(np.asarray(term_counts[t])[index]) for t in used},
+        "units": {t: TERM_UNITS[t] for t in used},
+        "parameters": {k: table.origins[s][k] for k in sorted({table.keys[s].get(t) for t in used + ["static"]} - {None})
+                       if k in table.origins[s]},
+        "not_modelled": dict(miss), "note": note,
+    }
+
+
+def estimate(cost, spec: Spec, *, tf32: bool = False, serial: bool = False, launch: str = "eager",
+             prefer: Prefer = "measured", tokens: float | None = None) -> dict:
+    """The energy of one numeric Cost (one op call) on one spec at its achievable time (``achievable.py``),
+    as ``summary`` gives it."""
+    from .achievable import AchievableTable, achievable_work
+    from .roofline import work_array
+    w = work_array(cost)
+    a = achievable_work(w, AchievableTable.of([spec], prefer), tf32=tf32, serial=serial, launch=launch)
+    c = counts_of_achieved(w, a, tf32=tf32)
+    table = EnergyTable.of([spec], prefer)
+    arr = energy(c, a.time, table)
+    return summary(arr, table, c, float(a.time[0]), tokens)

@@ -1,0 +1,35 @@
+"""The energy of one model step (``predict``): the energy model (``analytic/energy.py``) over the op
+calls of a plan, at the step's achievable time.
+
+Each call contributes its operations and bytes as the achievable estimate charges them
+(``report.achievable_rows`` records per call the bytes served by the device-wide cache, by DRAM and,
+for a recurrent state kept on chip, by that level), with fp32 matmul FLOPs on TF32 where the
+implementation's matmuls run there (``execution.fp32_matmul_on_tf32``). Static power runs over the
+whole step's achievable time (the device stays clocked up while the host issues calls), and the power
+limit is checked on the step's average power. Tokens: those of the step (``GridResult.tokens``), so
+the energy per token of a training step is the step's energy over its B x L tokens.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..energy import EnergyTable, counts, energy, summary
+from ..execution import fp32_matmul_on_tf32
+from .evaluate import GridResult
+
+
+def step_energy(res: GridResult, spec, ops: list[dict], time_s: float, tokens: float | None) -> dict:
+    """``energy.summary`` of the step of ``res`` (first spec, first grid point) taking ``time_s``; ``ops``
+    are the step's op rows with their ``achievable`` entries (``report.achievable_rows``)."""
+    table = EnergyTable.of([spec], "measured")  # the parameters of what runs, as the achievable time
+    total: dict[str, np.ndarray] = {}
+    for i, c in enumerate(res.calls.calls):
+        a = ops[i]["achievable"]
+        w = np.array(res.call_work[i, :, 0, 0])
+        tf32 = fp32_matmul_on_tf32(c.call.op, c.call.impl)
+        part = counts(w, a["l2_bytes"], a["dram_bytes"], tf32=tf32, on_chip_bytes=a["on_chip_bytes"])
+        for t, v in part.items():
+            total[t] = total.get(t, 0.0) + np.asarray(v, dtype=float)
+    arr = energy(total, np.array([time_s]), table)
+    return summary(arr, table, total, time_s, tokens)

@@ -1,0 +1,322 @@
+"""Energy parameters fitted on measured cases, and their leave-shape-out check per family.
+
+Data: every joined case (``join.py``) whose record carries an NVML energy window
+(``measure/energy.py``: ``joules_per_call`` over >= 1 s of back-to-back calls, ``wall_s_per_call`` the
+window's time per call, ``avg_power_w``). Its operations and bytes are those the energy model charges
+(``analytic/energy.counts``) under the warm-cache rule of a measured window (no L2 flush between calls).
+
+Model, per call: E = P_static x T + sum_k e_k x n_k, with T the window's time per call (so that the fit
+judges the energy model, not the time model), n_k the call's count of term k (tensor FLOPs per dtype,
+vector FLOPs, transcendentals, DRAM bytes, bytes crossing the cache) and e_k its energy. Static power is
+fitted, not set to the idle reading: a working device runs at higher clocks and temperature than an
+idle one (the H200 idles at ~117-128 W; the fit is what the counted work leaves over).
+
+Power limit: a window whose average power is within ``POWER_LIMITED_FRACTION`` of ``power.tdp`` ran
+at the limit (the controller lowered the clocks to hold it, and the measured time includes that
+stretch). Its energy says only that the work wanted more than the limit, so it is left out of the fit;
+it is predicted as min(P_static x T + dynamic, limit x T), which is the model's stretch rule
+(``analytic/energy.py``) seen from a time that is already stretched.
+
+Fit: non-negative least squares of E / E_measured (relative error; each shape weighs 1 however often
+it was measured), over the terms that at least ``MIN_CASES_PER_TERM`` fitted cases exercise. fp16 tensor
+FLOPs share the bf16 coefficient (one tensor-core datapath, one datasheet rate). A term the data do not
+determine (too few cases, or a fitted zero) is reported and left out of the fragment.
+
+Check: leave-shape-out (every case of a held-out shape predicted by a fit without it), per family:
+median and p90 absolute % error with bootstrap intervals over shapes (``BOOTSTRAP`` resamples, fixed
+seed), and a split-conformal prediction interval of the held-out log residuals with its coverage
+(``crossval.py``). Two time bases: the measured window time (the energy model alone) and the
+achievable estimate of the time (``analytic/achievable.py``: energy and time both predicted).
+``spec_check``: every case predicted with the spec's own parameters, no fit (the out-of-sample check
+of parameters measured by ``ssmbench probe --energy``; in-sample, and labelled so, where they were
+calibrated on these cases).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import nnls
+
+from ..analytic import execution
+from ..analytic.cases import case_cost
+from ..analytic.energy import (
+    CALIBRATED_METHOD,
+    TERM_UNITS,
+    TERMS,
+    EnergyTable,
+    cache_level,
+    counts,
+    label,
+)
+from ..analytic.roofline import spec_ceiling, work_array
+from ..errors import UserError
+from ..hwspecs import Spec
+from .crossval import ape, conformal, loso_coverage, shape_weights
+from .join import Joined
+
+POWER_LIMITED_FRACTION = 0.95
+MIN_CASES_PER_TERM = 5
+TIED = {"tensor.fp16": "tensor.bf16"}
+BOOTSTRAP = 1000
+LEVEL = 0.8
+TARGET = {"median_ape_pct": 10.0, "p90_ape_pct": 25.0}  # issue #14, per family
+BASES = ("measured_time", "achievable_time")
+
+
+@dataclass(frozen=True)
+class EnergyCase:
+    key: str
+    family: str
+    shape: str                  # op identity and dims: repeats of a case share it
+    source: str
+    started: str | None
+    measured_j: float
+    time_s: float               # the window's wall time per call
+    avg_power_w: float
+    achievable_s: float
+    counts: dict[str, float]    # term -> operations or bytes (analytic/energy.TERMS)
+
+    def row(self) -> np.ndarray:
+        return np.array([self.time_s] + [self.counts[t] for t in TERMS])
+
+
+def energy_cases(joined: Joined, spec: Spec) -> list[EnergyCase]:
+    """The joined cases with an energy window, with the counts the energy model charges."""
+    cache = cache_level(spec)
+    cap = spec_ceiling(spec, f"memory.{cache}.capacity", "measured").value if cache else None
+    out = []
+    for c in joined.cases:
+        e = c.energy
+        if not e or not e.get("joules_per_call") or not e.get("wall_s_per_call"):
+            continue
+        cost = execution.as_measured(case_cost(c.op, c.dims, impl=c.impl, mode=c.mode, dtype=c.dtype), c.backend, c.mode)
+        ach = c.bounds.achievable or {}
+        n = counts(work_array(cost), ach.get("l2_bytes", 0.0), ach.get("dram_bytes", float(cost.executed_bytes)),
+                   tf32=execution.fp32_matmul_on_tf32(c.op, c.impl, c.backend), warm_l2=True,
+                   l2_capacity=np.nan if cap is None else cap)
+        shape = f"{c.op}/{c.impl}/{c.backend}/{c.dtype}/{c.mode}/" + ",".join(f"{k}={v}" for k, v in sorted(c.dims.items()))
+        out.append(EnergyCase(c.key, c.family, shape, c.source, e.get("started_utc"), float(e["joules_per_call"]),
+                              float(e["wall_s_per_call"]), float(e["avg_power_w"]), c.bounds.achievable_s,
+                              {t: float(v) for t, v in n.items()}))
+    if not out:
+        raise UserError("no measured case with an energy window (energy.joules_per_call) to fit energy on; "
+                        "measure on a CUDA device with NVML (ssmbench measure without --no-energy)")
+    return out
+
+
+def power_limit(spec: Spec) -> float:
+    v = spec_ceiling(spec, "power.tdp", "measured").value
+    if v is None:
+        raise UserError(f"{spec.id}: power.tdp (the power limit) is unknown; the energy fit needs it to tell "
+                        "power-limited windows apart")
+    return float(v)
+
+
+@dataclass(frozen=True)
+class EnergyFit:
+    static_w: float
+    per_term: dict[str, float]        # fitted terms (zeros included) -> J per unit
+    undetermined: dict[str, str]      # term -> why it was not fitted
+    n_fit: int                        # cases fitted on (not power-limited)
+    limit_w: float
+
+    def _coef(self) -> np.ndarray:
+        """[static, one per analytic/energy.TERMS]: a tied term takes its partner's, an unfitted one 0."""
+        return np.array([self.static_w] + [self.per_term.get(TIED.get(t, t), 0.0) for t in TERMS])
+
+    def predict(self, X: np.ndarray, time_s: np.ndarray) -> np.ndarray:
+        """Energy per call of rows ``X`` (``EnergyCase.row``) at ``time_s``, a time that already includes
+        any power-limit stretch (a measured one): min(static x T + dynamic, limit x T)."""
+        c = self._coef()
+        return np.minimum(X[:, 1:] @ c[1:] + c[0] * time_s, self.limit_w * time_s)
+
+    def predict_at(self, X: np.ndarray, time_s: np.ndarray) -> np.ndarray:
+        """Energy per call at a predicted time, before any stretch: the rule of analytic/energy.py."""
+        dyn = X[:, 1:] @ self._coef()[1:]
+        p = self.static_w + dyn / np.maximum(time_s, 1e-30)
+        t = np.where(p > self.limit_w, dyn / (self.limit_w - self.static_w), time_s)
+        return self.static_w * t + dyn
+
+
+def _design(cases: list[EnergyCase]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    X = np.array([c.row() for c in cases])
+    y = np.array([c.measured_j for c in cases])
+    w = shape_weights(np.array([c.shape for c in cases])) / y
+    return X, y, w
+
+
+def fit(cases: list[EnergyCase], limit_w: float) -> EnergyFit:
+    """Non-negative least squares of the energy model on the cases that did not run at the power limit."""
+    X, y, w = _design(cases)
+    P = np.array([c.avg_power_w for c in cases])
+    use = P < POWER_LIMITED_FRACTION * limit_w
+    if use.sum() < 2:
+        raise UserError(f"only {int(use.sum())} measured case(s) ran below {POWER_LIMITED_FRACTION:.0%} of the power "
+                        f"limit ({limit_w:g} W); the energy fit needs cases whose power is not capped")
+    cols = {t: X[:, 1 + i] for i, t in enumerate(TERMS)}
+    for t, to in TIED.items():
+        cols[to] = cols[to] + cols.pop(t)
+    fitted, undetermined = [], {}
+    for t, v in cols.items():
+        n = int(((v > 0) & use).sum())
+        if n >= MIN_CASES_PER_TERM:
+            fitted.append(t)
+        elif n:
+            undetermined[t] = f"{n} fitted case(s) exercise it; at least {MIN_CASES_PER_TERM} are needed"
+    A = np.column_stack([X[:, 0]] + [cols[t] for t in fitted])
+    coef, _ = nnls((A * w[:, None])[use], (y * w)[use])
+    per = {t: float(c) for t, c in zip(fitted, coef[1:])}
+    for t, c in per.items():
+        if c == 0.0:
+            undetermined[t] = "fitted zero: the cases give this term no positive energy beside the others"
+    return EnergyFit(float(coef[0]), per, undetermined, int(use.sum()), limit_w)
+
+
+def leave_shape_out(cases: list[EnergyCase], limit_w: float) -> dict[str, np.ndarray]:
+    """Held-out energy per call of every case, on each time basis, from a fit without its shape."""
+    X, _, _ = _design(cases)
+    shapes = np.array([c.shape for c in cases])
+    T = np.array([c.time_s for c in cases])
+    Ta = np.array([c.achievable_s for c in cases])
+    out = {b: np.empty(len(cases)) for b in BASES}
+    for s in np.unique(shapes):
+        test = shapes == s
+        f = fit([c for c, t in zip(cases, test) if not t], limit_w)
+        out["measured_time"][test] = f.predict(X[test], T[test])
+        out["achievable_time"][test] = f.predict_at(X[test], Ta[test])
+    return out
+
+
+def _bootstrap(errors: np.ndarray, shapes: np.ndarray, q: float) -> tuple[float, float]:
+    """A 80% bootstrap interval of the q-th percentile of ``errors``, resampling shapes."""
+    rng = np.random.default_rng(0)
+    uniq = np.unique(shapes)
+    idx = {s: np.flatnonzero(shapes == s) for s in uniq}
+    vals = []
+    for _ in range(BOOTSTRAP):
+        pick = np.concatenate([idx[s] for s in rng.choice(uniq, size=len(uniq))])
+        vals.append(np.percentile(errors[pick], q))
+    lo, hi = np.percentile(vals, [100 * (1 - LEVEL) / 2, 100 * (1 + LEVEL) / 2])
+    return float(lo), float(hi)
+
+
+def _stats(pred: np.ndarray, y: np.ndarray, shapes: np.ndarray) -> dict:
+    e = ape(pred, y)
+    r = np.log(y / pred)
+    iv = conformal(r, LEVEL, shape_weights(shapes))
+    cov = loso_coverage(r, shapes, LEVEL) if len(np.unique(shapes)) > 1 else np.ones(len(r), dtype=bool)
+    med, p90 = float(np.median(e)), float(np.percentile(e, 90))
+    return {"n": int(len(e)), "n_shapes": int(len(np.unique(shapes))), "median_ape_pct": med,
+            "median_ape_pct_interval": _bootstrap(e, shapes, 50), "p90_ape_pct": p90,
+            "p90_ape_pct_interval": _bootstrap(e, shapes, 90), "interval": iv.to_dict(),
+            "coverage": float(cov.mean()),
+            "meets_target": med <= TARGET["median_ape_pct"] and p90 <= TARGET["p90_ape_pct"]}
+
+
+def evaluate(cases: list[EnergyCase], limit_w: float) -> dict:
+    """The fit on every case, the held-out predictions and the per-family statistics on each basis."""
+    full = fit(cases, limit_w)
+    held = leave_shape_out(cases, limit_w)
+    y = np.array([c.measured_j for c in cases])
+    shapes = np.array([c.shape for c in cases])
+    fams = np.array([c.family for c in cases])
+    limited = np.array([c.avg_power_w >= POWER_LIMITED_FRACTION * limit_w for c in cases])
+    per_basis = {}
+    for b in BASES:
+        per_basis[b] = {"all": _stats(held[b], y, shapes),
+                        "families": {f: _stats(held[b][fams == f], y[fams == f], shapes[fams == f])
+                                     for f in sorted(set(fams))}}
+    rows = [{"key": c.key, "family": c.family, "source": c.source, "measured_j": c.measured_j, "time_s": c.time_s,
+             "avg_power_w": c.avg_power_w, "power_limited": bool(limited[i]), "achievable_s": c.achievable_s,
+             **{f"heldout_j_{b}": float(held[b][i]) for b in BASES},
+             **{f"ape_pct_{b}": float(ape(held[b][i], y[i])) for b in BASES}} for i, c in enumerate(cases)]
+    return {"label": "calibrated estimate (energy; leave-shape-out)", "fit": fit_dict(full), "bases": per_basis,
+            "target": TARGET, "level": LEVEL, "n_power_limited": int(limited.sum()), "cases": rows,
+            "power_limited_fraction": POWER_LIMITED_FRACTION}
+
+
+def spec_check(cases: list[EnergyCase], spec: Spec) -> dict:
+    """Every case predicted with the spec's own energy parameters (``analytic/energy.EnergyTable``, measured
+    entries first) at the measured window time, no fit: the check of parameters that an isolating probe
+    measured. Where the spec's parameters were calibrated on these cases the check is in-sample, and
+    says so."""
+    table = EnergyTable.of([spec])
+    if not table.has_section[0]:
+        return {"note": f"{spec.id} has no known energy parameter"}
+    coef = np.array([np.nan_to_num(table.static_w[0])] + [np.nan_to_num(table.per_term[t][0]) for t in TERMS])
+    X, y, _ = _design(cases)
+    T = X[:, 0]
+    limit = table.limit_w[0]
+    pred = X[:, 1:] @ coef[1:] + coef[0] * T
+    if np.isfinite(limit):
+        pred = np.minimum(pred, limit * T)
+    shapes = np.array([c.shape for c in cases])
+    fams = np.array([c.family for c in cases])
+    calibrated = sorted(table.calibrated[0])
+    return {"label": label(table, 0), "in_sample": bool(calibrated),
+            "note": ("in-sample: the spec's energy parameters " + ", ".join(calibrated) + " were calibrated on "
+                     "measured cases" if calibrated else "out of sample: no parameter was fitted on these cases"),
+            "parameters": {k: v for k, v in table.origins[0].items() if k.startswith("energy.")},
+            "all": _stats(pred, y, shapes),
+            "families": {f: _stats(pred[fams == f], y[fams == f], shapes[fams == f]) for f in sorted(set(fams))}}
+
+
+def energy_section(joined: Joined, spec: Spec) -> dict:
+    """The gap report's ``energy`` section: ``evaluate`` on the joined cases with an energy window, or a
+    note saying why there is none."""
+    if not any(c.energy for c in joined.cases):
+        return {"note": "no energy section: no joined case carries an energy window (measured without NVML "
+                        "or with --no-energy)"}
+    if joined.device_mismatch:
+        return {"note": f"no energy fit: the results were measured on {', '.join(joined.devices)}, not on "
+                        f"{spec.id}; energy windows are fitted on the spec of the device that measured them"}
+    try:
+        cases = energy_cases(joined, spec)
+        out = evaluate(cases, power_limit(spec))
+        out["spec_check"] = spec_check(cases, spec)
+        return out
+    except UserError as exc:  # too few usable windows: the time report stands, the reason is printed
+        return {"note": f"no energy fit: {exc}"}
+
+
+def fit_dict(f: EnergyFit) -> dict:
+    return {"static_power_w": f.static_w,
+            "per_term": {t: {"value": v, "unit": f"J/{'B' if TERM_UNITS[t] == 'B' else 'FLOP'}"}
+                         for t, v in f.per_term.items()},
+            "undetermined": f.undetermined, "n_fit_cases": f.n_fit, "power_limit_w": f.limit_w,
+            "tied": TIED}
+
+
+def _quantity(v: float, unit: str) -> str:
+    return f"{v * 1e12:.4g} p{unit}" if unit != "W" else f"{v:.4g} W"
+
+
+def fragment(f: EnergyFit, cases: list[EnergyCase], spec: Spec, sources: list[str]) -> dict:
+    """The fit as a ``measured:`` fragment (``hwspecs/fragment.py``), one entry per determined parameter,
+    dated by the last measurement it rests on, its method naming the cases."""
+    cache = cache_level(spec)
+    dates = sorted(c.started[:10] for c in cases if c.started)
+    date = dates[-1] if dates else _dt.date.today().isoformat()
+    method = (f"{CALIBRATED_METHOD} {f.n_fit} measured cases (NVML energy windows of >= 1 s below "
+              f"{POWER_LIMITED_FRACTION:.0%} of the power limit, {len(cases)} with energy in all; results "
+              f"{', '.join(sources)}): non-negative least squares of energy per call on static power x window time "
+              "and the counted FLOPs and bytes per term (calibrate/energy.py); leave-shape-out errors in the gap report")
+    keys = {"tensor.bf16": "energy.per_flop.tensor.bf16", "tensor.tf32": "energy.per_flop.tensor.tf32",
+            "tensor.fp8": "energy.per_flop.tensor.fp8", "vector.fp32": "energy.per_flop.vector.fp32",
+            "special_function": "energy.per_flop.special_function", "dram": "energy.per_byte.dram"}
+    if cache:
+        keys["cache"] = f"energy.per_byte.{cache}"
+    entries = [{"key": "energy.static_power", "value": _quantity(f.static_w, "W"), "date": date, "method": method}]
+    for t, v in f.per_term.items():
+        if v > 0 and t in keys:
+            unit = "J/B" if TERM_UNITS[t] == "B" else "J/FLOP"
+            entries.append({"key": keys[t], "value": _quantity(v, unit), "date": date, "method": method})
+            if t in TIED.values():
+                for tied, to in TIED.items():
+                    if to == t:
+                        entries.append({"key": f"energy.per_flop.{tied}", "value": _quantity(v, unit), "date": date,
+                                        "method": method + f" ({tied} shares the {t} coefficient)"})
+    return {"measured": entries, "meta": {"device": {"name": spec.device_names[0] if spec.device_names else None}}}
