@@ -28,7 +28,7 @@ then compares the plain one).
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from ..hwspecs import Spec
 from .achievable import Estimate, issue_pipeline, timed_call_lead

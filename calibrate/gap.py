@@ -67,6 +67,10 @@ def attribute(terms: dict[str, float], times: dict[str, float]) -> dict[str, Any
     return {"to": to, "excess_s": excess, "share_pct": shares}
 
 
+def _finite(v):
+    return v if v is None or np.isfinite(v) else None
+
+
 def _case_row(c: JoinedCase, profile: Profile, group: dict | None, spec_id: str, trained: set[str]) -> dict:
     b = c.bounds
     row: dict[str, Any] = {
@@ -82,7 +86,8 @@ def _case_row(c: JoinedCase, profile: Profile, group: dict | None, spec_id: str,
         "achievable_s": b.achievable_s, "achievable_kind": "as_measured" if b.as_measured else "plain",
         "achievable_plain_s": (b.achievable or {}).get("time_s"),
         "achievable_bottleneck": (b.as_measured or b.achievable or {}).get("bottleneck"),
-        "achievable_terms_s": {k: (b.as_measured or b.achievable or {}).get(k)
+        # lead_s is infinite where the device never waits for the host (achievable.timed_call_lead): null
+        "achievable_terms_s": {k: _finite((b.as_measured or b.achievable or {}).get(k))
                                for k in ("host_s", "gpu_s", "fixed_s", "lead_s", "timed_call_extra_s")},
         "achievable_ape_pct": 100.0 * abs(b.achievable_s / c.measured_s - 1.0),
         "group": group["label"] if group else None, "group_status": group["status"] if group else "no group",

@@ -12,7 +12,8 @@ from ssmbench.analytic.cost import Cost
 
 torch = pytest.importorskip("torch")
 
-SMALL = dict(B=2, L=8, D=16, I=16, O=8, F=16, E=16, N=4, K=4, H=2, G=1, P=8, Pv=8, C=4, M=1, V=32, R=4, S=8, X=4, Xk=4)
+SMALL = {"B": 2, "L": 8, "D": 16, "I": 16, "O": 8, "F": 16, "E": 16, "N": 4, "K": 4, "H": 2, "G": 1, "P": 8, "Pv": 8,
+         "C": 4, "M": 1, "V": 32, "R": 4, "S": 8, "X": 4, "Xk": 4}
 LARGER = {k: (2 * v if k in ("B", "L", "D", "I", "O", "F", "E", "S", "V") else v) for k, v in SMALL.items()}
 
 
