@@ -208,6 +208,48 @@ def host_class(op: str, impl: str, backend: str | None = None, mode: str = "fwd"
 # engine's own host time is paid once per call, beside the kernels the backward issues.
 AUTOGRAD_MODES = ("bwd", "fwdbwd")
 
+# Nodes of the backward graph that one torch.autograd.grad runs for the eager reference of (op, impl)
+# (the torch_ref backend: ``ref.py``'s function on inputs that require grad), the leaves'
+# AccumulateGrad excluded (autograd.grad with inputs given captures the gradients instead). Each
+# node costs the engine host time (``launch.host.autograd_node``) whether or not it issues a kernel:
+# ``x @ w.T`` on [B, L, I] builds 4 (UnsafeView, Mm, View of x, Transpose of w) around its one GEMM.
+# Counted by hand from the references; tests/test_autograd_nodes.py walks grad_fn.next_functions of
+# each reference at two sizes and checks the count. References whose node count grows with a
+# dimension (the per-step loops of mamba1 naive / loop, s4 recurrent, ssd recurrent) are not listed:
+# their node term is named as not modelled.
+AUTOGRAD_NODES: dict[tuple[str, str], int] = {
+    ("linear", "cublas"): 4,
+    ("lm_head", "cublas"): 4,
+    ("silu", "torch_eager"): 1,
+    ("softplus", "torch_eager"): 1,
+    ("silu_gate", "torch_eager"): 2,
+    ("embedding", "gather_scatter"): 1,
+    ("a_from_log", "fp32_param"): 2,
+    ("a_from_log", "cast_param"): 2,
+    ("mlp", "torch_eager"): 9,
+    ("mlp_relu2", "torch_eager"): 10,
+    ("gated_mlp", "torch_eager"): 14,
+    ("gated_mlp_geglu", "torch_eager"): 14,
+    ("rmsnorm", "torch_eager"): 6,
+    ("layernorm", "torch_eager"): 9,
+    ("gated_rmsnorm", "torch_eager"): 8,
+    ("softmax", "torch_eager"): 5,
+    ("conv1d", "torch_conv"): 4,
+    ("attention_causal", "naive"): 20,
+    ("attention_full", "naive"): 19,
+    ("s4", "fft"): 34,
+}
+# The backend whose measured call is the eager reference itself
+EAGER_REFERENCE_BACKEND = "torch_ref"
+
+
+def autograd_nodes(op: str, impl: str, backend: str | None) -> int | None:
+    """Backward-graph nodes of one measured autograd.grad of ``op``/``impl`` on ``backend`` (None: not
+    counted: a library call's graph, or a reference whose node count grows with a dimension)."""
+    if backend not in (None, EAGER_REFERENCE_BACKEND):
+        return None
+    return AUTOGRAD_NODES.get((op, impl))
+
 
 def fp32_matmul_on_tf32(op: str, impl: str, backend: str | None = None) -> bool:
     """Whether ``op``/``impl`` runs its fp32 matmuls on TF32 tensor cores (False for composites:
@@ -237,14 +279,20 @@ def l2_reread_bytes(op: str, impl: str, dims: Mapping[str, int], dtype: str, mod
     return 0.0 if fn is None else float(fn(dims, dtype, mode))
 
 
-def as_measured(cost: Cost, backend: str | None, mode: str | None = None) -> Cost:
+def as_measured(cost: Cost, backend: str | None, mode: str | None = None, op: str | None = None,
+                impl: str | None = None) -> Cost:
     """``cost`` as one measured call: its host calls moved to the class of the measured ``backend``
-    where that backend has its own call path (``BACKEND_TRAITS``), and one autograd engine call
-    added for a backward (``AUTOGRAD_MODES``: the measurement is one ``torch.autograd.grad``)."""
+    where that backend has its own call path (``BACKEND_TRAITS``), and for a backward
+    (``AUTOGRAD_MODES``: the measurement is one ``torch.autograd.grad``) one autograd engine call
+    (a one-node graph) plus one ``autograd_node`` per further node of the backward graph where
+    ``op``/``impl`` on ``backend`` has a counted graph (``autograd_nodes``)."""
     host = dict(cost.host)
     if backend in BACKEND_TRAITS:
         calls = sum(host.values(), 0)
         host = {BACKEND_TRAITS[backend].host_class: calls} if calls else {}
     if mode in AUTOGRAD_MODES:
         host["autograd"] = host.get("autograd", 0) + 1
+        nodes = autograd_nodes(op, impl, backend) if op is not None else None
+        if nodes and nodes > 1:
+            host["autograd_node"] = host.get("autograd_node", 0) + nodes - 1
     return dataclasses.replace(cost, host=host)

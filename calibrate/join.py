@@ -39,7 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..analytic import achievable, execution, roofline
+from ..analytic import achievable, execution, roofline, timed
 from ..analytic.cases import case_cost as analytic_cost
 from ..analytic.cases import case_family
 from ..errors import UserError
@@ -65,12 +65,17 @@ class Bounds:
     ceilings: dict[str, dict]        # spec key -> {value, origin, provenance}
     work: dict[str, float]           # analytic totals: flops, transcendentals, executed_bytes, bytes
     notes: tuple[str, ...] = ()
-    achievable: dict | None = None   # the achievable estimate (analytic/achievable.py Estimate.to_dict())
+    achievable: dict | None = None   # the plain achievable estimate, steady state (Estimate.to_dict())
     datasheet_bound_s: float | None = None  # the bound at datasheet peaks only (a true lower bound)
+    # the achievable estimate as measured (analytic/timed.py: in the timing loop, after the L2 flush);
+    # None where the case was not costed for a measured record
+    as_measured: dict | None = None
 
     @property
     def achievable_s(self) -> float:
-        return float(self.achievable["time_s"]) if self.achievable else float("nan")
+        """The achievable estimate to compare with a measurement: as measured where known, else plain."""
+        a = self.as_measured or self.achievable
+        return float(a["time_s"]) if a else float("nan")
 
     @property
     def bound_s(self) -> float:
@@ -100,16 +105,18 @@ def _ceilings_used(sc: "roofline.SpecCeilings", times: Mapping[str, float], tens
 
 
 def resource_bounds(spec: Spec, op: str, impl: str, dims: Mapping[str, int], dtype: str, mode: str,
-                    prefer: str = "measured", backend: str | None = None, launch: str = "eager") -> Bounds:
+                    prefer: str = "measured", backend: str | None = None, launch: str = "eager",
+                    timing: Mapping[str, Any] | None = None) -> Bounds:
     """The one place calibration turns an op identity into per-resource bound times on a spec, with
     the achievable estimate of the same call (``backend``: the measured backend, whose host call
     path may differ from the one the implementation implies, see ``analytic/execution.py``;
-    ``launch``: "graph" for a case timed as CUDA-graph replays, whose host issue time is gone)."""
+    ``launch``: "graph" for a case timed as CUDA-graph replays, whose host issue time is gone;
+    ``timing``: the record's timing settings, for the estimate as measured, ``analytic/timed.py``)."""
     c = analytic_cost(op, dict(dims), impl=impl, mode=mode, dtype=dtype)
     proj = roofline.project(c, spec, prefer=prefer, launch="eager", bytes_basis="executed")
     sheet = roofline.project(c, spec, prefer="datasheet", launch="eager", bytes_basis="executed")
-    ach = achievable.estimate(execution.as_measured(c, backend, mode), spec,
-                              tf32=execution.fp32_matmul_on_tf32(op, impl, backend),
+    measured_cost = execution.as_measured(c, backend, mode, op, impl)
+    ach = achievable.estimate(measured_cost, spec, tf32=execution.fp32_matmul_on_tf32(op, impl, backend),
                               serial=execution.serial_engines(op, impl, backend), launch=launch,
                               mma_sync=execution.tensor_instr(op, impl, backend) == "mma_sync",
                               l2_reread=execution.l2_reread_bytes(op, impl, dims, dtype, mode, backend))
@@ -119,8 +126,32 @@ def resource_bounds(spec: Spec, op: str, impl: str, dims: Mapping[str, int], dty
     used = _ceilings_used(roofline.SpecCeilings.of(spec, prefer), times, tensor_dtypes)
     work = {"flops": float(c.flops), "transcendentals": float(c.transcendental),
             "executed_bytes": float(c.executed_bytes), "bytes": float(c.bytes)}
+    timed_est = None if timing is None else _as_measured(ach, measured_cost, spec, (op, impl, backend, mode),
+                                                         launch, timing, prefer)
     return Bounds(times, unknown, float(c.launches), used, work, tuple(proj.not_bounded), ach.to_dict(),
-                  sheet.time_s)
+                  sheet.time_s, timed_est)
+
+
+def _as_measured(ach: "achievable.Estimate", cost, spec: Spec, ident: tuple, launch: str, timing: Mapping[str, Any],
+                 prefer: str) -> dict:
+    """The estimate as the timing loop measures it: the call's kernels issued one by one after the L2
+    flush, a CUDA-graph replay or the autograd engine's call first (it issues no kernel).
+    ``ident``: (op, impl, backend, mode) of the measured call."""
+    op, impl, backend, mode = ident
+    table = achievable.AchievableTable.of([spec], prefer)
+    if launch == "graph":
+        head = ach.host_s
+    elif mode in execution.AUTOGRAD_MODES:
+        head = achievable.host_cost(table, "autograd")
+    else:
+        head = 0.0
+    calls = max(float(cost.launches), float(sum((float(v) for k, v in cost.host.items()
+                                                 if k not in ("autograd", "autograd_node")), 0.0)))
+    notes = {}
+    if mode in execution.AUTOGRAD_MODES and execution.autograd_nodes(op, impl, backend) is None:
+        notes["autograd_nodes"] = (f"the backward graph of {op}/{impl} on {backend} is not counted "
+                                   "(analytic/execution.py AUTOGRAD_NODES): its nodes beyond the first cost no host time here")
+    return timed.as_timed(ach, spec, calls=calls, head_host_s=head, timing=timing, prefer=prefer, notes=notes)
 
 
 # The joined table ----------------------------------------------------------------------------------
@@ -238,7 +269,7 @@ def join(results: list[ResultFile], spec: Spec, prefer: str = "measured", allow_
                 # a case timed as CUDA-graph replays (measure's timing.cuda_graph) pays no host issue time
                 regime = "graph" if (rec.raw.get("timing") or {}).get("cuda_graph") else "eager"
                 b = resource_bounds(spec, case.op, case.impl, case.dims, case.dtype, case.mode, prefer, case.backend,
-                                    regime)
+                                    regime, rec.raw.get("timing"))
             except UserError as exc:  # unknown op, implementation, mode, dtype or dims: the analytic model says which
                 reason = str(exc)
                 unpredicted.append(f"{key}: {reason}")

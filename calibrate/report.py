@@ -71,6 +71,9 @@ def _achievable_md(a: dict[str, Any] | None) -> list[str]:
              f"(p90 {pct(a['all']['p90_ape_pct'])}; target <= {a['target_median_ape_pct']:g}%); the datasheet "
              f"roofline bound alone is {pct(a['datasheet_bound_median_ape_pct'])} off. Median estimate / measured: "
              f"{a['all']['median_ratio']:.2f}." if a["all"]["n"] else "No case has an achievable estimate.", ""]
+    if a.get("basis"):
+        lines += [(f"Compared: the estimate {a['basis']}. The plain steady-state estimate (back-to-back calls, "
+                   f"what predict uses) is {pct(a.get('plain_median_ape_pct'))} off (median |err|)."), ""]
     lines += _table(["family", "cases", "|err| median", "|err| p90", "estimate / measured (median)"],
                     [[f, s["n"], pct(s["median_ape_pct"]), pct(s["p90_ape_pct"]),
                       "-" if s["median_ratio"] is None else f"{s['median_ratio']:.2f}"]

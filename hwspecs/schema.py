@@ -21,12 +21,15 @@ Layout of a spec file::
                       device's full rate (Hopper reaches its peak only through ``wgmma``); the
                       achievable model runs the matmuls of kernels built on mma.sync (sm80 code:
                       FlashAttention-2) at it (``analytic/execution.py`` ``Traits.tensor_instr``)
+                      path (optional): {COMPUTE_PATHS: attained FLOP rate of that software kernel path}
     memory:           ordered from on-chip to off-chip: {level: {scope, capacity, bandwidth, latency}};
                       the last level is ``dram`` (device memory). Bandwidth is device aggregate;
                       latency (optional) is the load-to-use latency of one access at that level;
                       dram.host_bandwidth (optional, processing-in-memory designs only): the bandwidth
-                      work outside the memory sees when dram.bandwidth is the in-memory rate.
+                      work outside the memory sees when dram.bandwidth is the in-memory rate;
+                      path (optional): {DRAM_PATHS: attained bandwidth of that software kernel path}.
     launch:           kernel (per-launch overhead), graph_node (per node of a replayed CUDA graph),
+                      timed_call (optional: fixed device time of one kernel timed after an L2 flush),
                       host (optional): {backend class: host time per call} for HOST_CLASSES
     power:            tdp (the board power limit: the power the clocks are lowered to hold; the one
                       place the energy model reads it), idle (power with nothing to run: lowest clocks)
@@ -178,6 +181,19 @@ class Source(_Strict):
     note: str | None = None
 
 
+# Software kernel paths whose attained rate differs from the engine or memory ceiling they use (an
+# attained rate, never a datasheet value: each is measured by ``ssmbench probe`` or unknown):
+# - compute: ``conv_depthwise``: PyTorch's generic depthwise convolution kernel
+#   (conv_depthwise2d_forward_kernel_generic, what F.conv1d(groups=channels) runs), instruction-bound
+#   far below the vector rate; FLOPs as the cost rules count them ((2K + 1) per output with a bias).
+# - DRAM bandwidth of ATen's non-vectorized paths: ``broadcast`` (elementwise_kernel<128, 2|4> over
+#   operands of different shapes), ``cast_copy`` (a dtype-converting copy, unrolled_elementwise_kernel
+#   <direct_copy>), ``reduction`` (reduce_kernel<512, 1> along the last dimension); contiguous
+#   vectorized elementwise kernels run at the copy bandwidth (memory.dram.bandwidth).
+COMPUTE_PATHS = ("conv_depthwise",)
+DRAM_PATHS = ("broadcast", "cast_copy", "reduction")
+
+
 class Compute(_Strict):
     sm_count: Count
     clock_boost: Frequency
@@ -188,6 +204,7 @@ class Compute(_Strict):
     # module docstring). Absent: kernels of that class are estimated at ``tensor`` and the estimate
     # names the key under not_modelled.
     tensor_mma_sync: dict[str, FlopRate] = Field(default_factory=dict)
+    path: dict[str, FlopRate] = Field(default_factory=dict)
 
     @field_validator("tensor", "vector", "tensor_mma_sync", mode="before")
     @classmethod
@@ -205,6 +222,10 @@ class Compute(_Strict):
                 raise ValueError(f"tensor_mma_sync.{dt}: {d.value} exceeds compute.tensor.{dt} ({full.value}); "
                                  "one instruction class cannot be faster than the device's peak")
         return self
+    @field_validator("path", mode="before")
+    @classmethod
+    def _paths(cls, v):
+        return _only_names(v, COMPUTE_PATHS, "compute path(s)")
 
     @field_validator("vector")
     @classmethod
@@ -225,6 +246,13 @@ class MemoryLevel(_Strict):
     # GEMMs) sees when ``bandwidth`` is the rate of the units computing in the memory itself.
     host_bandwidth: Bandwidth | None = None
     technology: str | None = None
+    # Attained bandwidth of software kernel paths (DRAM_PATHS) that do not reach the copy bandwidth
+    path: dict[str, Bandwidth] = Field(default_factory=dict)
+
+    @field_validator("path", mode="before")
+    @classmethod
+    def _paths(cls, v):
+        return _only_names(v, DRAM_PATHS, "memory path(s)")
 
 
 # Backend classes whose host-side cost per call differs (the CPU time to issue one kernel through
@@ -234,14 +262,16 @@ class MemoryLevel(_Strict):
 # CUDA-extension op (a pybind11 call into a library's own launcher), a cuBLAS matmul issued by
 # PyTorch, a torch SDPA call (backend selection and checks, then the FlashAttention kernel), an SDPA call
 # on the cuDNN backend (cuDNN's graph cache), one CUDA-graph replay (``cuda_graph``: the host cost of
-# launching a captured graph, paid once per replay whatever its nodes); and ``autograd``: the autograd engine's own host time for one
-# ``torch.autograd.grad`` call (hand-off to its device thread and back), beyond the kernels it issues.
+# launching a captured graph, paid once per replay whatever its nodes); ``autograd``: the autograd engine's own host time for one
+# ``torch.autograd.grad`` call of a one-node graph (hand-off to its device thread and back), beyond the kernels it issues;
+# and ``autograd_node``: the engine's host time per further node of the backward graph (a view's or a
+# reshape's backward issues no kernel but still costs its node), beyond the kernels the node issues.
 # Two runtime classes (``analytic/runtime.py``, measured by ``measure/models/runtime_probe.py``):
 # ``hf_module``, the Python time of one Hugging Face module call beyond the kernels it issues (argument
 # handling, cache bookkeeping, hooks), paid per op call of a model's plan; ``compiled``, the host time per
 # kernel launch from a torch.compile (Inductor) graph, which replaces every other class's per-launch cost.
 HOST_CLASSES = ("torch_eager", "triton", "triton_autotune", "cuda_extension", "cublas", "sdpa", "cudnn",
-                "cuda_graph", "autograd", "hf_module", "compiled")
+                "cuda_graph", "autograd", "autograd_node", "hf_module", "compiled")
 # The classes measured by the runtime probe rather than by ``ssmbench probe``'s per-call loop.
 RUNTIME_HOST_CLASSES = ("hf_module", "compiled")
 
@@ -249,6 +279,10 @@ RUNTIME_HOST_CLASSES = ("hf_module", "compiled")
 class Launch(_Strict):
     kernel: Duration
     graph_node: Duration
+    # Fixed device time of one kernel timed between two CUDA events right after the timing loop's L2
+    # flush (measure/timing.py): event records and a cold start; the achievable estimate as measured
+    # (analytic/timed.py) charges it to the first kernel of a timed call.
+    timed_call: Duration | None = None
     host: dict[str, Duration] = Field(default_factory=dict)
 
     @field_validator("host", mode="before")
@@ -485,6 +519,8 @@ class Spec(_Strict):
         yield "compute.special_function", self.compute.special_function
         for dt, d in self.compute.tensor_mma_sync.items():
             yield f"compute.tensor_mma_sync.{dt}", d
+        for p, d in self.compute.path.items():
+            yield f"compute.path.{p}", d
         for name, level in self.memory.items():
             yield f"memory.{name}.capacity", level.capacity
             yield f"memory.{name}.bandwidth", level.bandwidth
@@ -492,8 +528,12 @@ class Spec(_Strict):
                 yield f"memory.{name}.latency", level.latency
             if level.host_bandwidth is not None:
                 yield f"memory.{name}.host_bandwidth", level.host_bandwidth
+            for p, d in level.path.items():
+                yield f"memory.{name}.path.{p}", d
         yield "launch.kernel", self.launch.kernel
         yield "launch.graph_node", self.launch.graph_node
+        if self.launch.timed_call is not None:
+            yield "launch.timed_call", self.launch.timed_call
         for cls, d in self.launch.host.items():
             yield f"launch.host.{cls}", d
         yield "power.tdp", self.power.tdp

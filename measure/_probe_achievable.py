@@ -26,7 +26,17 @@ Why each measurement is built as it is:
   where the buffer stops fitting.
 - Copy time vs bytes: a one-block-per-program Triton copy and ``copy_`` (cudaMemcpyAsync, device to
   device), L2 flushed before each call, 4 KiB .. 1 GiB; t = t0 + bytes / BW by least squares on the
-  relative error (times span five decades), bytes = read + written.
+  relative error (times span five decades), bytes = read + written. ``copy_``'s t0 is
+  ``launch.timed_call``: the fixed device time of one kernel timed exactly as measure/timing.py times
+  a call (after the flush, between two events).
+- Backward-graph nodes: the host time of ``torch.autograd.grad`` over chains of k view nodes; the
+  slope is ``launch.host.autograd_node`` (a view's backward issues no kernel).
+- ATen kernel paths: attained DRAM bandwidth of a broadcast multiply, a bf16 -> fp32 cast and a row
+  mean on 256 MiB fp32 operands, L2 flushed (``memory.dram.path.<path>``); a contiguous multiply
+  beside them as an observation. Depthwise convolution: F.conv1d(groups=channels) at the largest
+  suite shape, FLOPs as the cost rule counts them (``compute.path.conv_depthwise``).
+- Eager host times of ops that allocate, broadcast, reduce or cast (observations beside
+  ``launch.host.torch_eager``, whose op is a one-element in-place add_).
 """
 
 from __future__ import annotations
@@ -59,6 +69,9 @@ READ_BLOCK = 4096  # fp32 elements per block read (16 KiB)
 PROGRAMS_PER_SM = 8
 COPY_SWEEP_BYTES = tuple(4096 * 4**k for k in range(10))  # 4 KiB .. 1 GiB
 COPY_BLOCK = 4096  # int32 elements per program (16 KiB)
+AUTOGRAD_CHAIN = (1, 2, 4, 8, 16, 32, 64)  # view nodes behind the one-node graph of launch.host.autograd
+PATH_ROWS, PATH_COLS = 65536, 1024  # [rows, cols] fp32 operands of the ATen path measurements (256 MiB)
+CONV_DIMS = {"B": 4, "E": 5120, "L": 8192, "K": 4}  # the 2026-12-02 suite's largest torch.conv1d case
 
 
 # ---- arithmetic (runs anywhere) ---------------------------------------------------------------------
@@ -172,6 +185,26 @@ def summarize_kernels(kernels: Sequence[tuple[str, float]], calls: int) -> dict[
     names = sorted(({"name": n, "per_call": len(v) / calls, "time_per_call_s": sum(v) / calls}
                     for n, v in by.items()), key=lambda d: -d["time_per_call_s"])
     return {"busy_s": sum(s for _, s in kernels) / calls, "kernels": len(kernels) / calls, "names": names}
+
+
+def slope(xs: Sequence[float], ys: Sequence[float]) -> dict[str, float]:
+    """Least-squares line y = intercept + slope * x (the per-node cost of a chain of x nodes). A slope
+    that is not positive (times that do not grow with the chain) is an error, not a number."""
+    x = np.asarray(xs, dtype=float)
+    y = np.asarray(ys, dtype=float)
+    if x.shape != y.shape or x.ndim != 1 or np.unique(x).size < 2:
+        raise ValueError("need equal-length 1-D sequences with at least two distinct x")
+    k, c = np.polyfit(x, y, 1)
+    if not k > 0:
+        raise ValueError(f"the fitted slope is {k:.3g}: the times do not grow with the chain length")
+    resid = (c + k * x - y) / y
+    return {"slope": float(k), "intercept": float(c), "max_rel_residual": float(np.abs(resid).max())}
+
+
+def conv_flops(B: int, E: int, L: int, K: int) -> int:
+    """FLOPs of F.conv1d(x [B, E, L], w [E, 1, K], bias, padding=K - 1, groups=E) as the cost rule of
+    conv1d/torch_conv counts them: (2K + 1) per output, B x E x (L + K - 1) outputs."""
+    return (2 * K + 1) * B * E * (L + K - 1)
 
 
 # ---- measurements (CUDA) ----------------------------------------------------------------------------
@@ -345,6 +378,8 @@ def copy_curves(ctx: Ctx) -> None:
         ctx.curves.append({"name": f"{name}_time_vs_bytes", "x": "bytes_read_plus_written", "y": "seconds",
                            "points": points, "fit": fit, "method": method})
         ctx.observe(f"{name}.t0", fit["t0_s"], "time", f"fixed term of {method}")
+        if name == "copy_":  # one kernel timed as measure/timing.py times a call: after a flush, in events
+            ctx.measure("launch.timed_call", fit["t0_s"], f"fixed term of {method}")
         ctx.observe(f"{name}.bandwidth", fit["bandwidth"], "bandwidth", f"bandwidth term of {method}")
 
 
@@ -507,6 +542,125 @@ def per_call_cost(ctx: Ctx, cls: str, ext_future) -> None:
                          "kernels_per_call": gpu["kernels"], "kernels": gpu["names"]})
 
 
+def autograd_node_cost(ctx: Ctx) -> None:
+    """Host time per further node of a backward graph: torch.autograd.grad of y = view(...view(2x)) with
+    k view nodes behind the one-node graph of launch.host.autograd, k in AUTOGRAD_CHAIN; the slope of
+    host time per call over k. A view's backward issues no kernel, so the slope is the engine's cost
+    per node (its dispatch of the node's function included)."""
+    import torch
+
+    points = []
+    for k in AUTOGRAD_CHAIN:
+        x = torch.zeros(1, device=ctx.device, requires_grad=True)
+        y = x * 2.0
+        for _ in range(k):
+            y = y.view(-1)
+        go = torch.ones(1, device=ctx.device)
+
+        def call(y=y, x=x, go=go):
+            return torch.autograd.grad(y, x, go, retain_graph=True)
+
+        for _ in range(WARMUP_CALLS):
+            call()
+        host = host_per_call(call, HOST_CALLS, HOST_REPEATS, _sync)
+        reps = ctx.spread_text(f"autograd.grad, {k} view nodes", host)
+        points.append([k, float(np.median(host)), reps])
+    fit = slope([p[0] for p in points], [p[1] for p in points])
+    method = (f"slope of host CPU time per torch.autograd.grad (retain_graph) over the number k of view nodes "
+              f"behind a one-node graph (y = 2x, one element), k = {', '.join(str(k) for k in AUTOGRAD_CHAIN)}; "
+              f"{HOST_CALLS} calls back to back per batch, median of {HOST_REPEATS} batches per k; intercept "
+              f"{fit['intercept'] * 1e6:.3g} us, largest residual {fit['max_rel_residual']:.0%}; {ctx.ver}")
+    ctx.curves.append({"name": "autograd_grad_host_vs_nodes", "x": "view_nodes", "y": "host_seconds_per_call",
+                       "points": [p[:2] for p in points], "fit": fit, "method": method})
+    ctx.measure("launch.host.autograd_node", fit["slope"], method)
+
+
+def _bandwidth(ctx: Ctx, name: str, call: Callable[[], Any], nbytes: float) -> tuple[float, str]:
+    call()
+    med, reps = ctx.timed(name, call, True)
+    return nbytes / med, f"L2 flushed before each call, CUDA events, median of {reps}"
+
+
+def aten_paths(ctx: Ctx) -> None:
+    """Attained DRAM bandwidth of ATen's kernel paths on [PATH_ROWS, PATH_COLS] operands (bytes = read
+    + written, what the cost rules count): a broadcast multiply [R, C] x [R, 1] (elementwise_kernel
+    <128, ...>, not vectorized: the operands' shapes differ), a bf16 -> fp32 cast (unrolled_elementwise
+    _kernel<direct_copy>), a row mean over the last dimension (reduce_kernel); beside them a
+    contiguous multiply of equal shapes (vectorized_elementwise_kernel), an observation."""
+    import torch
+
+    R, C = PATH_ROWS, PATH_COLS
+    a = torch.rand(R, C, device=ctx.device)
+    col = torch.rand(R, 1, device=ctx.device)
+    b = torch.rand(R, C, device=ctx.device)
+    out = torch.empty_like(a)
+    half = a.to(torch.bfloat16)
+    red = torch.empty(R, 1, device=ctx.device)
+    torch.mul(a, col, out=out)
+    if not torch.equal(out, a * col):
+        raise RuntimeError("broadcast multiply: wrong result")
+    shape = f"[{R}, {C}] fp32"
+    for key, label, call, nbytes in (
+            ("memory.dram.path.broadcast", f"torch.mul(a, b, out=) with a {shape} and b [{R}, 1]",
+             lambda: torch.mul(a, col, out=out), 2 * R * C * 4 + R * 4),
+            ("memory.dram.path.cast_copy", f"out.copy_(x) of x [{R}, {C}] bf16 into fp32",
+             lambda: out.copy_(half), R * C * (2 + 4)),
+            ("memory.dram.path.reduction", f"torch.mean(a, -1, keepdim=True, out=) of a {shape}",
+             lambda: torch.mean(a, -1, keepdim=True, out=red), R * C * 4 + R * 4)):
+        bw, how = _bandwidth(ctx, key, call, nbytes)
+        ctx.measure(key, bw, f"{label}: bytes read + written / time, {how}; {ctx.ver}")
+    bw, how = _bandwidth(ctx, "vectorized", lambda: torch.mul(a, b, out=out), 3 * R * C * 4)
+    ctx.observe("path.vectorized.bandwidth", bw, "bandwidth",
+                f"torch.mul(a, b, out=) of two {shape} operands (vectorized elementwise kernel): bytes read + "
+                f"written / time, {how}; {ctx.ver}")
+
+
+def conv_depthwise(ctx: Ctx) -> None:
+    """Attained FLOP rate of F.conv1d(groups=channels) (PyTorch's depthwise kernel), FLOPs as the
+    conv1d/torch_conv rule counts them (``conv_flops``), bf16 and fp32 (fp32 an observation)."""
+    import torch
+    import torch.nn.functional as F
+
+    d = CONV_DIMS
+    for dt, name in ((torch.bfloat16, "bf16"), (torch.float32, "fp32")):
+        x = torch.randn(d["B"], d["E"], d["L"], device=ctx.device, dtype=dt)
+        w = torch.randn(d["E"], 1, d["K"], device=ctx.device, dtype=dt)
+        bias = torch.randn(d["E"], device=ctx.device, dtype=dt)
+
+        def call(x=x, w=w, bias=bias):
+            return F.conv1d(x, w, bias, padding=d["K"] - 1, groups=d["E"])
+
+        call()
+        med, reps = ctx.timed(f"conv_depthwise {name}", call, True)
+        rate = conv_flops(**d) / med
+        how = (f"F.conv1d(x [{d['B']}, {d['E']}, {d['L']}] {name}, w [{d['E']}, 1, {d['K']}], bias, padding={d['K'] - 1}, "
+               f"groups={d['E']}): (2K + 1) FLOPs per output x B x E x (L + K - 1) outputs / time, L2 flushed "
+               f"before each call, CUDA events, median of {reps}; {ctx.ver}")
+        if name == "bf16":
+            ctx.measure("compute.path.conv_depthwise", rate, how)
+        else:
+            ctx.observe("conv_depthwise.fp32", rate, "flop_rate", how)
+
+
+def eager_op_hosts(ctx: Ctx) -> None:
+    """Host time per call of eager ops that do more than the one-element in-place add_ of
+    launch.host.torch_eager (observations): an out-of-place add (allocates its output), a broadcast
+    multiply, a row sum (reduction setup), a dtype cast."""
+    import torch
+
+    x = torch.zeros(4, 8, device=ctx.device)
+    c = torch.zeros(4, 1, device=ctx.device)
+    for name, call in (("add_out_of_place", lambda: x + 1.0), ("mul_broadcast", lambda: x * c),
+                       ("sum_last_dim", lambda: x.sum(-1)), ("cast_bf16", lambda: x.to(torch.bfloat16))):
+        for _ in range(WARMUP_CALLS):
+            call()
+        host = host_per_call(call, HOST_CALLS, HOST_REPEATS, _sync)
+        reps = ctx.spread_text(f"eager host {name}", host)
+        ctx.observe(f"launch.host.torch_eager.{name}", float(np.median(host)), "time",
+                    f"host CPU time per call of {name} on a [4, 8] fp32 tensor, {HOST_CALLS} calls back to back, "
+                    f"median of {reps} batches; {ctx.ver}")
+
+
 def start_extension_build():
     """Build the extension in a background thread (nvcc takes tens of seconds) while the probe
     measures the GPU; ``per_call_cost`` waits for it."""
@@ -529,7 +683,12 @@ def run_achievable(ctx: Ctx, attempt: Callable[[str, Callable[[], None]], None],
     if ext_future is not None:  # no compiler may compete with the host-time measurements
         with contextlib.suppress(Exception):  # a failed build is reported by its own class's attempt
             ext_future.result()
+    attempt("ATen kernel paths", lambda: aten_paths(ctx))
+    attempt("depthwise conv rate", lambda: conv_depthwise(ctx))
     for cls in HOST_CLASSES:
-        if cls in RUNTIME_HOST_CLASSES:  # whole-model runtimes: measure/models/runtime_probe.py
+        if cls in RUNTIME_HOST_CLASSES or cls == "autograd_node":  # runtimes: measure/models/runtime_probe.py;
+            # autograd_node: a slope over chains, measured after launch.host.autograd
             continue
         attempt(f"per-call cost {cls}", lambda cls=cls: per_call_cost(ctx, cls, ext_future))
+    attempt("per-call cost autograd_node", lambda: autograd_node_cost(ctx))
+    attempt("eager op host times", lambda: eager_op_hosts(ctx))

@@ -39,9 +39,13 @@ What is measured (every time through ``timing.time_call``; rate = work / median 
   L2-resident (``memory.l2.latency``), with a latency-vs-footprint curve; L2 read bandwidth of a
   16 MiB buffer read repeatedly with no flush (``memory.l2.bandwidth``), with a read-bandwidth-vs-
   footprint sweep (1-512 MiB) and its knee; the attained rate of the warp-synchronous ``mma.sync``
-  tensor instruction (``compute.tensor_mma_sync.<dtype>``, ``measure/_probe_mma.py``); copy time vs bytes (4 KiB - 1 GiB) of a Triton copy
-  kernel and of ``copy_``, fitted as t = t0 + bytes / BW (observations). The curves are under
-  ``curves``, the per-class split under ``per_call``.
+  tensor instruction (``compute.tensor_mma_sync.<dtype>``, ``measure/_probe_mma.py``); copy time vs
+  bytes (4 KiB - 1 GiB) of a Triton copy kernel and of ``copy_``, fitted as t = t0 + bytes / BW
+  (observations; copy_'s t0 is ``launch.timed_call``); the host time per backward-graph node
+  (``launch.host.autograd_node``); attained DRAM bandwidth of ATen's broadcast, cast and reduction kernel
+  paths (``memory.dram.path.<path>``) and the FLOP rate of PyTorch's depthwise convolution
+  (``compute.path.conv_depthwise``). The curves are under ``curves``, the per-class split under
+  ``per_call``.
 
 A measurement that fails (unsupported dtype, Triton compile error, an extension that does not build)
 is listed under ``failed`` with its reason; the others still run. The output file must not exist

@@ -59,8 +59,8 @@ def _required(path) -> bool:
     head = path[0]
     if head == "sources":
         return len(path) == 2 and key in CITED or len(path) == 3 and key in ("title", "tag")
-    if head == "compute":
-        return len(path) == 2 or path[1:] == ("vector", "fp32")
+    if head == "compute":  # compute.path (attained rates of software kernel paths) is optional
+        return len(path) == 2 and key != "path" or path[1:] == ("vector", "fp32")
     if head == "memory":
         return path[1:] == ("dram",) or len(path) == 3 and key in ("scope", "capacity", "bandwidth")
     if head in ("launch", "power"):

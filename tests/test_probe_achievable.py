@@ -114,6 +114,26 @@ def test_summarize_kernels_per_call():
         ach.summarize_kernels(k, calls=0)
 
 
+def test_slope_recovers_a_per_node_cost_and_refuses_a_flat_chain():
+    ks = [1, 2, 4, 8, 16, 32, 64]
+    fit = ach.slope(ks, [60e-6 + 3e-6 * k for k in ks])
+    assert fit["slope"] == pytest.approx(3e-6) and fit["intercept"] == pytest.approx(60e-6)
+    assert fit["max_rel_residual"] < 1e-9
+    with pytest.raises(ValueError, match="do not grow"):
+        ach.slope(ks, [60e-6] * len(ks))
+    with pytest.raises(ValueError):
+        ach.slope([1, 1], [1.0, 2.0])
+
+
+def test_conv_flops_count_every_output_of_the_padded_convolution():
+    # (2K + 1) FLOPs per output, B x E x (L + K - 1) outputs: as conv1d/torch_conv's rule counts them
+    assert ach.conv_flops(B=2, E=3, L=10, K=4) == 9 * 2 * 3 * 13
+    from ssmbench.analytic.registry import cost
+    c = cost("conv1d", {"B": 2, "E": 3, "L": 10, "K": 4}, impl="torch_conv", mode="fwd", dtype="bf16")
+    silu_flops = float(c.vector) - ach.conv_flops(B=2, E=3, L=10, K=4)
+    assert 0 < silu_flops <= 10 * 2 * 3 * 10  # the rest is silu's few FLOPs per kept output
+
+
 def test_new_keys_make_spec_entries_that_read_back():
     from ssmbench.hwspecs.fragment import check_measured
     from ssmbench.hwspecs.units import parse
@@ -121,6 +141,8 @@ def test_new_keys_make_spec_entries_that_read_back():
 
     today = datetime.date(2026, 12, 3)
     values = {"launch.host.triton": (12.3e-6, "time"), "launch.host.cuda_extension": (4.1e-6, "time"),
+              "launch.host.autograd_node": (3.2e-6, "time"), "launch.timed_call": (4.33e-6, "time"),
+              "memory.dram.path.broadcast": (2.9e12, "bandwidth"), "compute.path.conv_depthwise": (0.7e12, "flop_rate"),
               "memory.dram.latency": (812e-9, "time"), "memory.l2.latency": (265e-9, "time"),
               "memory.l2.bandwidth": (10.9e12, "bandwidth")}
     entries = [_entry(k, si, "a method", today) for k, (si, _) in values.items()]
@@ -161,8 +183,11 @@ def test_a_failed_measurement_is_listed_and_the_others_still_run(monkeypatch):
         ran.append(cls)
 
     monkeypatch.setattr(ach, "per_call_cost", per_call)
+    for name in ("aten_paths", "conv_depthwise", "autograd_node_cost", "eager_op_hosts"):
+        monkeypatch.setattr(ach, name, lambda ctx, name=name: ran.append(name))
     ach.run_achievable(_fake_ctx([]), attempt, ext_future=None)
-    assert ran == ["l2", "copy", "mma", "torch_eager", "triton", "triton_autotune", "cublas", "sdpa", "cuda_graph", "autograd"]
+    assert ran == ["l2", "copy", "mma", "aten_paths", "conv_depthwise", "torch_eager", "triton", "triton_autotune",
+                   "cublas", "sdpa", "cuda_graph", "autograd", "autograd_node_cost", "eager_op_hosts"]
     assert [f["name"] for f in failed] == ["load-to-use latency", "per-call cost cuda_extension", "per-call cost cudnn"]
     assert failed[0]["reason"] == "RuntimeError: no Triton here"
     long = failed[1]["reason"]
@@ -217,7 +242,9 @@ def test_achievable_measurements_on_cuda():
                                                      target_s=0.05))
     keys = {m["key"] for m in doc["measured"]}
     want = {"memory.dram.latency", "memory.l2.latency", "memory.l2.bandwidth", "launch.host.torch_eager",
-            "launch.host.triton", "launch.host.cublas"}
+            "launch.host.triton", "launch.host.cublas", "launch.host.autograd_node", "launch.timed_call",
+            "memory.dram.path.broadcast", "memory.dram.path.cast_copy", "memory.dram.path.reduction",
+            "compute.path.conv_depthwise"}
     assert want <= keys, doc["failed"]
     assert {c["name"] for c in doc["curves"]} >= {"latency_vs_footprint", "read_bandwidth_vs_footprint",
                                                   "triton_copy_time_vs_bytes", "copy__time_vs_bytes"}
