@@ -89,6 +89,15 @@ def register(subparsers) -> None:
     p.add_argument("--target-time", type=float,
                    help="seconds of timed samples per measurement (default 0.5 on CUDA, 0.1 on the CPU)")
     p.add_argument("--threads", type=int, help="CPU threads for PyTorch (torch.set_num_threads; default: PyTorch's)")
+    p.add_argument("--collectives", action="store_true",
+                   help="instead: latency and bus bandwidth of all_reduce, all_gather, reduce_scatter, all_to_all and "
+                        "send/recv over message sizes, on every rank of a torchrun job (torchrun --nproc-per-node N "
+                        "-m ssmbench probe --collectives --out FILE); rank 0 writes FILE; NCCL on cuda, gloo on cpu")
+    p.add_argument("--link-index", type=int, default=0,
+                   help="--collectives: the spec's interconnect link the measured entries are keyed on (default 0)")
+    p.add_argument("--min-bytes", type=int, help="--collectives: smallest message (default 1024)")
+    p.add_argument("--max-bytes", type=int,
+                   help="--collectives: largest message (default 1 GiB on cuda, 1 MiB on the cpu)")
     p.add_argument("--json", action="store_true", help="print the probe result as JSON")
     p.set_defaults(func=cmd_probe)
 
@@ -299,6 +308,8 @@ def cmd_probe(args) -> int:
                             refuse="probe never overwrites a file (choose a new name)")
     if out.suffix not in (".yaml", ".yml", ".json"):
         raise UserError(f"--out {out}: expected a .yaml, .yml or .json file name")
+    if args.collectives:
+        return _probe_collectives(args, out)
     device = torch_device(args.device)
     _threads(args.threads)
     d = ProbeSizes.default(device.type)
@@ -322,4 +333,42 @@ def cmd_probe(args) -> int:
     print_table(f"attained ceilings of {device} (measurement)", ["spec key", "value", "method"], rows,
                 caption=f"written to {path}; p90/p10: spread of the timed repeats (1 = all equal). Merge into a "
                         f"spec: ssmbench specs new --from SPEC --probe {path} --out NEW.yaml")
+    return 0
+
+
+def _probe_collectives(args, out: Path) -> int:
+    """``probe --collectives`` on one rank of a torchrun job (measure/collectives.py)."""
+    from ..measure.collectives import CollectiveSizes, run_collectives
+    from ..measure.distributed import init, shutdown
+    from ..measure.probe import write_probe
+
+    if args.link_index < 0:
+        raise UserError(f"--link-index must be >= 0, got {args.link_index}")
+    rank = init(args.device)
+    _threads(args.threads)
+    d = CollectiveSizes.default("cuda" if rank.device.startswith("cuda") else "cpu")
+    sizes = CollectiveSizes(args.min_bytes or d.min_bytes, args.max_bytes or d.max_bytes, d.factor,
+                            args.target_time or d.target_s)
+    if not 0 < sizes.min_bytes <= sizes.max_bytes:
+        raise UserError(f"--min-bytes {sizes.min_bytes} / --max-bytes {sizes.max_bytes}: expected 0 < min <= max")
+    try:
+        doc = run_collectives(rank, sizes, args.link_index, argv=list(sys.argv),
+                              log=lambda s: print(s, file=sys.stderr, flush=True))
+    finally:
+        shutdown()
+    if doc is None:  # not rank 0
+        return 0
+    doc["meta"]["arguments"] = {k: v for k, v in vars(args).items() if k != "func"}
+    path = write_probe(doc, out)
+    if args.json:
+        print_json(doc)
+        return 0
+    fits = doc["collectives"]["fits"]
+    rows = [(c, _fmt(f["latency_s"], "time"), _fmt(f["bus_bandwidth_bytes_per_s"], "bandwidth"),
+             f"{f['max_relative_error']:.2g}") for c, f in fits.items()]
+    print_table(f"collectives over {doc['collectives']['ranks']} ranks (measurement; fit t = latency + S x factor / "
+                "busbw)", ["collective", "latency", "bus bandwidth", "max rel. error of fit"], rows,
+                caption=f"{doc['collectives']['transport']}. Written to {path}"
+                        + (f"; merge: ssmbench specs new --from SPEC --probe {path} --out NEW.yaml"
+                           if doc["measured"] else "; no measured: entries (not an NCCL run)"))
     return 0
