@@ -38,7 +38,15 @@ Layout of a spec file::
                       per_flop {tensor: {dtype: J/FLOP}, vector: {dtype: J/FLOP},
                       special_function: J per evaluation}, per_byte {level: J/B crossing that level}
                       (see ``analytic/energy.py`` for how each term is charged)
-    interconnect:     optional list of {name, bandwidth}
+    interconnect:     optional list of links to other chips: {name, scope, direction, bandwidth, latency,
+                      collectives, note}. ``scope``: scale_up (NVLink, Infinity Fabric: GPUs of one node),
+                      host (PCIe) or scale_out (the network); ``direction``: whether ``bandwidth`` counts
+                      both directions (datasheets print NVLink's bidirectional total) or one; ``latency``
+                      (optional): one transfer's fixed time on the link; ``collectives`` (optional):
+                      per collective of COLLECTIVES, {latency, bus_bandwidth}: the alpha and the
+                      bus bandwidth (nccl-tests' busbw) of t = latency + S x factor / bus_bandwidth,
+                      as ``ssmbench probe --collectives`` measures them (measured: entries keyed
+                      ``interconnect.<i>.collectives.<name>.<latency|bus_bandwidth>``).
     measured:         optional list of attained ceilings {key: dotted path, value, date, method}
 
 Checks beyond the shapes: every cited source is declared; a real device cites no design assumption
@@ -332,9 +340,35 @@ class Energy(_Strict):
         return _only_names(v, MEMORY_LEVELS, "memory level(s)")
 
 
+# Collectives a link's model covers (torch.distributed's names; send_recv: one point-to-point transfer).
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
+LINK_SCOPES = ("scale_up", "host", "scale_out")
+
+
+class CollectiveCeiling(_Strict):
+    """One collective on one link: t(S) = latency + S x busbw_factor(n) / bus_bandwidth (nccl-tests'
+    conventions; ``analytic/collectives.py``)."""
+
+    latency: Duration
+    bus_bandwidth: Bandwidth
+
+
 class Link(_Strict):
     name: str
     bandwidth: Bandwidth
+    scope: Literal["scale_up", "host", "scale_out"] | None = None
+    # How ``bandwidth`` counts: NVIDIA's NVLink figures (900 GB/s for NVLink 4) add both directions; a
+    # collective's bus bandwidth is a one-direction rate (nccl-tests, doc/PERFORMANCE.md), so the model
+    # needs to know which one the datasheet printed.
+    direction: Literal["bidirectional", "unidirectional"] | None = None
+    latency: Duration | None = None
+    collectives: dict[str, CollectiveCeiling] = Field(default_factory=dict)
+    note: str | None = None
+
+    @field_validator("collectives", mode="before")
+    @classmethod
+    def _collective_names(cls, v):
+        return _only_names(v, COLLECTIVES, "collective(s)")
 
 
 class Measured(_Strict):
@@ -550,6 +584,11 @@ class Spec(_Strict):
                 yield f"energy.per_byte.{lvl}", d
         for i, link in enumerate(self.interconnect):
             yield f"interconnect.{i}.bandwidth", link.bandwidth
+            if link.latency is not None:
+                yield f"interconnect.{i}.latency", link.latency
+            for name, c in link.collectives.items():
+                yield f"interconnect.{i}.collectives.{name}.latency", c.latency
+                yield f"interconnect.{i}.collectives.{name}.bus_bandwidth", c.bus_bandwidth
 
 
 def value_kind(key: str) -> str:

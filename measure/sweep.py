@@ -67,6 +67,10 @@ class SweepConfig:
     suite_name: str | None = None
     suite_path: str | None = None
     case_timeout_s: float | None = None  # watchdog per case; None: none
+    # --distributed: this process's (rank, world_size) and what the run records about the group
+    # (measure/distributed.py); cases are sharded by ``select`` and the file is named rank<r>-...
+    shard: tuple[int, int] | None = None
+    distributed: dict[str, Any] | None = None
 
 
 TIMEOUT_EXIT = 124  # exit code of a sweep ended by the case watchdog (as timeout(1) uses)
@@ -309,15 +313,26 @@ class CaseRunner:
 
 
 def select(cases: Sequence[SuiteCase], filter_substr: str | None = None, limit: int | None = None,
-           skip_keys: set[str] | None = None) -> tuple[list[SuiteCase], int, int]:
-    """(cases to run, skipped as finished, filtered out). ``limit`` applies last."""
+           skip_keys: set[str] | None = None,
+           shard: tuple[int, int] | None = None) -> tuple[list[SuiteCase], int, int]:
+    """(cases to run, skipped as finished, filtered out). ``limit`` applies last.
+
+    ``shard`` = (rank, world_size): only the cases whose index among those passing the filter is
+    ``rank`` mod ``world_size`` (``distributed.shard_of``); the index does not depend on what is
+    finished, so a case stays on its rank across restarts (with the same world size)."""
+    from .distributed import shard_of
+
     skip_keys = skip_keys or set()
-    todo, finished, filtered = [], 0, 0
+    todo, finished, filtered, index = [], 0, 0, -1
     for sc in cases:
         k = sc.case.key()
         if filter_substr and filter_substr not in k:
             filtered += 1
-        elif k in skip_keys:
+            continue
+        index += 1
+        if shard is not None and shard_of(index, shard[1]) != shard[0]:
+            continue
+        if k in skip_keys:
             finished += 1
         else:
             todo.append(sc)
@@ -392,7 +407,7 @@ def run_sweep(cases: Sequence[SuiteCase], cfg: SweepConfig, filter_substr: str |
         resumed = finished_keys([cfg.out_dir, *cfg.resume_from], device=device_name(device))
         if on_resume is not None:
             on_resume(resumed)
-    todo, n_finished, n_filtered = select(cases, filter_substr, limit, resumed.keys if resumed else set())
+    todo, n_finished, n_filtered = select(cases, filter_substr, limit, resumed.keys if resumed else set(), cfg.shard)
     if on_start is not None:
         on_start(len(todo), n_finished, n_filtered)
     if not todo:  # nothing to run: no empty result file
@@ -407,7 +422,10 @@ def run_sweep(cases: Sequence[SuiteCase], cfg: SweepConfig, filter_substr: str |
     meta["energy"] = {"enabled": cfg.energy, "nvml": runner.nv is not None, "note": runner.nv_reason or None,
                       "idle": runner.idle, "window_s": cfg.energy_window_s}
     meta["case_timeout_s"] = cfg.case_timeout_s
-    writer = ResultWriter(cfg.out_dir, meta, cfg.timing.to_dict())
+    if cfg.distributed is not None:
+        meta["distributed"] = cfg.distributed
+    writer = ResultWriter(cfg.out_dir, meta, cfg.timing.to_dict(),
+                          prefix="run" if cfg.shard is None else f"rank{cfg.shard[0]}")
     records: list[dict[str, Any]] = []
     try:
         for i, sc in enumerate(todo):

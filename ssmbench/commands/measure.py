@@ -48,9 +48,27 @@ def register(subparsers) -> None:
     m.add_argument("--no-energy", action="store_true", help="skip the NVML energy window")
     m.add_argument("--energy-window", type=float, default=1.0, help="seconds per energy window (>= 1, default 1)")
     m.add_argument("--threads", type=int, help="CPU threads for PyTorch (torch.set_num_threads; default: PyTorch's)")
+    m.add_argument("--distributed", action="store_true",
+                   help="shard the cases over the ranks of a torchrun job (torchrun --nproc-per-node N -m ssmbench "
+                        "measure ... --distributed): case i on rank i mod N, one result file per rank, merged by "
+                        "rank 0 at the end (NCCL group on cuda, each rank on cuda:LOCAL_RANK; gloo on cpu); "
+                        "--limit applies to each rank's share")
     m.add_argument("--dry-run", action="store_true", help="list the cases and exit")
     m.add_argument("--json", action="store_true", help="print the summary as JSON (progress goes to stderr)")
     m.set_defaults(func=cmd_measure)
+
+    g = subparsers.add_parser(
+        "merge-results",
+        help="merge the per-rank result files of a measure --distributed run into one result file",
+        description="Merge every rank<r>-*.json / .jsonl file of FOLDER (finished, or cut off when a rank died) into "
+                    "one new result file in FOLDER whose meta.distributed names every rank's host and GPU; records "
+                    "carry 'rank'. The rank files are removed afterwards (the merged file holds all their cases) "
+                    "unless --keep-parts. Rank 0 does this at the end of a run that finishes; this command is for "
+                    "a run that did not.")
+    g.add_argument("folder", metavar="FOLDER", help="the --out folder of the distributed run")
+    g.add_argument("--keep-parts", action="store_true", help="keep the rank files after merging")
+    g.add_argument("--json", action="store_true", help="print the result as JSON")
+    g.set_defaults(func=cmd_merge)
 
     p = subparsers.add_parser(
         "probe",
@@ -74,6 +92,15 @@ def register(subparsers) -> None:
     p.add_argument("--energy", action="store_true",
                    help="measure the energy parameters only (NVML windows of >= 1 s: empty launches, FMA and exp "
                         "loops, L2-resident reads, DRAM copy, GEMM per dtype; CUDA with NVML)")
+    p.add_argument("--collectives", action="store_true",
+                   help="instead: latency and bus bandwidth of all_reduce, all_gather, reduce_scatter, all_to_all and "
+                        "send/recv over message sizes, on every rank of a torchrun job (torchrun --nproc-per-node N "
+                        "-m ssmbench probe --collectives --out FILE); rank 0 writes FILE; NCCL on cuda, gloo on cpu")
+    p.add_argument("--link-index", type=int, default=0,
+                   help="--collectives: the spec's interconnect link the measured entries are keyed on (default 0)")
+    p.add_argument("--min-bytes", type=int, help="--collectives: smallest message (default 1024)")
+    p.add_argument("--max-bytes", type=int,
+                   help="--collectives: largest message (default 1 GiB on cuda, 1 MiB on the cpu)")
     p.add_argument("--json", action="store_true", help="print the probe result as JSON")
     p.set_defaults(func=cmd_probe)
 
@@ -158,7 +185,12 @@ def cmd_measure(args) -> int:
         else:
             print_table(f"suite {suite.name}: {len(rows)} cases", ["case key", "entry"], rows)
         return 0
-    device = torch_device(args.device)
+    rank = None
+    if args.distributed:
+        from ..measure.distributed import init, rank_meta
+
+        rank = init(args.device)
+    device = torch_device(rank.device if rank else args.device)
     spec = _spec_for(device, spec)
     _threads(args.threads)
     target = args.target_time if args.target_time is not None else (0.5 if device.type == "cuda" else 0.05)
@@ -168,12 +200,15 @@ def cmd_measure(args) -> int:
                       resume=args.resume, resume_from=[_result_dir(d) for d in args.resume_from], spec=spec, energy=not args.no_energy,
                       energy_window_s=args.energy_window, argv=list(sys.argv),
                       arguments={k: v for k, v in vars(args).items() if k != "func"},
-                      suite_name=suite.name, suite_path=suite.path, case_timeout_s=args.case_timeout)
+                      suite_name=suite.name, suite_path=suite.path, case_timeout_s=args.case_timeout,
+                      shard=(rank.rank, rank.world_size) if rank else None,
+                      distributed=rank_meta(rank) if rank else None)
     # Progress: one plain line per case (stderr under --json so stdout stays JSON).
     stream = sys.stderr if args.json else sys.stdout
+    tag = f"[rank {rank.rank}/{rank.world_size}] " if rank else ""
 
     def say(text: str) -> None:
-        print(text, file=stream, flush=True)
+        print(tag + text, file=stream, flush=True)
 
     def on_start(n: int, finished: int, filtered: int) -> None:
         extra = []
@@ -193,6 +228,8 @@ def cmd_measure(args) -> int:
             say(f"set aside {path}: measured on {name or 'an unnamed device'}, not this device; its cases run again")
 
     summary = run_sweep(suite.cases, cfg, args.filter, args.limit, on_start, on_case, on_resume)
+    if rank is not None:
+        return _finish_distributed(rank, summary, args, say)
     if summary.path is None:
         if args.json:
             print_json({"path": None, "counts": {}, "skipped_finished": summary.skipped_finished, "cases": []})
@@ -227,6 +264,45 @@ def cmd_measure(args) -> int:
     return 1 if bad else 0
 
 
+def _finish_distributed(rank, summary, args, say) -> int:
+    """The end of a sharded sweep: rank 0 merges every rank's records (``measure/distributed.py``); each
+    rank's exit code is its own cases' (torchrun reports the job failed when any rank's is non-zero)."""
+    from ..measure.distributed import finish_run, shutdown
+
+    try:
+        merged = finish_run(rank, summary, args.out)
+    finally:
+        shutdown()
+    bad = sum(summary.counts.get(k, 0) for k in ("error", "failed_check", "timeout"))
+    if rank.rank == 0:
+        if merged["path"]:
+            counts = "; ".join(f"rank {r['rank']}: {r['counts']}" for r in merged["ranks"] if r)
+            say(f"merged {sum(1 for r in merged['ranks'] if r)} rank file(s) into {merged['path']} ({counts})")
+        elif merged.get("error"):
+            say(f"merge failed ({merged['error']}); the rank files stay in {args.out}: "
+                f"ssmbench merge-results {args.out}")
+        else:
+            say("nothing was run on any rank; no result file written")
+        if args.json:
+            print_json({"path": merged["path"], "ranks": merged.get("ranks"), "merge_error": merged.get("error")})
+    return 1 if bad else 0
+
+
+def cmd_merge(args) -> int:
+    from ..measure.distributed import merge_folder
+
+    folder = Path(args.folder)
+    if not folder.is_dir():
+        raise UserError(f"{args.folder}: not a folder (expected the --out folder of a measure --distributed run)")
+    path, parts = merge_folder(folder, keep_parts=args.keep_parts)
+    if args.json:
+        print_json({"path": str(path), "merged": [str(p) for p in parts], "kept_parts": args.keep_parts})
+    else:
+        print(f"merged {len(parts)} rank file(s) into {path}"
+              + ("" if args.keep_parts else " (the rank files were removed: the merged file holds all their cases)"))
+    return 0
+
+
 def cmd_probe(args) -> int:
     from ..measure.probe import ProbeSizes, run_probe, write_probe
     from ..measure.sweep import torch_device
@@ -235,6 +311,8 @@ def cmd_probe(args) -> int:
                             refuse="probe never overwrites a file (choose a new name)")
     if out.suffix not in (".yaml", ".yml", ".json"):
         raise UserError(f"--out {out}: expected a .yaml, .yml or .json file name")
+    if args.collectives:
+        return _probe_collectives(args, out)
     device = torch_device(args.device)
     _threads(args.threads)
     d = ProbeSizes.default(device.type)
@@ -259,4 +337,42 @@ def cmd_probe(args) -> int:
     print_table(f"attained ceilings of {device} (measurement)", ["spec key", "value", "method"], rows,
                 caption=f"written to {path}; p90/p10: spread of the timed repeats (1 = all equal). Merge into a "
                         f"spec: ssmbench specs new --from SPEC --probe {path} --out NEW.yaml")
+    return 0
+
+
+def _probe_collectives(args, out: Path) -> int:
+    """``probe --collectives`` on one rank of a torchrun job (measure/collectives.py)."""
+    from ..measure.collectives import CollectiveSizes, run_collectives
+    from ..measure.distributed import init, shutdown
+    from ..measure.probe import write_probe
+
+    if args.link_index < 0:
+        raise UserError(f"--link-index must be >= 0, got {args.link_index}")
+    rank = init(args.device)
+    _threads(args.threads)
+    d = CollectiveSizes.default("cuda" if rank.device.startswith("cuda") else "cpu")
+    sizes = CollectiveSizes(args.min_bytes or d.min_bytes, args.max_bytes or d.max_bytes, d.factor,
+                            args.target_time or d.target_s)
+    if not 0 < sizes.min_bytes <= sizes.max_bytes:
+        raise UserError(f"--min-bytes {sizes.min_bytes} / --max-bytes {sizes.max_bytes}: expected 0 < min <= max")
+    try:
+        doc = run_collectives(rank, sizes, args.link_index, argv=list(sys.argv),
+                              log=lambda s: print(s, file=sys.stderr, flush=True))
+    finally:
+        shutdown()
+    if doc is None:  # not rank 0
+        return 0
+    doc["meta"]["arguments"] = {k: v for k, v in vars(args).items() if k != "func"}
+    path = write_probe(doc, out)
+    if args.json:
+        print_json(doc)
+        return 0
+    fits = doc["collectives"]["fits"]
+    rows = [(c, _fmt(f["latency_s"], "time"), _fmt(f["bus_bandwidth_bytes_per_s"], "bandwidth"),
+             f"{f['max_relative_error']:.2g}") for c, f in fits.items()]
+    print_table(f"collectives over {doc['collectives']['ranks']} ranks (measurement; fit t = latency + S x factor / "
+                "busbw)", ["collective", "latency", "bus bandwidth", "max rel. error of fit"], rows,
+                caption=f"{doc['collectives']['transport']}. Written to {path}"
+                        + (f"; merge: ssmbench specs new --from SPEC --probe {path} --out NEW.yaml"
+                           if doc["measured"] else "; no measured: entries (not an NCCL run)"))
     return 0

@@ -433,6 +433,9 @@ def _print_side_by_side(rs: list[dict]) -> None:
 
 
 def cmd_predict(args) -> int:
+    from .. import parallel_predict
+    if parallel_predict.requested(args):
+        return parallel_predict.cmd(args)
     if args.plot:  # before the prediction
         from ..figures._common import check_path
         check_path(args.plot, "--plot")
@@ -556,6 +559,8 @@ def register(subparsers) -> None:
                         "calibrates with several (e.g. attention_causal=torch.sdpa.flash), repeatable")
     common_options(p)
     precision_options(p)
+    from ..parallel_predict import add_options as parallel_options
+    parallel_options(p)
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print JSON")
     fmt.add_argument("--csv", action="store_true", help="print the per-op rows as CSV")
