@@ -105,6 +105,70 @@ def _plot(path: str, exp) -> None:
     save(fig, path)
 
 
+def cmd_require(args) -> int:
+    import shlex
+    import sys
+
+    from ..analytic.design import require, sheet
+    from ..analytic.design.step import Workload
+    from ..analytic.workloads.models import get_model
+    from ..files import dump_yaml
+    from ..hwspecs import get_spec
+
+    if not args.out.endswith((".yaml", ".yml")):
+        raise UserError(f"--out {args.out}: expected a .yaml file name for the requirements sheet")
+    check_output_file(args.out, "--out")
+    targets = require.parse_targets(args.target)
+    if args.phase == "decode":
+        if args.seqlen is not None:
+            raise UserError("decode: give the context length with --context (--seqlen is for prefill and train)")
+        length = args.context
+    else:
+        if args.context is not None:
+            raise UserError(f"--context applies to decode; for {args.phase} give --seqlen (prompt / sequence length)")
+        length = args.seqlen
+    if length is None:
+        raise UserError(f"{args.phase}: give {'--context' if args.phase == 'decode' else '--seqlen'}")
+    base = get_spec(args.base)
+    w = Workload(get_model(args.model), args.phase, args.batch, length, args.dtype)
+    command = "ssmbench " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    data = sheet.make_sheet(w, args.model, base, args.base, targets, command)
+    from ..hwspecs.loader import SpecError, parse_spec
+    try:
+        parse_spec(sheet.spec_data(data, args.out, "requirements-check"), args.out)
+    except SpecError as exc:
+        data["design"]["spec_problem"] = (f"the design breaks a spec rule, so specs new --from-requirements will "
+                                          f"refuse it: {exc}")
+    with open(args.out, "w", encoding="utf-8") as fh:
+        fh.write(f"# requirements sheet ({data['label']}); docs/design.md describes every field\n")
+        fh.write(dump_yaml(data))
+    if args.json:
+        print_json(data)
+        return 0
+    ab, d = data["at_base"], data["design"]
+    print(f"{w.label} on {base.id}: {si(ab['tokens_per_s'])} tokens/s at the base ({data['label']}; binding: "
+          f"{ab['binding']}); targets {', '.join(f'{k} = {v:g}' for k, v in targets.items())}: step time at most "
+          f"{si(data['target_step_time_s'], 's')}")
+    rows = []
+    for r in data["resources"]:
+        unit = r["unit"]
+        rows.append([r["key"], si(r["base"], unit), r.get("bound", ""), si(r.get("required"), unit),
+                     "" if r.get("growth") is None else f"{r['growth']:.4g}x", "yes" if r["binds"] else "",
+                     r["status"] + (f": {r['reason']}" if r.get("reason") else "")])
+    print_table(f"Least of each resource that meets the targets, the others at {base.id} ({data['label']})",
+                ["key", "base", "", "required", "growth", "binds", "status"], rows, key_column=True, fold=["status"])
+    for key, n in data["needs"].items():
+        print(f"needs {key} >= {si(n['at_least'], n['unit'])}: {n['why']}")
+    print("design that meets the targets: " + (", ".join(f"{k} = {v['value']}" for k, v in d["values"].items())
+                                               or f"{base.id} as it is")
+          + f" -> {si(d['tokens_per_s'])} tokens/s; binding: {d['binding'] or 'none'}")
+    if d.get("spec_problem"):
+        print(f"warning: {d['spec_problem']}")
+    print(f"not solved: {'; '.join(f'{k}: {v}' for k, v in data['not_solved'].items())}")
+    print(f"wrote {args.out}; make the spec with: ssmbench specs new --from-requirements {args.out} --out NEW.yaml")
+    return 0
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "explore", help="evaluate design points around a base spec on workloads; Pareto fronts",
@@ -136,4 +200,26 @@ def register(subparsers) -> None:
     p.add_argument("--plot", metavar="FILE", help="the first available front as a figure (.png or .svg)")
     p.add_argument("--json", action="store_true", help="print the fronts and meta as JSON")
     p.set_defaults(func=cmd_explore)
+
+    p = subparsers.add_parser(
+        "require", help="the least of each resource at which a workload meets its targets; a requirements sheet",
+        description="Turns a workload and targets into hardware requirements: for each spec value that sets the "
+                    "step time (engine rates, bandwidths, latency, per-kernel and per-call times, cache and "
+                    "on-chip capacities), the least value (most, for times) at which the targets are met with the "
+                    "others at the base spec, which bind and by how much each must grow, and one design that meets "
+                    "them. Writes a requirements sheet (YAML) that 'ssmbench specs new --from-requirements' turns "
+                    "into a hypothetical spec. Achievable estimate.")
+    p.add_argument("--model", required=True, help="model id or model file")
+    p.add_argument("--phase", default="decode", choices=("prefill", "decode", "train"))
+    p.add_argument("--batch", type=int, default=1, help="sequences per step")
+    p.add_argument("--context", type=int, help="decode: context length (tokens)")
+    p.add_argument("--seqlen", type=int, help="prefill / train: prompt / sequence length (tokens)")
+    p.add_argument("--target", action="append", metavar="NAME=VALUE",
+                   help="tokens_per_s=20000, time_per_token_s=5e-5 (repeatable); energy_per_token_j needs the energy "
+                        "estimate (not in this build)")
+    p.add_argument("--base", default="h200-sxm", help="base spec: a built-in id or a spec file")
+    p.add_argument("--dtype", default="bf16", help="storage dtype of weights and activations")
+    p.add_argument("--out", required=True, help="the requirements sheet (.yaml)")
+    p.add_argument("--json", action="store_true", help="print the sheet as JSON")
+    p.set_defaults(func=cmd_require)
 
