@@ -285,43 +285,50 @@ def relevant_keys(ww: WorkloadWork, pb: Problem) -> list[str]:
     return [k for k in keys if work_of.get(k, 1.0) > 0]
 
 
-def design(pb0: Problem, t_star: float, max_rounds: int = 16) -> tuple[dict[str, float], str | None, list[str]]:
-    """(values to set, the key that binds last, the steps taken): grow the binding resource until the
-    step meets T*, or until it stops binding and the next one follows."""
-    pb = Problem(pb0.ww, pb0.base)
+def scaled(pb: Problem, keys: list[str], factor: float) -> dict[str, float]:
+    """The base values of ``keys`` made ``factor`` times better: rates x factor, overheads / factor."""
+    return {k: pb.base_values[k] * factor if pb.params[k].direction == "rate" else pb.base_values[k] / factor
+            for k in keys}
+
+
+def design(pb0: Problem, t_star: float, max_rounds: int = 12) -> tuple[dict[str, float], str | None, list[str]]:
+    """(values to set, the key that binds, the steps taken): one design that meets T*.
+
+    The resources of the step's binding class are grown together by one factor s (rates x s, times / s),
+    the least s that meets T* (Brent); where no s does (other resources floor the step), the class that
+    binds with them grown without limit joins them, and so on. With one resource this is its own least
+    value. The key reported as binding is the one whose 5% reduction slows the design most."""
+    base = Problem(pb0.ww, pb0.base)
+    if base.time() <= t_star:
+        return {}, None, ["the base spec meets the targets"]
+    grown: list[str] = []
     log: list[str] = []
-    last = None
+    far = 2.0 ** 60
     for _ in range(max_rounds):
-        st = pb.step()
-        t = float(st.time_s[0])
-        if t <= t_star * (1 + SAFETY):
-            return pb.fixed, last, log
+        st = Problem(pb0.ww, pb0.base, scaled(base, grown, far)).step()
         cls = str(st.binding_names()[0])
-        keys = [k for k in class_keys(cls, pb.ww, pb) if k in pb.params and not np.isnan(pb.value(k))]
-        if not keys:
-            log.append(f"binding class {cls}: no spec value to grow")
-            return pb.fixed, None, log
-        progressed = False
-        for key in keys:
-            r = solve(pb, key, t_star)
-            if r.status == "solved":
-                pb.fixed[key] = r.required
-                log.append(f"{key}: {r.bound} {r.required:.6g} (binding class {cls}) meets the target")
-                return pb.fixed, key, log
-        for key in keys:  # none meets it alone: grow the first until it stops binding
-            floor = pb.time(key, np.inf if pb.params[key].direction == "rate" else 0.0)
-            r = solve(pb, key, floor * (1 + 1e-6))
-            if r.status == "solved" and (r.required != pb.value(key)):
-                pb.fixed[key] = r.required
-                last = key
-                log.append(f"{key}: {r.bound} {r.required:.6g} (binding class {cls}; not enough alone: grown until "
-                           "it stops binding)")
-                progressed = True
-                break
-        if not progressed:
-            log.append(f"binding class {cls}: cannot grow {', '.join(keys)} further")
-            return pb.fixed, None, log
-    return pb.fixed, None, log
+        new = [k for k in class_keys(cls, pb0.ww, base)
+               if k in base.params and not np.isnan(base.base_values[k]) and k not in grown]
+        if not new:
+            log.append(f"binding class {cls}: no spec value left to grow; the targets cannot be met")
+            return {}, None, log
+        grown.append(new[0])
+
+        def t_of(f: float) -> float:
+            return Problem(pb0.ww, pb0.base, scaled(base, grown, f)).time() - t_star
+
+        if t_of(far) > 0:
+            log.append(f"{new[0]} (binding class {cls}) joins; not enough with {', '.join(grown)} grown without limit")
+            continue
+        f_star = brentq(t_of, 1.0, far, xtol=1e-300, rtol=RTOL, maxiter=500) * (1 + SAFETY)
+        values = scaled(base, grown, f_star)
+        log.append(f"{', '.join(grown)} grown {f_star:.6g}x together (binding class {cls} last) meets the target")
+        t = Problem(pb0.ww, pb0.base, values).time()
+        slow = {k: Problem(pb0.ww, pb0.base, {**values, **scaled(base, [k], f_star * 0.95)}).time() - t
+                for k in grown}
+        return values, max(slow, key=slow.get), log
+    log.append(f"no design after {max_rounds} rounds")
+    return {}, None, log
 
 
 def needs(ww: WorkloadWork, base) -> dict:

@@ -19,6 +19,7 @@ from ...errors import UserError
 from ...files import UniqueKeyLoader, read_user_text
 from ...hwspecs import Spec, get_spec, units
 from ...hwspecs.schema import value_kind
+from ..roofline import spec_ceiling
 from . import energy
 from .require import (
     Problem,
@@ -39,7 +40,7 @@ NOT_SOLVED = {"energy.per_flop.<engine>, energy.per_byte.<level>": energy.UNAVAI
 
 def quantity(value: float, kind: str) -> str:
     """A value as text that reads back to the same float (``repr``) in the kind's SI unit."""
-    return f"{value!r} {UNIT[kind]}"
+    return f"{float(value)!r} {UNIT[kind]}"
 
 
 def make_sheet(workload: Workload, model_ref: str, base: Spec, base_ref: str, targets: dict[str, float],
@@ -55,10 +56,12 @@ def make_sheet(workload: Workload, model_ref: str, base: Spec, base_ref: str, ta
     for r in reqs:
         r.binds = r.binds or (r.param.key in at_binding and r.status == "solved")
     fixed, last, log = design(pb, t_star)
+    raised = keep_hierarchy(base, pb, fixed, log)
+    fixed.update({k: v for k, v in raised.items() if k in pb.params})
     final = Problem(ww, base, fixed).step()
     t1 = float(final.time_s[0])
-    values = {k: {"value": quantity(v, pb.params[k].kind), "base": _num(pb.base_values[k]),
-                  "growth": _num(v / pb.base_values[k])} for k, v in fixed.items()}
+    values = {k: {"value": quantity(v, value_kind(k)), "base": _num(_known(base, k)),
+                  "growth": _num(v / _known(base, k))} for k, v in {**fixed, **raised}.items()}
     return {
         "schema": SCHEMA, "label": LABEL, "made_by": command or "ssmbench require",
         "base": base_ref, "base_id": base.id,
@@ -73,6 +76,30 @@ def make_sheet(workload: Workload, model_ref: str, base: Spec, base_ref: str, ta
                    "tokens_per_s": ww.tokens / t1, "meets_targets": bool(t1 <= t_star * (1 + 1e-9))},
         "not_solved": dict(NOT_SOLVED),
     }
+
+
+def keep_hierarchy(base: Spec, pb: Problem, fixed: dict[str, float], log: list[str]) -> dict[str, float]:
+    """Raise the bandwidth of every level closer to the cores than a grown level to at least the grown
+    value (the schema's rule: bandwidth does not grow outward). Faster closer levels never slow a step,
+    so the design still meets its targets and its binding resource still binds."""
+    raised: dict[str, float] = {}
+    levels = list(base.memory)
+    for i, name in enumerate(levels):
+        key = f"memory.{name}.bandwidth"
+        if key not in fixed:
+            continue
+        for closer in levels[:i]:
+            ck = f"memory.{closer}.bandwidth"
+            cur = fixed.get(ck, _known(base, ck))
+            if not np.isnan(cur) and cur < fixed[key]:
+                raised[ck] = fixed[key]
+                log.append(f"{ck}: raised to {fixed[key]:.6g} B/s, as {key} grew (bandwidth does not grow outward)")
+    return raised
+
+
+def _known(base: Spec, key: str) -> float:
+    c = spec_ceiling(base, key, "measured")
+    return np.nan if c.value is None else float(c.value)
 
 
 def _num(x: float) -> float | None:

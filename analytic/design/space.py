@@ -137,6 +137,11 @@ def check_key(key: str, base: Spec, params: Mapping[str, Param], option: str = "
         hint = f"did you mean {', '.join(close)}? " if close else ""
         raise UserError(f"{option} {key}: not a spec value path; {hint}keys a design on {base.id} may vary: "
                         f"{', '.join(known)}") from None
+    parts = key.split(".")
+    if parts[0] == "memory" and parts[1] not in base.memory:
+        raise UserError(f"{option} {key}: {base.id} has no memory.{parts[1]} level (its levels: "
+                        f"{', '.join(base.memory)}); a design varies the values of the base's levels: "
+                        f"{', '.join(k for k in known if k.startswith('memory.'))}")
     if key.startswith(("energy.", "power.")):
         raise UserError(f"{option} {key}: {energy.UNAVAILABLE}")
     raise UserError(f"{option} {key}: does not enter the achievable estimate or a capacity verdict on {base.id}; "
