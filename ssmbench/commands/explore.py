@@ -42,13 +42,13 @@ def cmd_explore(args) -> int:
     from ..analytic.design.step import WorkloadWork
     from ..hwspecs import get_spec
 
-    fmt = table.output_format(args.out)
-    check_output_file(args.out, "--out")
     if args.plot:
         from ..figures._common import check_path
         check_path(args.plot, "--plot")
     if args.front_out:
         check_output_file(args.front_out, "--front-out")
+    fmt = table.output_format(args.out)
+    check_output_file(args.out, "--out")
     if (args.grid is None) == (args.samples is None):
         raise UserError("give one of --grid N (N values per varied range) or --samples N (random points)")
     base = get_spec(args.base)
@@ -210,7 +210,7 @@ def register(subparsers) -> None:
                     "them. Writes a requirements sheet (YAML) that 'ssmbench specs new --from-requirements' turns "
                     "into a hypothetical spec. Achievable estimate.")
     p.add_argument("--model", required=True, help="model id or model file")
-    p.add_argument("--phase", default="decode", choices=("prefill", "decode", "train"))
+    p.add_argument("--phase", default="decode", choices=("prefill", "decode", "train"), help="the phase of the step")
     p.add_argument("--batch", type=int, default=1, help="sequences per step")
     p.add_argument("--context", type=int, help="decode: context length (tokens)")
     p.add_argument("--seqlen", type=int, help="prefill / train: prompt / sequence length (tokens)")

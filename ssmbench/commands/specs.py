@@ -338,12 +338,11 @@ def _new_id(args, out: Path) -> str:
     return spec_id
 
 
-def _new_from_requirements(args) -> int:
+def _new_from_requirements(args, out: Path) -> int:
     from ..analytic.design.sheet import read_sheet, spec_data
     if args.base is not None or args.probe is not None:
         raise UserError("--from-requirements makes a spec from a requirements sheet alone (its base spec is named in "
                         "it); leave out --from and --probe")
-    out = _new_file(Path(args.out))
     spec_id = _new_id(args, out)
     sheet = read_sheet(args.from_requirements)
     data = spec_data(sheet, args.from_requirements, spec_id, args.name)
@@ -361,12 +360,12 @@ def _new_from_requirements(args) -> int:
 
 
 def cmd_new(args) -> int:
+    out = _new_file(Path(args.out))
     if args.from_requirements is not None:
-        return _new_from_requirements(args)
+        return _new_from_requirements(args, out)
     if args.base is None or args.probe is None:
         raise UserError("specs new needs --from BASE --probe FILE (a base spec with a probe's ceilings) or "
                         "--from-requirements SHEET (a hypothetical spec from 'ssmbench require')")
-    out = _new_file(Path(args.out))
     spec_id = _new_id(args, out)
     base = get_spec(args.base)
     if base.hypothetical:
