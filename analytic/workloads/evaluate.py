@@ -82,7 +82,6 @@ def _term_columns(key: str) -> tuple[int, ...]:
     raise KeyError(f"cost term {key!r} has no work column")
 
 
-BYTE_ROWS = ("live", "saved", "weights", "state_executed", "state_compulsory")
 LIVE_TERMS = ("read.activations", "write.activations", "write.intermediates", "extra_write.intermediates")
 SAVED_TERMS = ("write.activations", "write.intermediates", "extra_write.intermediates")
 
@@ -100,8 +99,6 @@ class _Call:
     dtype: str  # the dtype this call runs at (precision.Precision.op_dtype)
     weights: tuple  # term indices of read.weights
     state: tuple = ()  # (term index, compulsory?) of the state-class byte terms
-    sources: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))  # term of each addition
-    targets: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))  # its row: column or byte row
 
 
 @dataclass(frozen=True)
@@ -133,16 +130,7 @@ def compile_plan(calls: tuple[OpCall, ...], dtype: str | Precision) -> CompiledP
         weights = tuple(i for i, k in enumerate(cc.keys) if k == "read.weights")
         state = tuple((i, k.startswith(("read.", "write."))) for i, k in enumerate(cc.keys) if k.endswith(".state"))
         checks = cc.constraints  # the op's and the implementation's, over dims this cost uses
-        adds = list(cols)  # (term, row) in the order the sums are formed: work columns, then byte rows
-        base = len(WORK_COLUMNS)
-        for j, terms in enumerate((live, saved, weights)):
-            adds += [(t, base + j) for t in terms]
-        adds += [(t, base + BYTE_ROWS.index("state_executed")) for t, _ in state]
-        adds += [(t, base + BYTE_ROWS.index("state_compulsory")) for t, compulsory in state if compulsory]
-        sources = np.array([t for t, _ in adds], dtype=int)
-        targets = np.array([r for _, r in adds], dtype=int)
-        out.append(_Call(c, cc.fn, tuple(args), cols, live, saved, checks, cc.dims, d_call, weights, state,
-                         sources, targets))
+        out.append(_Call(c, cc.fn, tuple(args), cols, live, saved, checks, cc.dims, d_call, weights, state))
     return CompiledPlan(tuple(out), np.array([c.count for c in calls], dtype=float))
 
 
@@ -175,13 +163,9 @@ class CallBytes:
 def evaluate_plan(cp: CompiledPlan, grid: dict[str, np.ndarray], shape: tuple[int, ...]):
     """Work [n_calls, n_cols, *shape] (x multiplicity) and the per-call ``CallBytes``. A call with a
     zero dimension (the part of a windowed attention beyond the window, for a prompt within it) does
-    not run: its work is zero, launches included.
-
-    Each call's terms are added to their columns with one ``np.add.at`` (``_Call.targets``: the rows of
-    the work and byte columns each term feeds), unbuffered and in term order, so every sum is formed
-    in the same order as term-by-term additions."""
-    n_out = len(WORK_COLUMNS) + len(BYTE_ROWS)
-    out = np.zeros((cp.n, n_out) + shape)
+    not run: its work is zero, launches included."""
+    W = np.zeros((cp.n, len(WORK_COLUMNS)) + shape)
+    per = {k: np.zeros((cp.n,) + shape) for k in ("live", "saved", "weights", "state_compulsory", "state_executed")}
     for i, c in enumerate(cp.calls):
         args = [dim_value(grid, *a) for a in c.args]
         for who, k in c.checks:
@@ -190,15 +174,18 @@ def evaluate_plan(cp: CompiledPlan, grid: dict[str, np.ndarray], shape: tuple[in
         runs = np.ones(shape)
         for a in args:
             runs = runs * (np.asarray(a) > 0)
-        if not c.sources.size:
-            continue
         vals = c.fn(*args)
-        terms = np.stack([np.broadcast_to(vals[t], shape) for t in c.sources]) * runs
-        np.add.at(out[i], c.targets, terms)
-    W = out[:, :len(WORK_COLUMNS)]
+        for ti, col in c.cols:
+            W[i, col] += vals[ti] * runs
+        for key, terms in (("live", c.live), ("saved", c.saved), ("weights", c.weights)):
+            for ti in terms:
+                per[key][i] += vals[ti] * runs
+        for ti, compulsory in c.state:
+            per["state_executed"][i] += vals[ti] * runs
+            if compulsory:
+                per["state_compulsory"][i] += vals[ti] * runs
     W[:, ADDITIVE] *= cp.counts.reshape((-1, 1) + (1,) * len(shape))
-    per = {k: out[:, len(WORK_COLUMNS) + j] for j, k in enumerate(BYTE_ROWS)}
-    return np.ascontiguousarray(W), CallBytes(**per)
+    return W, CallBytes(**per)
 
 
 @dataclass
