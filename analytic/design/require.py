@@ -242,11 +242,16 @@ def capacity_thresholds(ww: WorkloadWork, pb: Problem, key: str) -> np.ndarray |
 def class_keys(cls: str, ww: WorkloadWork, pb: Problem) -> list[str]:
     """The spec values a binding class names, most likely first."""
     w = ww.work
-    if cls == "tensor":
-        flops = {d: w[COL[f"tensor.{d}"]].sum() for d in TENSOR_DTYPES}
+    if cls == "tensor":  # FLOPs by the rate that serves them: mma.sync calls at their own rate where known
+        flops: dict[str, float] = {}
+        for d in TENSOR_DTYPES:
+            mma_key = f"compute.tensor_mma_sync.{d}"
+            own = mma_key if not np.isnan(pb.base_values.get(mma_key, np.nan)) else f"compute.tensor.{d}"
+            flops[f"compute.tensor.{d}"] = flops.get(f"compute.tensor.{d}", 0.0) + w[COL[f"tensor.{d}"]][~ww.mma_sync].sum()
+            flops[own] = flops.get(own, 0.0) + w[COL[f"tensor.{d}"]][ww.mma_sync].sum()
         if ww.tf32.any():
-            flops["tf32"] += w[COL["tensor.fp32"]][ww.tf32].sum()
-        return [f"compute.tensor.{d}" for d, f in sorted(flops.items(), key=lambda kv: -kv[1]) if f > 0]
+            flops["compute.tensor.tf32"] += w[COL["tensor.fp32"]][ww.tf32].sum()
+        return [k for k, f in sorted(flops.items(), key=lambda kv: -kv[1]) if f > 0]
     cache = cache_level(pb.base)
     one = {"vector": ["compute.vector.fp32"], "special_function": ["compute.special_function"],
            "dram": ["memory.dram.bandwidth"], "l2": [f"memory.{cache}.bandwidth"] if cache else [],

@@ -94,6 +94,13 @@ def keep_hierarchy(base: Spec, pb: Problem, fixed: dict[str, float], log: list[s
             if not np.isnan(cur) and cur < fixed[key]:
                 raised[ck] = fixed[key]
                 log.append(f"{ck}: raised to {fixed[key]:.6g} B/s, as {key} grew (bandwidth does not grow outward)")
+    for key in list(fixed):  # an instruction class's rate is at most the engine's rate (a schema rule)
+        if key.startswith("compute.tensor_mma_sync."):
+            full = "compute.tensor." + key.rsplit(".", 1)[1]
+            cur = fixed.get(full, _known(base, full))
+            if not np.isnan(cur) and cur < fixed[key]:
+                raised[full] = fixed[key]
+                log.append(f"{full}: raised to {fixed[key]:.6g} FLOP/s, as {key} grew (it cannot exceed it)")
     return raised
 
 

@@ -89,6 +89,8 @@ def model_params(base: Spec) -> dict[str, Param]:
 
     for d in TENSOR_DTYPES:
         add(f"compute.tensor.{d}", "rate", f"tensor-core FLOPs at {d}")
+    for d in TENSOR_DTYPES:
+        add(f"compute.tensor_mma_sync.{d}", "rate", f"tensor-core FLOPs at {d} issued as mma.sync")
     add("compute.vector.fp32", "rate", "vector FLOPs (and fp32 matmuls off TF32)")
     add("compute.special_function", "rate", "transcendentals")
     add("memory.dram.bandwidth", "rate", "DRAM bytes")
@@ -292,6 +294,7 @@ class Designs:
         return AchievableTable(
             spec_ids=("",) * self.n,
             rate_tensor=np.stack([col(f"compute.tensor.{d}") for d in TENSOR_DTYPES], axis=1),
+            rate_mma_sync=np.stack([col(f"compute.tensor_mma_sync.{d}") for d in TENSOR_DTYPES], axis=1),
             rate_vector=col("compute.vector.fp32"), rate_sfu=col("compute.special_function"),
             dram_bw=col("memory.dram.bandwidth"), dram_latency=col("memory.dram.latency"),
             l2_bw=self.get(cache and f"memory.{cache}.bandwidth"),

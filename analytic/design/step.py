@@ -29,7 +29,7 @@ import numpy as np
 from ...errors import UserError
 from ...hwspecs import Spec
 from ..achievable import CLASSES, achievable_work
-from ..execution import fp32_matmul_on_tf32, serial_engines
+from ..execution import fp32_matmul_on_tf32, serial_engines, tensor_instr
 from ..roofline import COL, SpecTable
 from ..workloads.evaluate import analyze
 from ..workloads.models import Model
@@ -77,6 +77,7 @@ class WorkloadWork:
     state_executed: np.ndarray
     tf32: np.ndarray  # [n_calls] fp32 matmuls on TF32 tensor cores
     serial: np.ndarray  # [n_calls] engine times add
+    mma_sync: np.ndarray  # [n_calls] tensor FLOPs issued as mma.sync
     tokens: float
     memory_total: float  # bytes in device memory (weights, KV cache, state, activations, ...)
     state_bytes: float  # the recurrent state of the whole batch (0: none, or not decode)
@@ -97,6 +98,7 @@ class WorkloadWork:
         return cls(w, res.launch, tuple(c.call.label for c in cp.calls), work, state_c, state_e,
                    np.array([fp32_matmul_on_tf32(c.call.op, c.call.impl) for c in cp.calls]),
                    np.array([serial_engines(c.call.op, c.call.impl) for c in cp.calls]),
+                   np.array([tensor_instr(c.call.op, c.call.impl) == "mma_sync" for c in cp.calls]),
                    float(res.tokens[0, 0]), float(res.memory_total[0, 0]), state,
                    float(work[COL["working_set"]].max(initial=0.0)), step)
 
@@ -124,14 +126,16 @@ def _chunk(ww: WorkloadWork, d: Designs) -> Step:
     state_bw = d.get(level and f"memory.{level}.bandwidth")
     # placement.state_residency: a level with known capacity and bandwidth that holds the whole state
     resident = (ww.state_bytes > 0) & ~np.isnan(state_bw) & (ww.state_bytes <= state_cap)
-    a = achievable_work(ww.work, d.table(), tf32=ww.tf32, serial=ww.serial, launch=ww.launch, graph_replays=0.0)
+    a = achievable_work(ww.work, d.table(), tf32=ww.tf32, serial=ww.serial, launch=ww.launch, graph_replays=0.0,
+                        mma_sync=ww.mma_sync)
     host, gpu, cls = np.array(a.host), np.array(a.gpu), np.array(a.bottleneck)
     if resident.any():
         moved = ww.work.copy()
         moved[COL["dram.compulsory"]] -= ww.state_compulsory
         moved[COL["dram.executed"]] -= ww.state_executed
         r = d.take(resident)
-        b = achievable_work(moved, r.table(), tf32=ww.tf32, serial=ww.serial, launch=ww.launch, graph_replays=0.0)
+        b = achievable_work(moved, r.table(), tf32=ww.tf32, serial=ww.serial, launch=ww.launch, graph_replays=0.0,
+                        mma_sync=ww.mma_sync)
         node = b.gpu - np.max(np.stack(list(b.times.values())), axis=0)
         g = np.where(ww.state_executed > 0, np.maximum(b.gpu, node + ww.state_executed / state_bw[resident, None]),
                      b.gpu)
