@@ -8,6 +8,7 @@ P, S, R), "derived" (computed from published values by a stated method: tag D), 
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import Literal
 
@@ -26,9 +27,30 @@ class Ceiling:
     provenance: str  # source title, or measurement date and method, or the reason it is unknown
 
 
+# Per live spec object (a Spec is frozen): its values by dotted path and the ceilings looked up so far.
+# Keyed by id() with a weak reference beside it, so that a freed spec's entry goes and an id reused by a
+# new object is never mistaken for the old one.
+_MEMO: dict[int, tuple[weakref.ref, dict, dict]] = {}
+
+
+def _memo(spec: Spec) -> tuple[dict, dict]:
+    entry = _MEMO.get(id(spec))
+    if entry is None or entry[0]() is not spec:
+        key = id(spec)
+        entry = (weakref.ref(spec, lambda _, key=key: _MEMO.pop(key, None)), dict(spec.data()), {})
+        _MEMO[key] = entry
+    return entry[1], entry[2]
+
+
 def ceiling(spec: Spec, key: str, prefer: Preference = "measured") -> Ceiling:
     """The value at ``key`` (dotted path), preferring a measured ceiling when ``prefer='measured'``."""
-    data = dict(spec.data())
+    data, seen = _memo(spec)
+    if (key, prefer) not in seen:
+        seen[(key, prefer)] = _ceiling(spec, data, key, prefer)
+    return seen[(key, prefer)]
+
+
+def _ceiling(spec: Spec, data: dict, key: str, prefer: Preference) -> Ceiling:
     if key not in data:
         raise KeyError(f"{spec.id}: no value {key!r}; known: {sorted(data)}")
     if prefer not in ("measured", "datasheet"):

@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "ssmbench.commands.predict",
     "ssmbench.commands.plot",
     "ssmbench.commands.calibrate",
+    "ssmbench.commands.explore",
     "ssmbench.commands.report",
     "ssmbench.commands.characterize",
     "ssmbench.commands.energy",

@@ -22,7 +22,8 @@ REPO = Path(__file__).resolve().parent.parent
 OUTPUT_DESTS = ("out", "plot", "output")
 # (command, dest) of the options that replace an existing file: derived outputs (reports, figures, CSV)
 REPLACES = {("gap", "out"), ("gap", "plot"), ("gap", "energy_plot"), ("energy-fit", "plot"), ("predict", "plot"),
-            ("plot", "out"), ("sweep", "out"), ("characterize", "out"), ("characterize", "plot")}
+            ("plot", "out"), ("sweep", "out"), ("characterize", "out"), ("characterize", "plot"), ("explore", "out"),
+            ("explore", "plot"), ("explore", "front_out"), ("require", "out")}
 # real values where a placeholder would not reach the work (a fit, a suite run) if the check were missing
 ARGUMENTS = {"suite": "cpu_smoke", "device": "cpu", "limit": "1", "hw": "h200-sxm",
              "results": str(REPO / "results" / "h200" / "2026-12-02" / "calibration-torchref")}

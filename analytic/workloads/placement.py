@@ -133,6 +133,8 @@ def pim_caveat(sc: SpecCeilings, W: np.ndarray, bound: np.ndarray, labels: list[
     those charged at the host bandwidth instead (``time_s_host_gemms``, same shape as the grid). ``W``
     [n_calls, n_cols, *shape] is the work, ``bound`` [n_calls, *shape] each call's bound on this spec.
     None for any other spec."""
+    if sc.spec.memory["dram"].host_bandwidth is None:
+        return None
     host = spec_ceiling(sc.spec, "memory.dram.host_bandwidth", sc.prefer)
     if host.origin == "unknown" and host.provenance.startswith("the spec lists no"):
         return None

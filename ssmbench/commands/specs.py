@@ -21,8 +21,7 @@ import textwrap
 from pathlib import Path
 
 from ..errors import UserError
-from ..files import check_output_file
-from ..files import dump_yaml
+from ..files import check_output_file, dump_yaml
 from ..hwspecs import units
 from ..hwspecs.ceilings import ORIGIN_OF_TAG, ceiling
 from ..hwspecs.fragment import load_fragment, with_measured
@@ -330,13 +329,44 @@ def _new_file(out: Path) -> Path:
                              refuse="specs new never overwrites a file (choose a new name)")
 
 
-def cmd_new(args) -> int:
-    out = _new_file(Path(args.out))
+def _new_id(args, out: Path) -> str:
     spec_id = args.id if args.id is not None else out.stem
     if not ID_PATTERN.match(spec_id):
         where = "--id" if args.id is not None else f"the id taken from the file name {out.name!r}"
         raise UserError(f"{where}: {spec_id!r} is not a spec id; expected lower case letters, digits, '.', '_' "
                         "or '-' (give --id)")
+    return spec_id
+
+
+def _new_from_requirements(args, out: Path) -> int:
+    from ..analytic.design.sheet import read_sheet, spec_data
+    if args.base is not None or args.probe is not None:
+        raise UserError("--from-requirements makes a spec from a requirements sheet alone (its base spec is named in "
+                        "it); leave out --from and --probe")
+    spec_id = _new_id(args, out)
+    sheet = read_sheet(args.from_requirements)
+    data = spec_data(sheet, args.from_requirements, spec_id, args.name)
+    parse_spec(data, out)  # never write a spec that does not load
+    text = "".join(f"# {line}\n" for line in textwrap.wrap(data["notes"], 98)) + dump_yaml(data)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "x", encoding="utf-8") as fh:
+        fh.write(text)
+    values = sheet["design"]["values"]
+    print(f"wrote {out}: id {spec_id!r}, hypothetical, from {sheet['base_id']} with "
+          + (", ".join(f"{k} = {v['value']}" for k, v in values.items()) or "no value changed")
+          + f" (source: {args.from_requirements}, a design assumption)")
+    print(f"check it with: ssmbench specs validate {out}")
+    return 0
+
+
+def cmd_new(args) -> int:
+    out = _new_file(Path(args.out))
+    if args.from_requirements is not None:
+        return _new_from_requirements(args, out)
+    if args.base is None or args.probe is None:
+        raise UserError("specs new needs --from BASE --probe FILE (a base spec with a probe's ceilings) or "
+                        "--from-requirements SHEET (a hypothetical spec from 'ssmbench require')")
+    spec_id = _new_id(args, out)
     base = get_spec(args.base)
     if base.hypothetical:
         raise UserError(f"--from {base.id}: a hypothetical design has no measurements; start from the spec of a "
@@ -422,15 +452,18 @@ def register(subparsers) -> None:
     p.add_argument("--prefer", choices=("measured", "datasheet"), default=PREFER_DEFAULT, help=prefer_help)
     p.set_defaults(func=cmd_diff)
 
-    p = sub.add_parser("new", help="write a new spec: a base spec with the measured ceilings of a probe file",
+    p = sub.add_parser("new", help="write a new spec: a base spec with a probe file's ceilings, or from requirements",
                        description="Write a new spec file: the base spec's values and sources, with the 'measured:' "
                                    "entries of a file written by 'ssmbench probe' merged in (they replace the base's "
                                    "entries of the same key; the base's others are kept) and device_names set to "
                                    "the device the probe measured. The file is checked against the schema before "
-                                   "it is written; an existing file is never overwritten.")
-    p.add_argument("--from", dest="base", required=True, metavar="ID_OR_FILE",
+                                   "it is written; an existing file is never overwritten. With --from-requirements: "
+                                   "a hypothetical spec from a requirements sheet written by 'ssmbench require' (the "
+                                   "sheet's base spec with its design values, labelled design assumptions).")
+    p.add_argument("--from", dest="base", metavar="ID_OR_FILE",
                    help="base spec: a built-in id (see 'specs list') or a spec file of a real device")
-    p.add_argument("--probe", required=True, metavar="FILE", help="a file written by 'ssmbench probe --out'")
+    p.add_argument("--probe", metavar="FILE", help="a file written by 'ssmbench probe --out'")
+    p.add_argument("--from-requirements", metavar="SHEET", help="a requirements sheet written by 'ssmbench require'")
     p.add_argument("--out", required=True, metavar="FILE", help="the new spec file (.yaml or .yml)")
     p.add_argument("--id", help="id of the new spec (default: the --out file name without its suffix)")
     p.add_argument("--name", help="name of the new spec (default: the base's name and the probe date)")

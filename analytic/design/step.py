@@ -1,0 +1,164 @@
+"""One workload's step on many design points at once: the achievable estimate, vectorised over designs.
+
+A workload is (model, phase, batch, length): length is the prompt (prefill), the sequence (train) or the
+context (decode, one token per sequence). Its plan's work per op call does not depend on the hardware,
+so it is evaluated once (``workloads/evaluate.analyze``) and kept as a matrix [work column, call]; every
+design point is then a row of ``AchievableTable`` and ``achievable.achievable_work`` projects the calls
+on all of them in one call. The step composes the calls exactly as ``predict`` does
+(``report.achievable_rows``):
+
+- per call c: host_c and gpu_c from ``achievable_work`` (under CUDA-graph replay host_c = 0); where the
+  design keeps the recurrent state on chip (``placement.py``: a persistent on-chip level that holds the
+  whole state of the batch, decode only) the call's state bytes leave DRAM and its device time is at
+  least its per-kernel fixed time + state bytes / that level's bandwidth;
+- step host time H = sum_c host_c, plus one CUDA-graph replay (graph) or one autograd call (training,
+  eager); step device time G = sum_c gpu_c; step time T = max(H, G): the host runs ahead of the device;
+- binding resource: ``host/launch`` when H >= G, else the class (``achievable.CLASSES``) that bounds the
+  largest share of sum_c max(host_c, gpu_c).
+
+Every number is an **achievable estimate**. ``tests/test_design.py`` checks that the base design gives
+``predict``'s achievable total.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...errors import UserError
+from ...hwspecs import Spec
+from ..achievable import CLASSES, achievable_work
+from ..execution import fp32_matmul_on_tf32, serial_engines, tensor_instr
+from ..roofline import COL, SpecTable
+from ..workloads.evaluate import analyze
+from ..workloads.models import Model
+from ..workloads.phases import PHASES
+from ..workloads.precision import as_precision
+from .space import Designs, state_level, tile_level
+
+LABEL = "achievable estimate"
+# Design points evaluated together: [chunk, n_calls] arrays stay in the CPU's caches.
+CHUNK = 8192
+
+
+@dataclass(frozen=True)
+class Workload:
+    model: Model
+    phase: str
+    batch: int
+    length: int
+    dtype: str = "bf16"
+    launch: str | None = None  # None: CUDA-graph replay in decode, eager otherwise (as predict)
+
+    def __post_init__(self):
+        if self.phase not in PHASES:
+            raise UserError(f"unknown phase {self.phase!r}; valid phases: {', '.join(PHASES)}")
+        for name in ("batch", "length"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise UserError(f"workload {self.model.id} {self.phase}: {name} must be a positive integer, got {v!r}")
+
+    @property
+    def label(self) -> str:
+        what = "context" if self.phase == "decode" else "length"
+        return f"{self.model.id} {self.phase} batch {self.batch} {what} {self.length}"
+
+
+@dataclass(frozen=True)
+class WorkloadWork:
+    """A workload's plan as work: everything about it that does not depend on the hardware."""
+
+    workload: Workload
+    launch: str
+    labels: tuple[str, ...]
+    work: np.ndarray  # [n_cols, n_calls] WORK_COLUMNS x call (x multiplicity)
+    state_compulsory: np.ndarray  # [n_calls] state-class bytes in the work
+    state_executed: np.ndarray
+    tf32: np.ndarray  # [n_calls] fp32 matmuls on TF32 tensor cores
+    serial: np.ndarray  # [n_calls] engine times add
+    mma_sync: np.ndarray  # [n_calls] tensor FLOPs issued as mma.sync
+    tokens: float
+    memory_total: float  # bytes in device memory (weights, KV cache, state, activations, ...)
+    state_bytes: float  # the recurrent state of the whole batch (0: none, or not decode)
+    working_set: float  # the largest on-chip working set of one op call
+    step_host_classes: tuple[str, ...] = field(default=())  # host calls of the step itself
+
+    @classmethod
+    def of(cls, w: Workload, base: Spec) -> WorkloadWork:
+        res = analyze(w.model, w.phase, SpecTable.of([base], "measured"), [w.batch], [float(w.length)],
+                      dtype=w.dtype, launch=w.launch, keep_calls=True)
+        cp = res.calls
+        work = np.array(res.call_work[:, :, 0, 0].T)
+        state_c, state_e = (np.array(x[:, 0, 0]) for x in res.call_state)
+        prec = as_precision(w.dtype)
+        per_seq = w.model.state_bytes_per_sequence(prec.state)
+        state = float(w.batch * per_seq) if w.phase == "decode" else 0.0
+        step = ("cuda_graph",) if res.launch == "graph" else (("autograd",) if w.phase == "train" else ())
+        return cls(w, res.launch, tuple(c.call.label for c in cp.calls), work, state_c, state_e,
+                   np.array([fp32_matmul_on_tf32(c.call.op, c.call.impl) for c in cp.calls]),
+                   np.array([serial_engines(c.call.op, c.call.impl) for c in cp.calls]),
+                   np.array([tensor_instr(c.call.op, c.call.impl) == "mma_sync" for c in cp.calls]),
+                   float(res.tokens[0, 0]), float(res.memory_total[0, 0]), state,
+                   float(work[COL["working_set"]].max(initial=0.0)), step)
+
+
+@dataclass(frozen=True)
+class Step:
+    """The step on each design point [n]: times in s, the binding class (index into ``CLASSES``), whether
+    the state is kept on chip, whether the tiles and the workload fit (None-like NaN: not checked)."""
+
+    time_s: np.ndarray
+    host_s: np.ndarray
+    gpu_s: np.ndarray
+    binding: np.ndarray
+    state_on_chip: np.ndarray  # bool
+    tiles_fit: np.ndarray  # float: 1 fits, 0 does not, NaN capacity unknown
+    fits_memory: np.ndarray  # float: 1, 0, NaN
+
+    def binding_names(self) -> np.ndarray:
+        return np.asarray(CLASSES, dtype=object)[self.binding]
+
+
+def _chunk(ww: WorkloadWork, d: Designs) -> Step:
+    level = state_level(d.base)
+    state_cap = d.get(level and f"memory.{level}.capacity")
+    state_bw = d.get(level and f"memory.{level}.bandwidth")
+    # placement.state_residency: a level with known capacity and bandwidth that holds the whole state
+    resident = (ww.state_bytes > 0) & ~np.isnan(state_bw) & (ww.state_bytes <= state_cap)
+    a = achievable_work(ww.work, d.table(), tf32=ww.tf32, serial=ww.serial, launch=ww.launch, graph_replays=0.0,
+                        mma_sync=ww.mma_sync)
+    host, gpu, cls = np.array(a.host), np.array(a.gpu), np.array(a.bottleneck)
+    if resident.any():
+        moved = ww.work.copy()
+        moved[COL["dram.compulsory"]] -= ww.state_compulsory
+        moved[COL["dram.executed"]] -= ww.state_executed
+        r = d.take(resident)
+        b = achievable_work(moved, r.table(), tf32=ww.tf32, serial=ww.serial, launch=ww.launch, graph_replays=0.0,
+                        mma_sync=ww.mma_sync)
+        node = b.gpu - np.max(np.stack(list(b.times.values())), axis=0)
+        g = np.where(ww.state_executed > 0, np.maximum(b.gpu, node + ww.state_executed / state_bw[resident, None]),
+                     b.gpu)
+        host[resident], gpu[resident], cls[resident] = b.host, g, b.bottleneck
+    h = host.sum(axis=1)
+    for c in ww.step_host_classes:  # unknown host cost: no term (the estimate's not_modelled names it)
+        h = h + np.nan_to_num(d.array(f"launch.host.{c}"))
+    g = gpu.sum(axis=1)
+    per_call = np.maximum(host, gpu)
+    n, k = per_call.shape[0], len(CLASSES)
+    by_class = np.bincount((np.arange(n)[:, None] * k + cls).ravel(), weights=per_call.ravel(),
+                           minlength=n * k).reshape(n, k)
+    binding = np.where(h >= g, CLASSES.index("host/launch"), by_class.argmax(axis=1))
+    tiles = tile_level(d.base)
+    tile_cap = d.get(tiles and f"memory.{tiles}.capacity")
+    tiles_fit = np.where(np.isnan(tile_cap), np.nan, (ww.working_set <= tile_cap).astype(float))
+    in_dram = ww.memory_total - np.where(resident, ww.state_bytes, 0.0)
+    cap = d.array("memory.dram.capacity")
+    fits = np.where(np.isnan(cap), np.nan, (in_dram <= cap).astype(float))
+    return Step(np.maximum(h, g), h, g, binding, resident, tiles_fit, fits)
+
+
+def evaluate(ww: WorkloadWork, designs: Designs, chunk: int = CHUNK) -> Step:
+    """The step of ``ww`` on every design point, ``chunk`` points at a time."""
+    parts = [_chunk(ww, designs.slice(i, min(i + chunk, designs.n))) for i in range(0, designs.n, chunk)]
+    return Step(*(np.concatenate([getattr(p, f) for p in parts]) for f in Step.__dataclass_fields__))
