@@ -189,6 +189,8 @@ def format_si(value: float | None, unit: str = "", digits: int = 4, smallest: fl
 
 def format_quantity(value: float, kind: str, digits: int = 4) -> str:
     """Format a canonical-unit float with a readable prefix ('4.8 TB/s', '60 MiB')."""
+    if kind not in SYMBOL:
+        raise ValueError(f"unknown quantity kind {kind!r}; expected one of {', '.join(SYMBOL)}")
     unit = SYMBOL[kind]
     if kind == "count":
         return f"{value:g}"

@@ -97,42 +97,75 @@ def _build_status(module: str) -> dict | None:
         return None
 
 
-def ensure_extension(module: str, wait: bool = True):
-    """Import a compiled extension (``selective_scan_cuda``, ``causal_conv1d_cuda``).
+def _import_extension(module: str):
+    """Import ``module`` if it is a compiled extension; None if it is missing or is a folder of that name
+    (a folder on ``sys.path`` named like the module imports as a namespace package, which has no
+    ``__file__`` and none of the extension's functions: the cause of "module 'selective_scan_cuda' has
+    no attribute 'fwd'" on 2026-12-03). A namespace package is dropped from ``sys.modules``."""
+    import sys
 
-    If it is missing and ``$SSMBENCH_EXT_BUILD_DIR`` holds a status file saying that
-    ``build`` (below) is still building it, wait for that build (so that a sweep can start with
-    the cases that need no extension while the compiler runs), then put the build folder on
-    ``sys.path`` and clear the import caches: a folder already on the path when it held no module is
-    cached as holding none."""
+    try:
+        m = importlib.import_module(module)
+    except ImportError:
+        return None
+    if getattr(m, "__file__", None) is None:
+        sys.modules.pop(module, None)
+        return None
+    return m
+
+
+# Modules that bind a compiled extension at import (``import selective_scan_cuda``): if one was imported
+# before the build finished it holds whatever stood in for the extension then, and is given the real one.
+EXTENSION_BINDINGS = {"selective_scan_cuda": ("mamba_ssm.ops.selective_scan_interface",)}
+
+
+def _rebind(module: str, ext) -> None:
+    import sys
+
+    for name in EXTENSION_BINDINGS.get(module, ()):
+        m = sys.modules.get(name)
+        if m is not None and getattr(m, module, None) is not ext:
+            setattr(m, module, ext)
+
+
+def ensure_extension(module: str, wait: bool = True):
+    """Import a compiled extension (``selective_scan_cuda``, ``causal_conv1d_cuda``), never a half-built one.
+
+    If ``$SSMBENCH_EXT_BUILD_DIR`` holds a status file saying that ``build`` (below) is building it,
+    wait for that build first (so that a sweep can start with the cases that need no extension while
+    the compiler runs), even if something of that name imports already; then put the build folder on
+    ``sys.path`` and clear the import caches (a folder already on the path when it held no module is
+    cached as holding none). Modules that bound the extension at import get the real one
+    (``EXTENSION_BINDINGS``)."""
     import os
     import sys
     import time
 
-    try:
-        return importlib.import_module(module)
-    except ImportError as first:
-        error = first
     status = _build_status(module)
-    if status is None:
-        raise _unavailable(f"cannot import {module} ({type(error).__name__}: {error}); {BUILD_HINT}")
     deadline = time.monotonic() + float(os.environ.get(WAIT_ENV, "900"))
     while wait and status is not None and status.get("state") == "building" and time.monotonic() < deadline:
         time.sleep(2.0)
         status = _build_status(module)
-    if status is None or status.get("state") != "done":
-        state = "missing" if status is None else status.get("state")
-        tail = "" if status is None else str(status.get("error") or "")[-600:]
-        raise _unavailable(f"{module} is not importable and its build is {state}{': ' + tail if tail else ''}")
-    build_dir = os.environ[BUILD_DIR_ENV]
-    if build_dir not in sys.path:
-        sys.path.insert(0, build_dir)
-    sys.path_importer_cache.clear()
-    importlib.invalidate_caches()
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise _unavailable(f"{module} was built in {build_dir} but does not import ({exc})") from None
+    if status is not None and status.get("state") == "building":
+        raise _unavailable(f"{module} is still being built (status file in ${BUILD_DIR_ENV}); not imported half-built")
+    ext = _import_extension(module)
+    if ext is None:
+        if status is None:
+            raise _unavailable(f"cannot import {module} (no compiled module of that name on sys.path); {BUILD_HINT}")
+        if status.get("state") != "done":
+            tail = str(status.get("error") or "")[-600:]
+            raise _unavailable(f"{module} is not importable and its build is {status.get('state')}"
+                               f"{': ' + tail if tail else ''}")
+        build_dir = os.environ[BUILD_DIR_ENV]
+        if build_dir not in sys.path:
+            sys.path.insert(0, build_dir)
+        sys.path_importer_cache.clear()
+        importlib.invalidate_caches()
+        ext = _import_extension(module)
+        if ext is None:
+            raise _unavailable(f"{module} was built in {build_dir} but does not import as a compiled module")
+    _rebind(module, ext)
+    return ext
 
 
 def import_mamba_ssm(module: str):
@@ -312,8 +345,10 @@ def build(module: str, sdist_dir: Path, build_dir: Path, arch: str, jobs: int, w
         from torch.utils.cpp_extension import load
 
         # each extension in its own folder (cpp_extension writes build.ninja there: two builds at once
-        # must not share it); the finished .so is then moved into build_dir atomically
-        own = build_dir / module
+        # must not share it); the finished .so is then moved into build_dir atomically. The folder's
+        # name must not be the module's: build_dir is on sys.path, and a folder named selective_scan_cuda
+        # would import as an empty namespace package while the compiler runs.
+        own = build_dir / f"{module}.build"
         own.mkdir(exist_ok=True)
         load(name=module, sources=[str(root / s) for s in spec.sources], extra_cflags=spec.cxx_flags,
              extra_cuda_cflags=nvcc, extra_include_paths=[str(root / d) for d in spec.include_dirs],

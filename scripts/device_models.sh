@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # One device call for issue #15 (whole models): the runtime probe, then a model suite, within the deadline.
 # selective_scan_cuda compiles in the background (~150 s; causal_conv1d_cuda comes prebuilt in .prebuilt/)
-# while the suite's first entries (Hugging Face transformers, no mamba-ssm) run; the mamba-ssm entries
-# wait for the build (measure/extensions.ensure_extension). Every finished record is on disk at once.
+# while the suite's first entries (Hugging Face transformers, no mamba-ssm) run; before building a model
+# the runner waits on the status file of each build that model needs (measure/models/build.needed_extensions,
+# measure/extensions.ensure_extension), and never imports a module still being built (on 2026-12-03 the
+# build folder imported as an empty namespace package: 'selective_scan_cuda' has no 'fwd'). Every
+# finished record is on disk at once.
 usage() {
   cat <<'EOF2'
 Usage: bash scripts/device_models.sh [OPTIONS]      (on the GPU machine, with $OUT set)

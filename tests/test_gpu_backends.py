@@ -406,6 +406,38 @@ def test_ensure_extension_waits_for_a_build_in_progress(tmp_path, monkeypatch):
     assert extensions.ensure_extension("fake_ext_mod").VALUE == 42
 
 
+def test_ensure_extension_never_imports_a_build_folder_or_a_build_in_progress(tmp_path, monkeypatch):
+    """2026-12-03: the build folder $EXT/selective_scan_cuda imported as an empty namespace package while
+    the compiler ran, and mamba-ssm bound it ('no attribute fwd'). Now: wait on the status file, refuse a
+    namespace package, and give modules that bound the stand-in the real extension."""
+    import threading
+
+    monkeypatch.setenv(extensions.BUILD_DIR_ENV, str(tmp_path))
+    monkeypatch.setenv(extensions.WAIT_ENV, "20")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "fake_ns_ext").mkdir()  # what the old build layout left on sys.path
+    (tmp_path / "fake_ns_ext.status.json").write_text(json.dumps({"state": "building"}))
+    import importlib
+    stand_in = importlib.import_module("fake_ns_ext")
+    assert getattr(stand_in, "__file__", None) is None  # the trap: it imports, with nothing in it
+    binder = types.SimpleNamespace(fake_ns_ext=stand_in)
+    monkeypatch.setitem(sys.modules, "fake_binder_mod", binder)
+    monkeypatch.setitem(extensions.EXTENSION_BINDINGS, "fake_ns_ext", ("fake_binder_mod",))
+
+    def finish():
+        (tmp_path / "fake_ns_ext").rmdir()
+        (tmp_path / "fake_ns_ext.py").write_text("def fwd():\n    return 'real'\n")
+        (tmp_path / "fake_ns_ext.status.json").write_text(json.dumps({"state": "done"}))
+    timer = threading.Timer(2.5, finish)
+    timer.start()
+    try:
+        ext = extensions.ensure_extension("fake_ns_ext")
+    finally:
+        timer.join()
+        sys.modules.pop("fake_ns_ext", None)
+    assert ext.fwd() == "real" and binder.fake_ns_ext is ext
+
+
 def test_bind_causal_conv1d_fills_names_mamba_ssm_bound_as_none(monkeypatch):
 
     def fn():

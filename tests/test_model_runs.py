@@ -220,3 +220,29 @@ def test_gpu_model_runner(tmp_path):
     assert [r["phase"] for r in doc["records"]] == ["prefill", "train"]
     ok = [r for r in doc["records"] if r["status"] == "ok"]
     assert all(r["profile"]["busy_s"] > 0 for r in ok)
+
+
+def test_runtime_probe_observation_is_formatted_in_a_spec_unit():
+    """2026-12-03 on the device: the probe died formatting its torch_eager observation (kind 'duration')."""
+    from ssmbench.hwspecs.units import parse
+    from ssmbench.measure.models.runtime_probe import eager_observation
+
+    obs = eager_observation(4.27e-6)
+    assert obs["value"] == "4.27 us" and abs(parse(obs["value"], "time") - 4.27e-6) < 1e-12
+    assert obs["name"].startswith("launch.host.torch_eager")
+
+
+def test_unknown_quantity_kind_names_the_known_ones():
+    from ssmbench.hwspecs.units import format_quantity
+
+    with pytest.raises(ValueError, match="unknown quantity kind 'duration'.*time"):
+        format_quantity(1.0, "duration")
+
+
+def test_model_entries_name_the_extension_builds_they_wait_for():
+    from ssmbench.measure.models.build import HF_ATTENTION, needed_extensions
+
+    assert needed_extensions({"runner": "hf", "arch": "llama"}) == ()
+    for entry in ({"runner": "mamba_ssm"}, {"runner": "vision"}, {"runner": "graph"}, {"runner": "hf", "arch": "mamba2"}):
+        assert needed_extensions(entry) == ("selective_scan_cuda", "causal_conv1d_cuda")
+    assert HF_ATTENTION["mamba2"] == "eager"  # transformers refuses sdpa for Mamba2ForCausalLM

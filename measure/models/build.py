@@ -8,7 +8,9 @@ runner:
   are swapped into the blocks (mamba-ssm 2.3.2.post1's ``create_block`` knows Mamba1 and Mamba2 only).
   Prefill computes the last token's logits (``num_last_tokens=1``), as generation does.
 - ``hf``: ``AutoModelForCausalLM.from_config(<Llama|Qwen2|Mamba2>Config(**configs.hf_config(...)),
-  attn_implementation="sdpa")``; prefill asks for the last token's logits (``logits_to_keep=1``).
+  attn_implementation=...)``: "sdpa" for the attention models, "eager" for Mamba2 (it has no attention,
+  and transformers refuses SDPA for Mamba2ForCausalLM; the record's runtime_note says so); prefill asks
+  for the last token's logits (``logits_to_keep=1``).
 - ``vision`` / ``graph`` (``domains.py``): the mamba-ssm backbone of the workload with the domain's
   input and a pooled classifier head.
 
@@ -25,6 +27,12 @@ from ...analytic.workloads.models import get_model
 from . import configs
 
 RUNNERS = ("mamba_ssm", "hf", "vision", "graph")
+# transformers' attention implementation per architecture: SDPA where there is attention; Mamba2 has none,
+# and transformers (4.5x) refuses "sdpa" for Mamba2ForCausalLM (device run 2026-12-03), so "eager".
+HF_ATTENTION = {"mamba2": "eager"}
+HF_RUNTIME_NOTES = {"mamba2": 'attn_implementation="eager": Mamba2 has no attention layer, and transformers '
+                              'refuses "sdpa" for Mamba2ForCausalLM; the mixers take mamba-ssm\'s kernels '
+                              '(its fast path) when they import'}
 
 
 @dataclass
@@ -35,6 +43,7 @@ class Built:
     targets: Callable[[Any, Any], Any]  # (inputs, logits) -> integer targets for the loss
     library: str
     notes: list[str]
+    runtime_note: str | None = None  # how the runtime differs from the suite's name for it
 
 
 def _dtype(torch, name: str):
@@ -57,6 +66,29 @@ def mamba_ssm_ready() -> None:
 
     ensure_extension("selective_scan_cuda")
     bind_causal_conv1d()
+
+
+MAMBA_SSM_EXTENSIONS = ("selective_scan_cuda", "causal_conv1d_cuda")
+
+
+def needed_extensions(entry: dict) -> tuple[str, ...]:
+    """The compiled extensions a suite entry imports (the runner waits for their builds before building
+    the model): mamba-ssm's for its own runners and for HF Mamba2 (whose fast path takes them)."""
+    if entry["runner"] in ("mamba_ssm", "vision", "graph") or entry.get("arch") == "mamba2":
+        return MAMBA_SSM_EXTENSIONS
+    return ()
+
+
+def wait_for_extensions(entry: dict) -> float:
+    """Wait for (and import) the extensions of ``needed_extensions``; seconds waited."""
+    import time
+
+    from ..extensions import ensure_extension
+
+    t0 = time.monotonic()
+    for module in needed_extensions(entry):
+        ensure_extension(module)
+    return time.monotonic() - t0
 
 
 def build_mamba_ssm(model, device, dtype):
@@ -115,12 +147,13 @@ def build(entry: dict, device, dtype_name: str) -> Built:
                "mamba2": transformers.Mamba2Config}[arch]
         keys = {k: v for k, v in configs.hf_config(model, arch).items() if k != "model_type"}
         cfg = cls(**keys)
+        attn = HF_ATTENTION.get(arch, "sdpa")
         # built on the GPU at the model dtype (a CPU fp32 build and init of a 1B model takes many seconds)
         saved = torch.get_default_dtype()
         try:
             torch.set_default_dtype(dtype)
             with torch.device(device):
-                lm = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa")
+                lm = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation=attn)
         finally:
             torch.set_default_dtype(saved)
         lm = lm.to(device=device, dtype=dtype).eval()
@@ -138,8 +171,9 @@ def build(entry: dict, device, dtype_name: str) -> Built:
         notes = [f"attention implementation: {getattr(lm.config, '_attn_implementation', None)}"]
         if not keep:
             notes.append("this transformers version has no logits_to_keep: prefill computes every token's logits")
+        note = HF_RUNTIME_NOTES.get(arch)
         return Built(lm, forward, _lm_inputs(model.spec.vocab, device), _next_token_targets,
-                     f"transformers {transformers.__version__}", notes)
+                     f"transformers {transformers.__version__}", notes, note)
     if runner in ("vision", "graph"):
         from .domains import build_domain
         return build_domain(runner, model, entry, device, dtype)

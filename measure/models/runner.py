@@ -3,7 +3,9 @@ with energy and a kernel breakdown, one model-run file (``records.py``) under ``
 
     python -m ssmbench.measure.models.runner --suite measure/suites/models_h200.yaml --out DIR --deadline 300
 
-Per case, in this order: build the callable (``steps.py``; a CUDA graph for runtime ``cuda-graph``),
+Per entry, before its model is built: wait for the extension builds it needs (``build.needed_extensions``,
+the device script compiles them in the background; ``extensions.ensure_extension`` reads their status
+files and never imports a module still being built). Per case, in this order: build the callable (``steps.py``; a CUDA graph for runtime ``cuda-graph``),
 time it (``timing.time_call``: CUDA events, L2 flushed before each call, warm-up first, which also
 compiles and autotunes the Triton kernels), count the nn.Module calls of one eager step, read the
 energy over >= ``energy_window_s`` of back-to-back calls (``energy.energy_window``), profile
@@ -86,7 +88,7 @@ def run(suite_path: str, out: str, deadline_s: float, only: list[str] | None = N
     from .. import energy as energy_mod
     from ..environment import collect
     from ..timing import CaptureFailed
-    from .build import build, count_params
+    from .build import build, count_params, needed_extensions, wait_for_extensions
     from ..backends.base import Unavailable
     from .steps import Unsupported
 
@@ -115,6 +117,10 @@ def run(suite_path: str, out: str, deadline_s: float, only: list[str] | None = N
             try:
                 if built is None and build_error is None:
                     try:
+                        waited = wait_for_extensions(entry)  # never import a half-built extension
+                        if waited > 1.0:
+                            print(f"[{time.monotonic() - t0:6.1f} s] waited {waited:.0f} s for the builds of "
+                                  f"{', '.join(needed_extensions(entry))}", flush=True)
                         built = build(entry, device, suite.dtype)
                     except (ImportError, Unavailable) as exc:
                         build_error = ("unavailable", f"{type(exc).__name__}: {exc}")
@@ -125,6 +131,7 @@ def run(suite_path: str, out: str, deadline_s: float, only: list[str] | None = N
                 else:
                     record["library"], record["params"] = built.library, count_params(built.module)
                     record["notes"] = list(built.notes)
+                    record["runtime_note"] = built.runtime_note
                     _measure(case, built, suite, device, nv, idle["idle_power_w"] if idle else None, record)
             except Unsupported as exc:
                 record.update(status="unavailable", reason=str(exc))

@@ -48,6 +48,15 @@ def hf_module_cost(eager_s: float, host_per_forward_s: float, kernels_per_forwar
     return rest / op_calls
 
 
+def eager_observation(seconds: float) -> dict:
+    """The probe's own launch.host.torch_eager, an observation (it is the subtrahend of hf_module, not a
+    spec entry: ``ssmbench probe`` measures that one), in the time unit of the spec format."""
+    from ..probe import _observation
+
+    return _observation("launch.host.torch_eager (runtime probe)", seconds, "time",
+                        f"one-element add_, {HOST_CALLS} calls back to back, median of {HOST_REPEATS}")
+
+
 def _host(call, sync) -> float:
     import numpy as np
 
@@ -62,7 +71,7 @@ def measure(device) -> tuple[list[dict], list[dict], list[dict]]:
     import torch
 
     from .._probe_achievable import profile_gpu
-    from ..probe import _entry, _observation, failure_reason
+    from ..probe import _entry, failure_reason
 
     today = _dt.date.today()
     measured, observations, failed = [], [], []
@@ -72,8 +81,7 @@ def measure(device) -> tuple[list[dict], list[dict], list[dict]]:
 
     t = torch.zeros(1, device=device)
     eager = _host(lambda: t.add_(1.0), sync)
-    observations.append(_observation("launch.host.torch_eager (runtime probe)", eager, "duration",
-                                     f"one-element add_, {HOST_CALLS} calls back to back, median of {HOST_REPEATS}"))
+    observations.append(eager_observation(eager))
     try:
         import transformers
 
