@@ -27,7 +27,6 @@ import sys
 from pathlib import Path
 
 import yaml
-
 from ssmbench.analytic.workloads.models import get_model
 from ssmbench.analytic.workloads.report import predict
 from ssmbench.hwspecs import spec_for_device
@@ -80,7 +79,8 @@ def fragment(rows: list[dict]) -> dict:
     hb = [r for r in rows if r["runtime"] == "hf-eager" and r["host_bound"]]
     v = statistics.median(r["hf_module_s"] for r in hb)
     text = format_quantity(v, "time", digits=4)
-    assert abs(parse(text, "time") - v) <= 1e-3 * v
+    if abs(parse(text, "time") - v) > 1e-3 * v:
+        raise RuntimeError(f"{KEY}: formatted {v} as {text!r}, which does not read back")
     each = "; ".join(f"{r['key']} {r['hf_module_s'] * 1e6:.4g} us" for r in hb)
     files = sorted({Path(r["file"]).as_posix() for r in hb})
     return {"schema_version": 1, "kind": "ssmbench-runtime-probe",
@@ -100,8 +100,8 @@ def markdown(rows, ho, frag) -> str:
     m = frag["measured"][0]
     lines = ["# Host time of whole-model eager steps (measurement) and launch.host.hf_module", "",
              f"Measured {KEY} = {m['value']} (measurement; {m['method']}).", "",
-             "| record | step (measurement) | kernel time | GPU idle | launches measured / plan | module calls / plan op calls "
-             "| step / launch | plan host (achievable) | (step - plan host) / op call |", "|---|---|---|---|---|---|---|---|---|"]
+             ("| record | step (measurement) | kernel time | GPU idle | launches measured / plan | module calls / plan op calls "
+              "| step / launch | plan host (achievable) | (step - plan host) / op call |"), "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['key']} | {_ms(r['measured_s'])} | {_ms(r['busy_s'])} | {r['host_idle_share']:.0%} | "
                      f"{r['launches_measured']:.0f} / {r['launches_plan']:.0f} | {r['module_calls']} / {r['op_calls_plan']} | "
@@ -114,8 +114,8 @@ def markdown(rows, ho, frag) -> str:
                      f"{_ms(h['predicted_s'])} | {h['error']:+.1%} | {h['error_without']:+.1%} |")
     e = sorted(abs(h["error"]) for h in ho)
     if e:
-        lines += ["", f"Held-out |error|: median {statistics.median(e):.1%}, max {e[-1]:.1%} over {len(e)} records "
-                  f"(without hf_module: median {statistics.median(abs(h['error_without']) for h in ho):.1%})."]
+        lines += ["", (f"Held-out |error|: median {statistics.median(e):.1%}, max {e[-1]:.1%} over {len(e)} records "
+                       f"(without hf_module: median {statistics.median(abs(h['error_without']) for h in ho):.1%}).")]
     return "\n".join(lines) + "\n"
 
 
