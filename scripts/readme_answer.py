@@ -15,12 +15,18 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-RESULTS = REPO / "results" / "h200"
-PROFILE = RESULTS / "2026-12-02" / "calibration" / "profile.json"
+PROFILE = REPO / "results" / "h200" / "2026-12-02" / "calibration" / "profile.json"
+FOLDERS = REPO / "scripts" / "report_h200_folders.txt"  # the folders of the report, and why the others are not
 FIGURE = Path("docs") / "figures" / "report-headline.png"
 README = REPO / "README.md"
 BEGIN = "<!-- BEGIN answer: written by scripts/readme_answer.py from results/h200; do not edit by hand -->"
 END = "<!-- END answer -->"
+
+
+def folders() -> list[str]:
+    """The result folders of the H200 report, relative to the repository root (scripts/report_h200_folders.txt)."""
+    lines = (ln.strip() for ln in FOLDERS.read_text(encoding="utf-8").splitlines())
+    return [ln for ln in lines if ln and not ln.startswith("#")]
 
 
 def section() -> tuple[str, bytes]:
@@ -30,15 +36,17 @@ def section() -> tuple[str, bytes]:
     from ssmbench.figures.report.build import answer, build
     from ssmbench.hwspecs import get_spec
 
-    rep = build([RESULTS], get_spec("h200-sxm"), read_profile(PROFILE))
+    rep = build([REPO / f for f in folders()], get_spec("h200-sxm"), read_profile(PROFILE))
     verdicts = "\n".join(f"| {r.regime.title} | {r.verdict} | {r.verdict_text} |" for r in rep.regimes)
     text = "\n".join([
         BEGIN, "", answer(rep), "",
         f"![Measured speedup and energy saving against the arithmetic saving of every matched point]({FIGURE.as_posix()})",
         "", "| Regime | Verdict | Points |", "|---|---|---|", verdicts, "",
-        ("The full report, with intervals, crossovers, binding resources, figures and caveats: "
-        "`ssmbench report --results results/h200 --calibration "
-        "results/h200/2026-12-02/calibration/profile.json --out report.html`."), "", END])
+        ("The full report, with intervals, crossovers, binding resources, whole models, figures and caveats: "
+         "[results/h200/2026-12-03/report/report.md](results/h200/2026-12-03/report/report.md) (and "
+         "`report.html` beside it), written by `bash scripts/report_h200.sh`, which runs `ssmbench report "
+         f"--results {' '.join(folders())} --hw h200-sxm --calibration "
+         "results/h200/2026-12-02/calibration/profile.json`."), "", END])
     return text, plots.png(plots.headline(rep))
 
 

@@ -100,7 +100,10 @@ def test_pairs_follow_the_rule(rep):
         assert _WIDTH[s["op"]](s["dims"]) == _WIDTH[b["op"]](b["dims"]) == p.point.width
         assert graph_timed(s) == graph_timed(b)
         assert b["dims"]["G"] == rep.kv_heads
-        length = b["dims"]["S"]
+        # decode: the KV-cache length S; otherwise the sequence length L (op-level attention with S = L;
+        # the attention block has no S)
+        length = b["dims"]["S"] if b["mode"] == "decode" else b["dims"]["L"]
+        assert b["mode"] == "decode" or b["dims"].get("S", length) == length
         assert length == p.point.length and (s["mode"] == "decode" or s["dims"]["L"] == length)
         # the strongest baseline: no alternative at the point is faster
         assert all(a.time_s["median"] >= b.time_s["median"] for a in p.point.alternatives)

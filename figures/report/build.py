@@ -18,6 +18,7 @@ from .models import EnergyPredictor, Models
 from .pairs import DEFAULT_KV_HEADS, MATCHING_RULE, Matched, match
 from .regimes import GO, NO_GO, RegimeResult, Rule, evaluate, median_of
 from .stats import RunSpread, run_spread
+from .wholemodel import WholeModels, whole_models
 
 # Words of the answer's first sentence, by the median realised fraction
 PROPORTIONAL = 0.8   # at least this: "nearly proportionally"
@@ -35,6 +36,7 @@ class Report:
     regimes: list[RegimeResult]
     caveats: list[dict]
     matching_rule: str = MATCHING_RULE
+    whole: WholeModels | None = None  # the whole-model level: matched models, or why none
 
     @property
     def points(self):
@@ -61,7 +63,8 @@ def build(folders: list[str | Path], spec: Spec, profile: Profile | None = None,
             f"{kv_heads} KV heads (--kv-heads); measure/suites/matched_pairs_h200_*.yaml measure such pairs")
     spread = run_spread(matched.files, REPORT_OPS)
     results = evaluate(matched, Models(spec, profile, prefer, energy), spread, rule)
-    return Report(matched, spec, profile, rule, kv_heads, spread, results, caveats(matched, results, spread))
+    return Report(matched, spec, profile, rule, kv_heads, spread, results, caveats(matched, results, spread),
+                  whole=whole_models(folders))
 
 
 def _x(v: float) -> str:

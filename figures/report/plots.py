@@ -33,6 +33,16 @@ LENGTH_AXIS = {"prefill": "prompt length (tokens)", "decode": "KV-cache length (
                "training": "sequence length (tokens)"}
 
 
+def regime_colours(n: int) -> list:
+    """One distinct colour per regime: matplotlib's 10-colour cycle, tab20 beyond ten regimes (the cycle
+    would repeat a colour, and a marker alone does not tell two regimes of one phase apart)."""
+    if n <= 10:
+        return [f"C{i}" for i in range(n)]
+    from matplotlib import colormaps
+    cmap = colormaps["tab20"]
+    return [cmap(i % 20) for i in range(n)]
+
+
 def png(fig) -> bytes:
     """The figure as PNG bytes (no timestamp or software metadata: the same data give the same file)."""
     buf = io.BytesIO()
@@ -41,10 +51,11 @@ def png(fig) -> bytes:
 
 
 def headline(rep: Report):
-    fig, ax = new_figure(7.5, 5.5)
+    fig, ax = new_figure(8, 6)
     pts = rep.points
+    colours = regime_colours(len(rep.regimes))
     for i, rr in enumerate(rep.regimes):
-        c, m = f"C{i % 10}", PHASE_MARKERS[rr.regime.phase]
+        c, m = colours[i], PHASE_MARKERS[rr.regime.phase]
         x = [p.flop_ratio for p in rr.points]
         ax.scatter(x, [p.time.value for p in rr.points], color=c, marker=m, s=30, zorder=3,
                    label=f"{rr.regime.short}: time")
@@ -63,7 +74,8 @@ def headline(rep: Report):
     ax.set_title(f"Do arithmetic savings become speed and energy savings? {rep.matched.device}, matched pairs",
                  fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left")
+    # below the axes: inside, the legend hid the decode points of the upper left
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, frameon=False)
     return fig
 
 

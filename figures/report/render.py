@@ -17,6 +17,7 @@ from ...hwspecs.units import format_si
 from . import plots, stats
 from .build import Report, answer
 from .regimes import GO, NO_GO, PointResult, RegimeResult
+from .wholemodel import MAX_PARAM_RATIO
 
 TITLE = "Do GPUs turn an SSM's arithmetic savings into proportional speed and energy gains?"
 
@@ -147,6 +148,24 @@ def crossover_table(rr: RegimeResult) -> Table:
     return Table(headers, rows)
 
 
+def whole_model_blocks(rep: Report) -> list:
+    w = rep.whole
+    b: list = [("h2", "whole-models", "Whole models")]
+    if w is None or not w.pairs:
+        return b + [("p", "Whole-model matched pairs were not measured: " + (w.why_none if w else "not read") + ". "
+                          "The op and block regimes above are the matched comparison; whole-model records without "
+                          "a partner are summarised by ssmbench characterize.")]
+    rows = [[p.phase, p.runtime, str(p.batch), f"{p.seqlen:,}", html.escape(p.ssm["model"]),
+             format_si(p.ssm["time_s"]["median"], "s"), html.escape(p.attention["model"]),
+             format_si(p.attention["time_s"]["median"], "s"), f"{p.time_ratio:.3g}x",
+             f"{p.energy_ratio:.3g}x" if p.energy_ratio else "not measured on both sides"] for p in w.pairs]
+    return b + [("p", (f"An SSM model and an attention model at the same d_model, parameter counts within "
+                       f"{MAX_PARAM_RATIO:g}x, measured in the same phase, runtime, batch and length.")),
+                Table(["Phase", "Runtime", "Batch", "Length (tokens)", "SSM model", "SSM time (measurement, median)",
+                       "Attention model", "Attention time (measurement, median)", "Time ratio (measurement, x)",
+                       "Energy ratio (measurement, x)"], rows)]
+
+
 def blocks(rep: Report) -> list:
     b: list = [("answer", answer(rep))]
     b.append(Figure("headline", plots.png(plots.headline(rep)),
@@ -174,6 +193,7 @@ def blocks(rep: Report) -> list:
                      "Dashed: FLOP ratio (analytic count); solid: time ratio predicted by the calibrated estimate; "
                      "dotted: time ratio of the analytic bounds; points: measured time ratios with their intervals; "
                      "hollow diamonds: measured energy ratios.")]
+    b += whole_model_blocks(rep)
     b += [("h2", "figures", "Roofline and energy"),
           Figure("roofline", plots.png(plots.roofline(rep)), f"Roofline of {rep.spec.id} with the measured pairs",
                  "Every paired record at its measured rate (analytic FLOPs over measured median time) against its "
