@@ -49,6 +49,9 @@ from .placement import persistent_level
 from .precision import Precision, as_precision
 
 NCOL = len(WORK_COLUMNS)
+_PROJECTIONS: dict[tuple, object] = {}
+_ACHIEVABLE_TABLES: dict[str, object] = {}
+CACHE_LIMIT = 256  # entries per cache; a full cache is emptied (specs are few; this bounds memory)
 FAST = "plain-Python one-point path"
 GENERAL = "general path (evaluate.analyze)"
 
@@ -94,6 +97,22 @@ def _scalar_fn(op: str, impl: str, mode: str, dtype: str, state: str | None, kv:
     cost = symbolic_cost(op, impl, mode, dtype, state, kv)
     terms = cost.terms()
     return sp.lambdify([SYMBOLS[d] for d in dims], [terms[k] for k in terms], modules="math", cse=True)
+
+
+_PLANS: dict[tuple, tuple] = {}
+
+
+def point_plan(calls: tuple[OpCall, ...], prec: Precision) -> _PointPlan:
+    """``compile_point_plan`` cached on the identity of ``calls`` (``phases.plan`` returns the same
+    tuple of frozen op calls for the same arguments; the entry keeps the tuple, so its id cannot be
+    reused while the entry lives): no hashing of every op call per analysis."""
+    key = (id(calls), prec)
+    hit = _PLANS.get(key)
+    if hit is None or hit[0] is not calls:
+        if len(_PLANS) >= CACHE_LIMIT:
+            _PLANS.clear()
+        hit = _PLANS[key] = (calls, compile_point_plan(calls, prec), {})
+    return hit
 
 
 @functools.lru_cache(maxsize=1024)
@@ -155,9 +174,6 @@ class _Proj:
     unbounded: tuple  # per resource: columns whose work leaves it unbounded
 
 
-_PROJECTIONS: dict[tuple, _Proj] = {}
-_ACHIEVABLE_TABLES: dict[str, object] = {}
-CACHE_LIMIT = 256  # entries per cache; a full cache is emptied (specs are few; this bounds memory)
 
 
 def _projection(key: bytes, table: SpecTable, s: int, launch: str, bytes_basis: str) -> _Proj:
@@ -214,6 +230,98 @@ def bound_of(work: list[list[float]], pj: _Proj) -> tuple[float, float, int, lis
                 unb[r] = True
     bottleneck = -1 if math.isnan(time) else shares.index(max(shares))
     return time, total, bottleneck, shares, tuple(r for r, u in zip(RESOURCES, unb) if u)
+
+
+def _dim_src(var, mult, step, minus=0, cap=None) -> str:
+    """``_dim`` as a Python expression over the grid variables (same operations, same order)."""
+    if var is None:
+        return repr(mult)
+    v = var
+    if step != 1:
+        v = f"float(_ceil({v} / {step!r}) * {step!r})"
+    if minus:
+        v = f"max({v} - {minus!r}, 0.0)"
+    if cap is not None:
+        v = f"float(min({v}, {cap!r}))"
+    return f"({v}) * {mult!r}"
+
+
+def _merged(calls: tuple[_PCall, ...]) -> list[_PCall]:
+    """Calls with the same cost function on the same dimensions, merged (first one's place and label;
+    additive columns at the summed count): their work differs only by the count, so the sum of their
+    bounds is the bound of the merged call, to rounding (a few ulps)."""
+    groups: dict[tuple, list[_PCall]] = {}
+    for c in calls:
+        groups.setdefault((id(c.fn), c.args, tuple((ti, col) for ti, col, _ in c.cols)), []).append(c)
+    out = []
+    for group in groups.values():
+        first = group[0]
+        cols = tuple((ti, col, sum(g.cols[n][2] for g in group) if ADDITIVE[col] else m)
+                     for n, (ti, col, m) in enumerate(first.cols))
+        out.append(_PCall(first.fn, first.args, cols, first.checks, first.label))
+    return out
+
+
+def generate(pp: _PointPlan, pj: _Proj, phase: str):
+    """One straight-line Python function ``f(batch, length) -> (time, sum, shares, unbounded)`` for a
+    compiled plan projected on one spec: ``plan_work`` and ``bound_of`` unrolled over the plan's calls,
+    with the projection's constants (``_Proj``, read off ``project_work``) written in. Only the columns
+    a call's cost fills appear; a resource none of them feeds has time 0 and is left out of its max."""
+    nr = len(RESOURCES)
+    env: dict = {"_ceil": math.ceil, "_nan": math.nan, "AnalyticError": AnalyticError}
+    lines = ["def point(batch, length):",
+             f"    tokens = {'1.0' if phase == 'decode' else 'length'}",
+             "    keys = length",
+             "    time = 0.0",
+             "    total = 0.0"]
+    lines += [f"    s{r} = 0.0" for r in range(nr)] + [f"    u{r} = False" for r in range(nr)]
+    for i, c in enumerate(_merged(pp.calls)):
+        env[f"f{i}"] = c.fn
+        args = [f"a{i}_{k}" for k in range(len(c.args))]
+        lines += [f"    {a} = {_dim_src(*parts)}" for a, parts in zip(args, c.args)]
+        for n, (who, k, pos) in enumerate(c.checks):
+            env[f"k{i}_{n}"] = k.check
+            env[f"m{i}_{n}"] = f"{c.label}: {who}: {k.message}"
+            lines.append(f"    if not k{i}_{n}({', '.join(args[p] for p in pos)}):")
+            lines.append(f"        raise AnalyticError(m{i}_{n})")
+        cols: dict[int, list[str]] = {}
+        for ti, col, m in c.cols:
+            cols.setdefault(col, []).append(f"v[{ti}] * {m!r}")
+        body = [f"v = f{i}({', '.join(args)})"]
+        body += [f"w{j} = {' + '.join(terms)}" for j, terms in cols.items()]
+        present = []
+        for r, cf in enumerate(pj.coef):
+            terms = [f"{a!r} * w{j}" for j, a in cf if j in cols]
+            if terms:
+                body.append(f"r{r} = {' + '.join(terms)}")
+                present.append(r)
+        work = [j for j in pj.work_cols if j in cols]
+        if present:
+            body.append(f"top = max({', '.join(f'r{r}' for r in present)})" if len(present) > 1 else f"top = r{present[0]}")
+            body.append(f"total += {' + '.join(f'r{r}' for r in present)}")
+            body.append("if top > 0:")
+            body.append("    time += top")
+            for n, r in enumerate(present):
+                body.append(f"    {'if' if n == 0 else 'elif'} r{r} == top:")
+                body.append(f"        s{r} += top")
+            if work:
+                body.append(f"elif {' or '.join(f'w{j} > 0' for j in work)}:")
+                body.append("    time = _nan")
+        elif work:
+            body.append(f"if {' or '.join(f'w{j} > 0' for j in work)}:")
+            body.append("    time = _nan")
+        for r, unb in enumerate(pj.unbounded):
+            here = [j for j in unb if j in cols]
+            if here:
+                body.append(f"if {' or '.join(f'w{j} > 0' for j in here)}:")
+                body.append(f"    u{r} = True")
+        runs = " and ".join(f"{a} > 0" for a in args) or "True"
+        lines.append(f"    if {runs}:")
+        lines += [f"        {b}" for b in body]
+    lines.append(f"    return time, total, [{', '.join(f's{r}' for r in range(nr))}], "
+                 f"({', '.join(f'u{r}' for r in range(nr))},)")
+    exec(compile("\n".join(lines), f"<point plan of {len(pp.calls)} calls>", "exec"), env)  # noqa: S102
+    return env["point"]
 
 
 def _achievable_table(spec):
@@ -286,17 +394,24 @@ def analyze_point(model: Model, phase: str, table: SpecTable, batch: float, leng
     if force_general or energy or resident:
         return _general(model, phase, table, batch, length, kw, achievable, energy)
     prec = as_precision(dtype)
-    pp = compile_point_plan(plan(model, phase, impls, recompute, logits), prec)
+    _, pp, generated = point_plan(plan(model, phase, impls, recompute, logits), prec)
     batch, length = float(batch), float(length)
-    work = plan_work(pp, phase, batch, length)
     key = _table_key(table)
     tokens = batch * (length if phase != "decode" else 1.0)
+    work = plan_work(pp, phase, batch, length) if achievable else None
     out = []
     for s, sc in enumerate(table.specs):
-        t, ssum, b, shares, unb = bound_of(work, _projection(key, table, s, launch, bytes_basis))
+        gk = (key, s, launch, bytes_basis, phase)
+        fn = generated.get(gk)
+        if fn is None:
+            if len(generated) >= CACHE_LIMIT:
+                generated.clear()
+            fn = generated[gk] = generate(pp, _projection(key, table, s, launch, bytes_basis), phase)
+        t, ssum, shares, unb = fn(batch, length)
+        b = -1 if math.isnan(t) else shares.index(max(shares))
         ach = step_achievable(pp, work, sc.spec, launch, phase) if achievable else None
         out.append(PointResult(sc.spec.id, t, ssum, None if b < 0 else RESOURCES[b], dict(zip(RESOURCES, shares)),
-                               unb, tokens, ach, FAST))
+                               tuple(r for r, u in zip(RESOURCES, unb) if u), tokens, ach, FAST))
     return tuple(out)
 
 
