@@ -86,3 +86,29 @@ def test_edited_spec_does_not_reuse_stale_constants():
     (general,) = analyze_point(model, "decode", SpecTable.of([faster]), 1, 4096, achievable=True, force_general=True)
     assert after.time_s < before.time_s and after.achievable["time_s"] < before.achievable["time_s"]
     assert not _same(after, general)
+
+
+def test_spec_table_is_an_immutable_snapshot():
+    """The caches key on the table itself: its arrays and mappings cannot be changed in place."""
+    import numpy as np
+
+    table = SpecTable.of([get_spec("h200-sxm")])
+    with pytest.raises(ValueError):
+        table.inv_dram[0] = 1.0
+    with pytest.raises(TypeError):
+        table.known["dram"] = np.array([False])
+    with pytest.raises(ValueError):
+        table.launch_s["eager"][0] = 0.0
+
+
+def test_api_point_matches_the_general_path():
+    from ssmbench.api import point, spec_table
+
+    table = spec_table("h200-sxm")
+    assert spec_table("h200-sxm") is table  # cached on the spec's content
+    fast = point("mamba2-2.7b", hw=table, phase="prefill", batch=2, seqlen=2048, achievable=True)
+    (general,) = analyze_point(get_model("mamba2-2.7b"), "prefill", table, 2, 2048, achievable=True,
+                               force_general=True)
+    assert fast.path == FAST and not _same(fast, general)
+    with pytest.raises(ValueError, match="unknown option"):
+        point("mamba2-2.7b", hw=table, phase="prefill", batch=2, seqlen=2048, dtyp="bf16")

@@ -24,9 +24,10 @@ Where it does not apply, ``analyze_point`` takes the general path (``analyze`` p
 ``report.achievable_rows``) and says so in ``PointResult.path``: a spec with a persistent on-chip level
 in decode (``placement.py`` moves state bytes there), or ``energy=True``. Caches: the compiled plan is
 keyed on the plan's (frozen) op calls and the precision, as ``compile_plan``; the projection constants
-on the content of the spec table's ceiling arrays plus the launch regime and bytes basis; the
-achievable table on the spec's JSON content. An edited spec or table therefore never reuses stale
-constants.
+and the generated function on the spec table (an immutable snapshot: ``roofline.SpecTable`` keeps
+read-only private copies of its arrays), the spec's index, the launch regime, the bytes basis and the
+phase; the achievable table on the spec's JSON content. An edited spec needs a new table, which gets
+its own constants: nothing stale is reused.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from .placement import persistent_level
 from .precision import Precision, as_precision
 
 NCOL = len(WORK_COLUMNS)
-_PROJECTIONS: dict[tuple, object] = {}
+_PROJECTIONS: dict[tuple, object] = {}  # keyed on id(table) and the table, so that the id stays its own
 _ACHIEVABLE_TABLES: dict[str, object] = {}
 CACHE_LIMIT = 256  # entries per cache; a full cache is emptied (specs are few; this bounds memory)
 FAST = "plain-Python one-point path"
@@ -176,16 +177,17 @@ class _Proj:
 
 
 
-def _projection(key: bytes, table: SpecTable, s: int, launch: str, bytes_basis: str) -> _Proj:
+def _projection(table: SpecTable, s: int, launch: str, bytes_basis: str) -> _Proj:
     """The linear map of ``project_work`` for spec ``s``, read off the unit work vectors; cached on
-    the content of the table's ceiling arrays (``_table_key``), the spec's index, launch and basis."""
-    ck = (key, s, launch, bytes_basis)
+    the table (an immutable snapshot, by identity: the entry keeps the table, so that its id is not
+    reused while the entry lives), the spec's index, launch and basis."""
+    ck = (id(table), s, launch, bytes_basis)
     hit = _PROJECTIONS.get(ck)
-    if hit is None:
+    if hit is None or hit[0] is not table:
         if len(_PROJECTIONS) >= CACHE_LIMIT:
             _PROJECTIONS.clear()
-        hit = _PROJECTIONS[ck] = _make_projection(table, s, launch, bytes_basis)
-    return hit
+        hit = _PROJECTIONS[ck] = (table, _make_projection(table, s, launch, bytes_basis))
+    return hit[1]
 
 
 def _make_projection(table: SpecTable, s: int, launch: str, bytes_basis: str) -> _Proj:
@@ -201,12 +203,6 @@ def _make_projection(table: SpecTable, s: int, launch: str, bytes_basis: str) ->
     # a column is work (project_work's some_work) when alone it gets a bound or is left without one
     work_cols = tuple(j for j in range(NCOL) if np.isnan(p.bound[0, j]) or p.bottleneck[0, j] >= 0)
     return _Proj(coef, work_cols, unbounded)
-
-
-def _table_key(table: SpecTable) -> bytes:
-    parts = [table.inv_tensor, table.known_tensor, table.inv_vector, table.inv_sfu, table.inv_dram, table.inv_cache]
-    parts += [table.launch_s[k] for k in sorted(table.launch_s)] + [table.known[k] for k in sorted(table.known)]
-    return b"".join(np.ascontiguousarray(a).tobytes() for a in parts) + repr(sorted(table.known)).encode()
 
 
 def bound_of(work: list[list[float]], pj: _Proj) -> tuple[float, float, int, list[float], tuple[str, ...]]:
@@ -396,18 +392,17 @@ def analyze_point(model: Model, phase: str, table: SpecTable, batch: float, leng
     prec = as_precision(dtype)
     _, pp, generated = point_plan(plan(model, phase, impls, recompute, logits), prec)
     batch, length = float(batch), float(length)
-    key = _table_key(table)
     tokens = batch * (length if phase != "decode" else 1.0)
     work = plan_work(pp, phase, batch, length) if achievable else None
     out = []
     for s, sc in enumerate(table.specs):
-        gk = (key, s, launch, bytes_basis, phase)
-        fn = generated.get(gk)
-        if fn is None:
+        gk = (id(table), s, launch, bytes_basis, phase)
+        hit = generated.get(gk)
+        if hit is None or hit[0] is not table:
             if len(generated) >= CACHE_LIMIT:
                 generated.clear()
-            fn = generated[gk] = generate(pp, _projection(key, table, s, launch, bytes_basis), phase)
-        t, ssum, shares, unb = fn(batch, length)
+            hit = generated[gk] = (table, generate(pp, _projection(table, s, launch, bytes_basis), phase))
+        t, ssum, shares, unb = hit[1](batch, length)
         b = -1 if math.isnan(t) else shares.index(max(shares))
         ach = step_achievable(pp, work, sc.spec, launch, phase) if achievable else None
         out.append(PointResult(sc.spec.id, t, ssum, None if b < 0 else RESOURCES[b], dict(zip(RESOURCES, shares)),
