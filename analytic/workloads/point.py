@@ -26,7 +26,7 @@ in decode (``placement.py`` moves state bytes there), or ``energy=True``. Caches
 keyed on the plan's (frozen) op calls and the precision, as ``compile_plan``; the projection constants
 and the generated function on the spec table (an immutable snapshot: ``roofline.SpecTable`` keeps
 read-only private copies of its arrays), the spec's index, the launch regime, the bytes basis and the
-phase; the achievable table on the spec's JSON content. An edited spec needs a new table, which gets
+phase; the achievable table likewise, built from the table's spec. An edited spec needs a new table, which gets
 its own constants: nothing stale is reused.
 """
 
@@ -51,7 +51,7 @@ from .precision import Precision, as_precision
 
 NCOL = len(WORK_COLUMNS)
 _PROJECTIONS: dict[tuple, object] = {}  # keyed on id(table) and the table, so that the id stays its own
-_ACHIEVABLE_TABLES: dict[str, object] = {}
+_ACHIEVABLE_TABLES: dict[tuple, object] = {}
 CACHE_LIMIT = 256  # entries per cache; a full cache is emptied (specs are few; this bounds memory)
 FAST = "plain-Python one-point path"
 GENERAL = "general path (evaluate.analyze)"
@@ -320,24 +320,26 @@ def generate(pp: _PointPlan, pj: _Proj, phase: str):
     return env["point"]
 
 
-def _achievable_table(spec):
-    """``AchievableTable.of([spec])``, cached on the spec's content (its JSON)."""
+def _achievable_table(table: SpecTable, s: int):
+    """``AchievableTable.of`` of spec ``s`` of ``table``, cached with the table (an immutable snapshot,
+    by identity): built from the table's spec on first use."""
     from ..achievable import AchievableTable
-    key = spec.model_dump_json()
+    key = (id(table), s)
     hit = _ACHIEVABLE_TABLES.get(key)
-    if hit is None:
+    if hit is None or hit[0] is not table:
         if len(_ACHIEVABLE_TABLES) >= CACHE_LIMIT:
             _ACHIEVABLE_TABLES.clear()
-        hit = _ACHIEVABLE_TABLES[key] = AchievableTable.of([spec], "measured")
-    return hit
+        hit = _ACHIEVABLE_TABLES[key] = (table, AchievableTable.of([table.specs[s].spec], "measured"))
+    return hit[1]
 
 
-def step_achievable(pp: _PointPlan, work: list[list[float]], spec, launch: str, phase: str) -> dict:
+def step_achievable(pp: _PointPlan, work: list[list[float]], table: SpecTable, s: int, launch: str,
+                    phase: str) -> dict:
     """The step's achievable estimate as ``report.achievable_rows`` (no runtime, state in DRAM), from one
     ``achievable_work`` call over the plan's calls."""
     from ..achievable import CLASSES, achievable_work, host_cost
 
-    table = _achievable_table(spec)
+    table = _achievable_table(table, s)
     w = np.array(work).T  # [n_cols, n_calls]
     a = achievable_work(w, table, tf32=pp.tf32, serial=pp.serial, launch=launch, graph_replays=0.0,
                         mma_sync=pp.mma_sync)
@@ -404,7 +406,7 @@ def analyze_point(model: Model, phase: str, table: SpecTable, batch: float, leng
             hit = generated[gk] = (table, generate(pp, _projection(table, s, launch, bytes_basis), phase))
         t, ssum, shares, unb = hit[1](batch, length)
         b = -1 if math.isnan(t) else shares.index(max(shares))
-        ach = step_achievable(pp, work, sc.spec, launch, phase) if achievable else None
+        ach = step_achievable(pp, work, table, s, launch, phase) if achievable else None
         out.append(PointResult(sc.spec.id, t, ssum, None if b < 0 else RESOURCES[b], dict(zip(RESOURCES, shares)),
                                tuple(r for r, u in zip(RESOURCES, unb) if u), tokens, ach, FAST))
     return tuple(out)
