@@ -381,10 +381,9 @@ def analyze(model: Model, phase: str, table: SpecTable, batch: Sequence[int], le
     fits = ~(in_dram > cap)  # unknown capacity (NaN) compares False: not flagged
     tokens = b * (ln if phase != "decode" else 1) + np.zeros(shape)
 
-    not_bounded = []
-    for s in range(len(table.specs)):
-        names = [r for r in RESOURCES if bool(proj.unbounded[r][s].any())]
-        not_bounded.append(names)
+    n_specs = len(table.specs)
+    unbounded = np.stack([proj.unbounded[r].reshape(n_specs, -1).any(axis=1) for r in RESOURCES], axis=1).tolist()
+    not_bounded = [[r for r, u in zip(RESOURCES, row) if u] for row in unbounded]
     res = GridResult(model, phase, prec.dtype, launch, bytes_basis, table, np.asarray(batch), np.asarray(length),
                      time_s, sum_s, bottleneck, shares, mem, total, fits, ~np.isnan(table.dram_bytes),
                      tokens, not_bounded, precision=prec, residency=residency)
