@@ -22,7 +22,8 @@ numbers for one point with Python floats, from the same sources:
 
 Where it does not apply, ``analyze_point`` takes the general path (``analyze`` plus
 ``report.achievable_rows``) and says so in ``PointResult.path``: a spec with a persistent on-chip level
-in decode (``placement.py`` moves state bytes there), or ``energy=True``. Caches: the compiled plan is
+in decode (``placement.py`` moves state bytes there). Memory by class, capacity and energy are not
+computed here (``analyze`` and ``predict`` have them). Caches: the compiled plan is
 keyed on the plan's (frozen) op calls and the precision, as ``compile_plan``; the projection constants
 and the generated function on the spec table (an immutable snapshot: ``roofline.SpecTable`` keeps
 read-only private copies of its arrays), the spec's index, the launch regime, the bytes basis and the
@@ -358,9 +359,9 @@ def step_achievable(pp: _PointPlan, work: list[list[float]], table: SpecTable, s
             "bottleneck": "host/launch" if host >= gpu else max(by_class, key=by_class.get)}
 
 
-def _general(model, phase, table, batch, length, kw, achievable, energy) -> tuple[PointResult, ...]:
+def _general(model, phase, table, batch, length, kw, achievable) -> tuple[PointResult, ...]:
     from .report import achievable_rows
-    res = analyze(model, phase, table, [batch], [length], keep_calls=achievable, energy=energy, **kw)
+    res = analyze(model, phase, table, [batch], [length], keep_calls=achievable, **kw)
     out = []
     for s, sc in enumerate(table.specs):
         t, ssum = float(res.time_s[s, 0, 0]), float(res.sum_s[s, 0, 0])
@@ -380,7 +381,7 @@ def _general(model, phase, table, batch, length, kw, achievable, energy) -> tupl
 def analyze_point(model: Model, phase: str, table: SpecTable, batch: float, length: float, *,
                   dtype: str | Precision = "bf16", launch: str | None = None, bytes_basis: str = "executed",
                   impls: dict | None = None, recompute: bool = False, logits: str = "last",
-                  achievable: bool = False, energy: bool = False, force_general: bool = False
+                  achievable: bool = False, force_general: bool = False
                   ) -> tuple[PointResult, ...]:
     """``analyze(model, phase, table, [batch], [length], ...)`` at one point: one ``PointResult`` per
     spec of ``table``. ``achievable``: add the step's achievable estimate (``report.achievable_rows``).
@@ -389,8 +390,8 @@ def analyze_point(model: Model, phase: str, table: SpecTable, batch: float, leng
     launch = launch or ("graph" if phase == "decode" else "eager")
     kw = {"dtype": dtype, "launch": launch, "bytes_basis": bytes_basis, "impls": impls, "recompute": recompute, "logits": logits}
     resident = phase == "decode" and any(persistent_level(sc)[0] is not None for sc in table.specs)
-    if force_general or energy or resident:
-        return _general(model, phase, table, batch, length, kw, achievable, energy)
+    if force_general or resident:
+        return _general(model, phase, table, batch, length, kw, achievable)
     prec = as_precision(dtype)
     _, pp, generated = point_plan(plan(model, phase, impls, recompute, logits), prec)
     batch, length = float(batch), float(length)
