@@ -37,8 +37,9 @@ many specs at once; ``project`` is the one-op, one-spec form with labels, built 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Literal, Sequence
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
+from typing import Any, Literal, Mapping, Sequence
 
 import numpy as np
 
@@ -147,6 +148,12 @@ class SpecCeilings:
         return min(known, key=lambda c: c.value) if known else None
 
 
+def _frozen_array(a) -> np.ndarray:
+    out = np.array(a, copy=True)
+    out.setflags(write=False)
+    return out
+
+
 def _inv(c: Ceiling | None) -> float:
     return 0.0 if c is None or c.value is None else 1.0 / c.value
 
@@ -157,6 +164,10 @@ class SpecTable:
 
     ``inv_*`` hold 1/ceiling (s per unit of work), 0 where unknown; ``known_*`` say which are known.
     Arrays have shape [n_specs].
+
+    A table is an immutable snapshot: its arrays are private read-only copies and its mappings
+    read-only, so caches may key on the table itself (``workloads/point.py``) without risk of stale
+    constants; a changed spec needs a new table (``SpecTable.of``, or ``dataclasses.replace``).
     """
 
     specs: tuple[SpecCeilings, ...]
@@ -170,6 +181,14 @@ class SpecTable:
     known: dict[str, np.ndarray]  # per resource name (and 'tensor.<dtype>')
     on_chip_bytes: np.ndarray  # NaN where unknown
     dram_bytes: np.ndarray  # NaN where unknown
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, np.ndarray):
+                object.__setattr__(self, f.name, _frozen_array(v))
+            elif isinstance(v, Mapping):
+                object.__setattr__(self, f.name, MappingProxyType({k: _frozen_array(a) for k, a in v.items()}))
 
     @classmethod
     def of(cls, specs: Sequence[Spec], prefer: Prefer = "measured") -> "SpecTable":

@@ -3,10 +3,13 @@
 Prints, best of ``--repeats`` runs (wall time, and the process's CPU time: on a shared machine the CPU
 time is the better figure of what one core does):
 
-- one-point analyses per second: ``analyze`` of one (model, phase, batch, length) point on one spec,
-  the plan compiled and cached (the second and later calls), as ``predict`` and the Python API make
-  it. Reference: LLM-Viewer's per-layer Python roofline of a transformer, ~27,000 analyses/s on one
-  core (issue #17).
+- one-point analyses per second, two paths over the same (model, phase, batch, length) point on one
+  spec, the plan compiled and cached (the second and later calls): the plain-Python path
+  (``workloads/point.analyze_point``: time bound, bottleneck, shares; ``ssmbench.api.point``) and the
+  general numpy path (``analyze`` of a 1 x 1 grid, which also gives memory by class and capacity);
+  and the fast path with the step's achievable estimate. Reference: LLM-Viewer's per-layer Python
+  roofline of a transformer, ~27,000 analyses/s on one core (issue #17). The machine may be shared
+  (2 cores here): the best run and CPU time are the figures of one core.
 - explore: design points per second for 10^6 design points x one workload (target: <= 2 s).
 - require: seconds to solve one workload's requirements and design.
 
@@ -29,6 +32,7 @@ from ssmbench.analytic.design.step import Workload, WorkloadWork, evaluate
 from ssmbench.analytic.roofline import SpecTable
 from ssmbench.analytic.workloads.evaluate import analyze
 from ssmbench.analytic.workloads.models import get_model
+from ssmbench.analytic.workloads.point import analyze_point
 from ssmbench.hwspecs import get_spec
 
 ONE_POINT_TARGET = 27_000  # analyses/s (LLM-Viewer on one core, issue #17)
@@ -51,7 +55,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--points", type=int, default=1_000_000, help="design points for explore")
-    ap.add_argument("--calls", type=int, default=300, help="one-point analyses per timed run")
+    ap.add_argument("--calls", type=int, default=2000, help="one-point analyses per timed run")
     args = ap.parse_args()
     print(f"measurement on this machine ({platform.machine()}, {os.cpu_count()} CPUs, Python "
           f"{platform.python_version()}), one thread; best of {args.repeats} runs, wall and CPU time")
@@ -60,11 +64,17 @@ def main() -> None:
     for model, phase, batch, length in (("llama-3-8b", "decode", 1, 4096), ("mamba2-2.7b", "decode", 64, 32768),
                                         ("jamba-v0.1", "prefill", 1, 8192)):
         m = get_model(model)
-        analyze(m, phase, table, [batch], [length])  # compile and cache the plan
-        w, c = best(lambda m=m, p=phase, b=batch, n=length: [analyze(m, p, table, [b], [n]) for _ in range(args.calls)],
-                    args.repeats)
-        print(f"one-point analyze, {model} {phase}: {args.calls / w:,.0f} analyses/s wall, {args.calls / c:,.0f} "
-              f"CPU (reference {ONE_POINT_TARGET:,}/s: {'met' if args.calls / c >= ONE_POINT_TARGET else 'NOT met'})")
+        pt = (m, phase, table, batch, length)
+        paths = (("plain-Python path (analyze_point)", lambda pt=pt: analyze_point(*pt)),
+                 ("plain-Python path + achievable estimate", lambda pt=pt: analyze_point(*pt, achievable=True)),
+                 ("general numpy path (analyze, 1 x 1 grid)",
+                  lambda pt=pt: analyze(pt[0], pt[1], pt[2], [pt[3]], [pt[4]])))
+        for name, fn in paths:
+            fn()  # compile and cache the plan
+            w, c = best(lambda fn=fn: [fn() for _ in range(args.calls)], args.repeats)
+            print(f"one-point {model} {phase} (batch {batch}, length {length}), {name}: {args.calls / w:,.0f} "
+                  f"analyses/s wall, {args.calls / c:,.0f} CPU (reference {ONE_POINT_TARGET:,}/s: "
+                  f"{'met' if args.calls / c >= ONE_POINT_TARGET else 'NOT met'})")
     m = get_model("mamba2-2.7b")
     ww = WorkloadWork.of(Workload(m, "decode", 64, 32768), spec)
     designs = space.Designs.of(spec, space.samples(space.parse_vary([VARY], spec), args.points))

@@ -3,7 +3,7 @@
 Subpackages: ``hwspecs`` (hardware specs), ``analytic`` (symbolic costs and roofline), ``measure``
 (kernel timings and energy on real GPUs), ``calibrate`` (fits of measured vs predicted), ``figures``.
 
-The Python API (``ssmbench.api``; README, "Python API"): ``predict``, ``sweep``, ``cost``,
+The Python API (``ssmbench.api``; README, "Python API"): ``predict``, ``point`` (a fast one-point bound), ``spec_table``, ``sweep``, ``cost``,
 ``energy``, ``get_spec``, ``get_model`` and the ``Prediction`` result. They are imported on first use, so that
 ``import ssmbench`` stays cheap (no numpy, sympy or torch) for the CLI and for tools that only read
 ``__version__``.
@@ -11,7 +11,7 @@ The Python API (``ssmbench.api``; README, "Python API"): ``predict``, ``sweep``,
 
 __version__ = "0.1.0"
 
-API = ("predict", "sweep", "cost", "energy", "get_spec", "get_model", "Prediction")
+API = ("predict", "point", "spec_table", "sweep", "cost", "energy", "get_spec", "get_model", "Prediction")
 __all__ = ["__version__", *API]
 
 

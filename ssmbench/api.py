@@ -169,6 +169,47 @@ def predict(model, *, hw, phase: str, batch: int, seqlen: int, context: int | No
     return Prediction.from_dict(json_data(data))
 
 
+POINT_OPTIONS = ("dtype", "kv_dtype", "state_dtype", "prefer", "launch", "bytes_basis", "impls", "recompute", "logits")
+_TABLES: dict = {}
+
+
+def spec_table(hw, prefer: str = "measured"):
+    """The ceilings of one spec (id, file or ``Spec``) as a ``SpecTable``, cached on the spec's content
+    (its JSON) and ``prefer``: an edited spec gets its own table. Building it once and passing it to
+    ``point`` saves the content hash (~0.1 ms) per call."""
+    from .analytic.roofline import SpecTable
+    spec = get_spec(hw)
+    key = (spec.model_dump_json(), prefer)
+    if key not in _TABLES:
+        if len(_TABLES) >= 64:
+            _TABLES.clear()
+        _TABLES[key] = SpecTable.of([spec], prefer)
+    return _TABLES[key]
+
+
+def point(model, *, hw, phase: str, batch: int, seqlen: int, achievable: bool = False, **options):
+    """The analytic bound of one (model, phase, batch, seqlen) point, fast: ``analytic/workloads/point.py``
+    (a plain-Python function generated per plan and spec), equal to ``analyze`` and
+    ``report.achievable_rows`` to 1e-12 (tests/test_point_fast.py). Returns a ``PointResult``: time_s
+    and sum_s (analytic bound, s; NaN where no bound), bottleneck, shares_s, not_bounded, tokens, and with
+    ``achievable=True`` the step's achievable estimate (time_s, host_s, gpu_s, bottleneck). No memory,
+    capacity or energy (``predict`` has them). seqlen: prompt (prefill), sequence (train) or context
+    (decode) length. hw: a spec id, file or ``Spec``, or a ``SpecTable`` of one spec (``spec_table``).
+    options: ``POINT_OPTIONS`` with ``predict``'s defaults. Where the plain-Python path does not apply
+    (decode on a spec with a persistent on-chip level) the general path computes it (``path`` says)."""
+    from .analytic.roofline import SpecTable
+    from .analytic.workloads.point import analyze_point
+    from .analytic.workloads.precision import Precision
+
+    opts = {"dtype": "bf16", "prefer": "measured", **_options(options, POINT_OPTIONS, "point")}
+    prec = Precision(opts.pop("dtype"), opts.pop("kv_dtype", None), opts.pop("state_dtype", None))
+    prefer = opts.pop("prefer")
+    table = hw if isinstance(hw, SpecTable) else spec_table(hw, prefer)
+    if len(table.specs) != 1:
+        raise UserError(f"point: hw must be one spec, got a table of {len(table.specs)}")
+    return analyze_point(get_model(model), phase, table, batch, seqlen, dtype=prec, achievable=achievable, **opts)[0]
+
+
 def sweep(models, *, hw, phases: Sequence[str], batches: Sequence[int], lengths: Sequence[int],
           **options) -> list[dict[str, Any]]:
     """The ``rows`` of ``ssmbench sweep --format json``: one per (model, spec, phase,

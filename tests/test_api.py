@@ -36,7 +36,7 @@ def test_import_is_cheap_and_torch_free():
     out = _python("import sys, ssmbench; print(sorted(m for m in sys.modules if m.split('.')[0] in "
                   "('numpy', 'sympy', 'torch') or m.startswith('ssmbench.')))")
     assert out.strip() == "[]"
-    assert {"predict", "sweep", "cost", "get_spec", "get_model", "Prediction"} <= set(dir(ssmbench))
+    assert {"predict", "point", "spec_table", "sweep", "cost", "get_spec", "get_model", "Prediction"} <= set(dir(ssmbench))
     with pytest.raises(AttributeError, match="no attribute 'predcit'"):
         ssmbench.predcit  # noqa: B018
 
@@ -46,10 +46,12 @@ def test_readme_python_block_runs_as_written():
     section = re.search(r"^## Python API\n(.*?)(?=^## )", text, re.S | re.M)
     assert section, "README.md has no '## Python API' section"
     blocks = re.findall(r"```python\n(.*?)```", section.group(1), re.S)
-    assert len(blocks) == 1 and "predict(" in blocks[0]
+    assert len(blocks) == 2 and "predict(" in blocks[0] and "point(" in blocks[1]
     out = _python(blocks[0] + "\nimport sys\nassert 'torch' not in sys.modules, 'the API imported torch'\n")
     time_s, bottleneck = out.splitlines()[0].split()
     assert float(time_s) > 0 and bottleneck == "tensor"
+    bound, bottleneck, achievable = _python(blocks[1]).split()
+    assert 0 < float(bound) < float(achievable) and bottleneck == "dram"
 
 
 @pytest.mark.parametrize("argv,kwargs", [

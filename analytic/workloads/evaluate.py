@@ -292,30 +292,54 @@ def memory_by_class(model: Model, phase: str, dtype: str | Precision, recompute:
     return mem
 
 
+_ENERGY_TABLES: dict[int, tuple] = {}
+
+
+def _energy_table(table: SpecTable):
+    """``EnergyTable.of`` of the table's specs, cached with the table (an immutable snapshot, by
+    identity: the entry keeps the table, so that its id is not reused)."""
+    from ..energy import EnergyTable
+
+    hit = _ENERGY_TABLES.get(id(table))
+    if hit is None or hit[0] is not table:
+        if len(_ENERGY_TABLES) >= 64:
+            _ENERGY_TABLES.clear()
+        hit = _ENERGY_TABLES[id(table)] = (table, EnergyTable.of([sc.spec for sc in table.specs]))
+    return hit[1]
+
+
 def _energy(W: np.ndarray, table: SpecTable, time_s: np.ndarray, on_chip: np.ndarray | None = None):
     """Energy [n_specs, *shape] at the time bound (NaN where a spec has no energy section) and per-spec
     notes: ``analytic/energy.py`` with every executed byte crossing DRAM and the device-wide cache
     (the bound has no cache reuse) and fp32 matmul FLOPs on the CUDA cores, as the bound charges them.
     ``on_chip`` [n_specs, *shape]: executed bytes a spec serves from its on-chip state level instead of
-    DRAM (charged to that level)."""
-    from ..energy import NO_ESTIMATE, EnergyTable, counts, energy, label
+    DRAM (charged to that level). The specs that serve none share their counts: one ``energy`` call
+    covers them all; a spec that serves some gets its own call."""
+    from ..energy import NO_ESTIMATE, counts, energy, label
 
     tot = W.sum(axis=0)  # [n_cols, *shape]
-    et = EnergyTable.of([sc.spec for sc in table.specs])  # measured energy parameters first (analytic/energy.py)
+    et = _energy_table(table)  # measured energy parameters first (analytic/energy.py)
+    executed = tot[COL["dram.executed"]]
+    serves = [on_chip is not None and bool(np.any(on_chip[s])) for s in range(len(table.specs))]
+    # specs that serve no bytes on chip share one set of counts: one energy call covers them all
+    everyone = energy(counts(tot, 0.0, executed, on_chip_bytes=0.0), time_s, et) if not all(serves) else None
+    parts = []  # (spec, its energy table, its energy arrays, its row in them)
+    for s in range(len(table.specs)):
+        if not serves[s]:
+            parts.append((s, et, everyone, s))
+            continue
+        moved = on_chip[s]
+        c = counts(tot, 0.0, executed - moved, on_chip_bytes=moved)
+        parts.append((s, et.row(s), energy(c, time_s[s:s + 1], et.row(s)), 0))
     out = np.full(time_s.shape, np.nan)
     notes = []
-    for s, sc in enumerate(table.specs):
-        moved = 0.0 if on_chip is None else on_chip[s]
-        executed = tot[COL["dram.executed"]]
-        c = counts(tot, 0.0, executed - moved, on_chip_bytes=moved)
-        one = et.row(s)
-        arr = energy(c, time_s[s:s + 1], one)
+    for s, one, arr, i in parts:
         if not et.has_section[s]:
             notes.append(NO_ESTIMATE)
             continue
-        out[s] = arr.energy_j[0]
-        miss = arr.not_modelled[0]
-        notes.append(f"{label(one, 0)} at the time bound" + (f"; excludes {', '.join(sorted(miss))} (unknown in the spec)"
+        out[s] = arr.energy_j[i]
+        miss = arr.not_modelled[i]
+        notes.append(f"{label(one, i)} at the time bound" + (f"; excludes {', '.join(sorted(miss))} (unknown in the spec)"
                                                             if miss else ""))
     return out, notes
 
@@ -357,10 +381,9 @@ def analyze(model: Model, phase: str, table: SpecTable, batch: Sequence[int], le
     fits = ~(in_dram > cap)  # unknown capacity (NaN) compares False: not flagged
     tokens = b * (ln if phase != "decode" else 1) + np.zeros(shape)
 
-    not_bounded = []
-    for s in range(len(table.specs)):
-        names = [r for r in RESOURCES if bool(proj.unbounded[r][s].any())]
-        not_bounded.append(names)
+    n_specs = len(table.specs)
+    unbounded = np.stack([proj.unbounded[r].reshape(n_specs, -1).any(axis=1) for r in RESOURCES], axis=1).tolist()
+    not_bounded = [[r for r, u in zip(RESOURCES, row) if u] for row in unbounded]
     res = GridResult(model, phase, prec.dtype, launch, bytes_basis, table, np.asarray(batch), np.asarray(length),
                      time_s, sum_s, bottleneck, shares, mem, total, fits, ~np.isnan(table.dram_bytes),
                      tokens, not_bounded, precision=prec, residency=residency)

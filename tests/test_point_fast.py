@@ -1,0 +1,115 @@
+"""The plain-Python one-point path (analytic/workloads/point.py) against the general path (analyze +
+report.achievable_rows): every built-in model x phase x a few points x several specs, bound, sum,
+bottleneck, shares, unbounded resources and the step's achievable estimate, to 1e-12 relative."""
+
+import math
+
+import pytest
+from ssmbench.analytic.registry import AnalyticError
+from ssmbench.analytic.roofline import SpecTable
+from ssmbench.analytic.workloads.models import builtin_models, get_model
+from ssmbench.analytic.workloads.point import FAST, GENERAL, analyze_point
+from ssmbench.hwspecs import get_spec
+from ssmbench.hwspecs.schema import Spec
+
+SPECS = ("h200-sxm", "a100-80gb-sxm", "mi300x", "t4", "pim-hbm", "l4")
+POINTS = ((1, 128), (8, 4096), (64, 32768))
+
+
+def _close(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return (math.isnan(a) and math.isnan(b)) or a == b or abs(a - b) <= 1e-12 * max(abs(a), abs(b))
+    return a == b
+
+
+def _same(f, g) -> list[str]:
+    bad = [k for k in ("time_s", "sum_s", "bottleneck", "not_bounded", "tokens") if not _close(getattr(f, k), getattr(g, k))]
+    bad += [f"share {r}" for r in g.shares_s if not _close(f.shares_s[r], g.shares_s[r])]
+    bad += [f"achievable {k}" for k in g.achievable if not _close(f.achievable[k], g.achievable[k])]
+    return bad
+
+
+@pytest.fixture(scope="module")
+def tables():
+    return {s: SpecTable.of([get_spec(s)]) for s in SPECS}
+
+
+@pytest.mark.parametrize("model_id", sorted(builtin_models()))
+def test_fast_point_equals_general_path(model_id, tables):
+    model = get_model(model_id)
+    compared = 0
+    for phase in ("prefill", "decode", "train"):
+        for b, n in POINTS:
+            for s in SPECS:
+                try:
+                    (g,) = analyze_point(model, phase, tables[s], b, n, achievable=True, force_general=True)
+                except AnalyticError:
+                    continue
+                (f,) = analyze_point(model, phase, tables[s], b, n, achievable=True)
+                assert f.path == FAST and g.path == GENERAL
+                assert not _same(f, g), (phase, b, n, s, _same(f, g), f, g)
+                compared += 1
+    assert compared > 0
+
+
+def test_fast_point_several_specs_and_options(tables):
+    model = get_model("jamba-v0.1")
+    table = SpecTable.of([get_spec(s) for s in SPECS])
+    for kw in ({}, {"launch": "eager"}, {"bytes_basis": "compulsory"}, {"dtype": "fp8"}):
+        fast = analyze_point(model, "decode", table, 4, 2048, achievable=True, **kw)
+        general = analyze_point(model, "decode", table, 4, 2048, achievable=True, force_general=True, **kw)
+        assert [f.spec_id for f in fast] == list(SPECS)
+        for f, g in zip(fast, general):
+            assert not _same(f, g), (kw, f.spec_id, _same(f, g))
+
+
+def test_resident_state_takes_the_general_path():
+    table = SpecTable.of([get_spec("ssm-sram-asic")])
+    (r,) = analyze_point(get_model("mamba2-2.7b"), "decode", table, 1, 4096)
+    assert r.path == GENERAL
+    (p,) = analyze_point(get_model("mamba2-2.7b"), "prefill", table, 1, 4096, achievable=True)
+    (g,) = analyze_point(get_model("mamba2-2.7b"), "prefill", table, 1, 4096, achievable=True, force_general=True)
+    assert p.path == FAST and not _same(p, g)
+
+
+def test_edited_spec_does_not_reuse_stale_constants():
+    """A spec with a doubled DRAM bandwidth (same id, built after the original was analysed) gets its own
+    constants: the bound and the achievable estimate move, and still equal the general path."""
+    spec = get_spec("h200-sxm")
+    model = get_model("llama-3-8b")
+    (before,) = analyze_point(model, "decode", SpecTable.of([spec]), 1, 4096, achievable=True)
+    data = spec.model_dump(exclude_none=True)
+    for m in data["measured"]:
+        if m["key"] == "memory.dram.bandwidth":
+            m["value"] = "8372 GB/s"
+    faster = Spec.model_validate(data)
+    (after,) = analyze_point(model, "decode", SpecTable.of([faster]), 1, 4096, achievable=True)
+    (general,) = analyze_point(model, "decode", SpecTable.of([faster]), 1, 4096, achievable=True, force_general=True)
+    assert after.time_s < before.time_s and after.achievable["time_s"] < before.achievable["time_s"]
+    assert not _same(after, general)
+
+
+def test_spec_table_is_an_immutable_snapshot():
+    """The caches key on the table itself: its arrays and mappings cannot be changed in place."""
+    import numpy as np
+
+    table = SpecTable.of([get_spec("h200-sxm")])
+    with pytest.raises(ValueError):
+        table.inv_dram[0] = 1.0
+    with pytest.raises(TypeError):
+        table.known["dram"] = np.array([False])
+    with pytest.raises(ValueError):
+        table.launch_s["eager"][0] = 0.0
+
+
+def test_api_point_matches_the_general_path():
+    from ssmbench.api import point, spec_table
+
+    table = spec_table("h200-sxm")
+    assert spec_table("h200-sxm") is table  # cached on the spec's content
+    fast = point("mamba2-2.7b", hw=table, phase="prefill", batch=2, seqlen=2048, achievable=True)
+    (general,) = analyze_point(get_model("mamba2-2.7b"), "prefill", table, 2, 2048, achievable=True,
+                               force_general=True)
+    assert fast.path == FAST and not _same(fast, general)
+    with pytest.raises(ValueError, match="unknown option"):
+        point("mamba2-2.7b", hw=table, phase="prefill", batch=2, seqlen=2048, dtyp="bf16")
