@@ -200,6 +200,17 @@ class EnergyArrays:
     not_modelled: tuple[dict[str, str], ...]  # per spec: key -> why (terms with work, unknown coefficient)
 
 
+def power_limit_stretch(e_dyn, time, static_w, limit_w) -> tuple[np.ndarray, np.ndarray]:
+    """The time after the power limit (module docstring) and whether the limit binds, elementwise:
+    T' = E_dyn / (limit - static) where static + E_dyn / T exceeds the limit, else T. A NaN limit
+    compares False (no stretch where it is unknown)."""
+    e_dyn, time = np.broadcast_arrays(np.asarray(e_dyn, dtype=float), np.asarray(time, dtype=float))
+    headroom = limit_w - static_w
+    p = static_w + np.divide(e_dyn, time, out=np.full(time.shape, np.inf), where=time > 0)
+    limited = (p > limit_w) & (headroom > 0)
+    return np.where(limited, e_dyn / np.where(headroom > 0, headroom, 1.0), time), limited
+
+
 def energy(term_counts: Mapping[str, np.ndarray], time_s: np.ndarray, table: EnergyTable) -> EnergyArrays:
     """Energy of work with ``term_counts`` (``counts``: arrays over the work shape) taking ``time_s``
     ([n_specs, *shape] or broadcastable) on every spec of ``table``."""
@@ -215,11 +226,7 @@ def energy(term_counts: Mapping[str, np.ndarray], time_s: np.ndarray, table: Ene
            for t in TERMS}
     e_dyn = sum(dyn.values())
     static_w = np.nan_to_num(ps(table.static_w))
-    limit = ps(table.limit_w)
-    headroom = limit - static_w
-    p = static_w + np.divide(e_dyn, time, out=np.full(shape, np.inf), where=time > 0)
-    limited = (p > limit) & (headroom > 0)  # NaN limit compares False: no stretch where it is unknown
-    stretched = np.where(limited, e_dyn / np.where(headroom > 0, headroom, 1.0), time)
+    stretched, limited = power_limit_stretch(e_dyn, time, static_w, ps(table.limit_w))
     static = static_w * stretched
     total = np.where(ps(table.has_section), static + e_dyn, np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
