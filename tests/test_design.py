@@ -134,7 +134,6 @@ def test_vary_errors_name_the_problem(capsys, tmp_path, vary, message):
                                                           ("mamba2-2.7b", "train", 1, 2048)])
 def test_explore_base_spec_energy_equals_predicts(model, phase, batch, length):
     from ssmbench import predict as api_predict
-    from ssmbench.analytic.design.step import Workload, WorkloadWork, evaluate
     base = get_spec("h200-sxm")
     ww = WorkloadWork.of(Workload(get_model(model), phase, batch, length), base)
     d = space.Designs.of(base)
@@ -145,7 +144,6 @@ def test_explore_base_spec_energy_equals_predicts(model, phase, batch, length):
 
 
 def test_explore_varies_an_energy_value_linearly():
-    from ssmbench.analytic.design.step import Workload, WorkloadWork, evaluate
     base = get_spec("h200-sxm")
     ww = WorkloadWork.of(Workload(get_model("mamba2-130m"), "prefill", 1, 2048), base)
     d = space.Designs.of(base, {"energy.per_byte.dram": np.array([0.0, 75e-12, 150e-12])})
@@ -154,7 +152,6 @@ def test_explore_varies_an_energy_value_linearly():
 
 
 def test_require_energy_target_round_trip(capsys, tmp_path):
-    from ssmbench.analytic.design.step import Workload, WorkloadWork, evaluate
     base = get_spec("h200-sxm")
     ww = WorkloadWork.of(Workload(get_model("mamba2-130m"), "decode", 8, 2048), base)  # ~235 W: below the limit
     d0 = space.Designs.of(base)

@@ -92,7 +92,7 @@ def _counts(ww, designs) -> dict[str, np.ndarray]:
     cap = designs.get(level and f"memory.{level}.capacity")
     bw = designs.get(level and f"memory.{level}.bandwidth")
     resident = (ww.state_bytes > 0) & ~np.isnan(bw) & (ww.state_bytes <= cap)
-    kw = dict(tf32=ww.tf32, serial=ww.serial, launch=ww.launch, graph_replays=0.0, mma_sync=ww.mma_sync)
+    kw = {"tf32": ww.tf32, "serial": ww.serial, "launch": ww.launch, "graph_replays": 0.0, "mma_sync": ww.mma_sync}
     a = achievable_work(ww.work, designs.table(), **kw)
     l2, dram = np.array(a.l2_bytes), np.array(a.dram_bytes)  # [n, n_calls]
     on_chip = np.zeros_like(dram)

@@ -20,7 +20,6 @@ from ...files import UniqueKeyLoader, read_user_text
 from ...hwspecs import Spec, get_spec, units
 from ...hwspecs.schema import value_kind
 from ..roofline import spec_ceiling
-from . import energy
 from .require import (
     Problem,
     class_keys,
