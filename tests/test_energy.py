@@ -221,6 +221,7 @@ def test_cli_predict_and_sweep_print_energy(capsys):
     h200 = next(r for r in rows if r["spec"] == "h200-sxm")
     t4 = next(r for r in rows if r["spec"] == "t4")
     assert h200["energy_j"] > 0 and "analytic estimate at the time bound" in h200["energy_label"]
+    assert "energy at the achievable time" in h200["energy_label"]  # the sweep says what its energy is not
     assert t4["energy_j"] is None and "no energy estimate" in t4["energy_label"]
 
 
