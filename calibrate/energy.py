@@ -27,9 +27,10 @@ median and p90 absolute % error with bootstrap intervals over shapes (``BOOTSTRA
 seed), and a split-conformal prediction interval of the held-out log residuals with its coverage
 (``crossval.py``). Two time bases: the measured window time (the energy model alone) and the
 achievable estimate of the time (``analytic/achievable.py``: energy and time both predicted).
-``spec_check``: every case predicted with the spec's own parameters, no fit (the out-of-sample check
-of parameters measured by ``ssmbench probe --energy``; in-sample, and labelled so, where they were
-calibrated on these cases).
+``spec_check``: every case predicted with the spec's own parameters, no fit, on both time bases (the
+out-of-sample check of parameters measured by ``ssmbench probe --energy``, the *analytic estimate*;
+in-sample, and labelled so, where a spec's parameters were calibrated on these cases). The fit above is the
+*calibrated estimate*; ``analytic/energy.py`` explains where and why the two differ.
 """
 
 from __future__ import annotations
