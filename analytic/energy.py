@@ -61,7 +61,7 @@ the model's counts are the reason, not the energies:
   near peak; GEMM and MLP cases are predicted within ~2-7% by the probe's value. Attention and chunked
   scans run tensor FLOPs at low utilisation with the same uncounted operand delivery as above.
 - **static** (probe 124.8 W over empty launches, idle 124.2 W; fit 131-137 W): with no SM busy the
-  device draws its idle power; the fit's extra ~10 W is SM-busy power that no counted term carries.
+  device draws its idle power; the fit's extra ~6-12 W is SM-busy power that no counted term carries.
 
 A term with work whose coefficient the spec does not know contributes nothing and is named under
 ``not_modelled``; without an ``energy:`` section there is no estimate at all, and the reason says so.
