@@ -9,21 +9,14 @@ import shutil
 from pathlib import Path
 
 import pytest
+
+from ssmbench.cli import main
 from ssmbench.figures.report import stats
 from ssmbench.figures.report.build import answer, build
 from ssmbench.figures.report.pairs import _WIDTH, graph_timed
-from ssmbench.figures.report.regimes import (
-    GO,
-    INCONCLUSIVE,
-    NO_GO,
-    Rule,
-    crossing,
-    point_verdict,
-    regime_verdict,
-)
+from ssmbench.figures.report.regimes import (GO, INCONCLUSIVE, NO_GO, Rule, crossing, point_verdict,
+                                             regime_verdict)
 from ssmbench.hwspecs import get_spec
-
-from ssmbench.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "results" / "h200"
@@ -181,7 +174,6 @@ def test_no_matching_pairs_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "no matched SSM / attention pairs" in err
     assert not (tmp_path / "r.html").exists()
-
 
 
 def test_cli_report_carries_the_energy_models_predictions(tmp_path):
