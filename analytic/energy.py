@@ -5,7 +5,8 @@ It follows the achievable-time model's terms (``achievable.py``): the same FLOPs
 FLOPs on TF32 tensor cores where the implementation's matmuls do so) and the same split of bytes
 between DRAM and the device-wide cache. Every parameter is a spec value (``energy:`` and ``power:``):
 measured by ``ssmbench probe --energy`` or calibrated from measured cases (``measured:`` entries),
-from sourced estimates for other real devices, or design assumptions for hypothetical ones.
+from sourced estimates for other real devices, or design assumptions for hypothetical ones (a value
+fitted on measured cases belongs in a calibration profile, not in a spec).
 
 Terms, for work taking time T (seconds):
 
@@ -39,6 +40,28 @@ over back-to-back calls without an L2 flush, so a call whose compulsory bytes fi
 cache the achievable model allows (``achievable.L2_RESIDENT_FRACTION``) is served from it: its bytes
 cross the cache only, never DRAM. Predictions (``predict``, ``sweep``) use the cold rule, as the time
 model does.
+
+Probe and workload cases (H200, 2026-12-03). ``ssmbench probe --energy`` measures each parameter on a
+kernel built so that one term dominates (the spec's values); ``ssmbench energy-fit`` fits the same terms
+on measured workload cases (the calibrated layer, in the gap report; never in a spec). Where they differ
+the model's counts are the reason, not the energies:
+
+- **vector and special function** (probe 2.05 pJ/FLOP and 31.8 pJ; case fit ~19-24 pJ and ~100-123 pJ):
+  the probe's loops are dependent FMAs / exps on registers, so its energy is the datapath's. A real
+  kernel's counted FLOP comes with operand delivery the cost model does not count (loads and stores
+  through shared memory and L1, address arithmetic, conversions, loop control, synchronisation: per-SM
+  traffic, see the compute bullet above); the fit folds those into the per-FLOP terms. This is why the
+  scan kernels (Mamba-1 selective scan, SSD chunk scan) draw 480-600 W at 9-36% of their roofline while
+  the probe's parameters predict ~230-340 W for them: their uncounted instructions per counted FLOP are
+  many. Charging them needs instruction or per-SM byte counts, which the cost model does not have.
+- **DRAM and L2** (probe 74.9 + 40.4 pJ/B; fit 33.4 + 84.4 pJ/B): a DRAM byte crosses L2 too, so both
+  charge it; per DRAM byte the probe gives 115.3 pJ and the fit 117.8 pJ, the same. The workload cases
+  cannot split the two (nearly all their cache bytes are DRAM bytes); the probe's L2-resident read can.
+- **tensor** (probe 0.83 pJ/FLOP bf16; fit 1.09-1.14): the probe's 8192^3 GEMM runs at the power limit
+  near peak; GEMM and MLP cases are predicted within ~2-7% by the probe's value. Attention and chunked
+  scans run tensor FLOPs at low utilisation with the same uncounted operand delivery as above.
+- **static** (probe 124.8 W over empty launches, idle 124.2 W; fit 131-137 W): with no SM busy the
+  device draws its idle power; the fit's extra ~6-12 W is SM-busy power that no counted term carries.
 
 A term with work whose coefficient the spec does not know contributes nothing and is named under
 ``not_modelled``; without an ``energy:`` section there is no estimate at all, and the reason says so.
@@ -200,6 +223,17 @@ class EnergyArrays:
     not_modelled: tuple[dict[str, str], ...]  # per spec: key -> why (terms with work, unknown coefficient)
 
 
+def power_limit_stretch(e_dyn, time, static_w, limit_w) -> tuple[np.ndarray, np.ndarray]:
+    """The time after the power limit (module docstring) and whether the limit binds, elementwise:
+    T' = E_dyn / (limit - static) where static + E_dyn / T exceeds the limit, else T. A NaN limit
+    compares False (no stretch where it is unknown)."""
+    e_dyn, time = np.broadcast_arrays(np.asarray(e_dyn, dtype=float), np.asarray(time, dtype=float))
+    headroom = limit_w - static_w
+    p = static_w + np.divide(e_dyn, time, out=np.full(time.shape, np.inf), where=time > 0)
+    limited = (p > limit_w) & (headroom > 0)
+    return np.where(limited, e_dyn / np.where(headroom > 0, headroom, 1.0), time), limited
+
+
 def energy(term_counts: Mapping[str, np.ndarray], time_s: np.ndarray, table: EnergyTable) -> EnergyArrays:
     """Energy of work with ``term_counts`` (``counts``: arrays over the work shape) taking ``time_s``
     ([n_specs, *shape] or broadcastable) on every spec of ``table``."""
@@ -215,11 +249,7 @@ def energy(term_counts: Mapping[str, np.ndarray], time_s: np.ndarray, table: Ene
            for t in TERMS}
     e_dyn = sum(dyn.values())
     static_w = np.nan_to_num(ps(table.static_w))
-    limit = ps(table.limit_w)
-    headroom = limit - static_w
-    p = static_w + np.divide(e_dyn, time, out=np.full(shape, np.inf), where=time > 0)
-    limited = (p > limit) & (headroom > 0)  # NaN limit compares False: no stretch where it is unknown
-    stretched = np.where(limited, e_dyn / np.where(headroom > 0, headroom, 1.0), time)
+    stretched, limited = power_limit_stretch(e_dyn, time, static_w, ps(table.limit_w))
     static = static_w * stretched
     total = np.where(ps(table.has_section), static + e_dyn, np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -56,7 +56,9 @@ COLUMNS = ("model", "spec", "phase", "batch", "length", "time_s", "time_s_ignori
 COUNT_COLUMNS = ("batch", "length", "memory_total_bytes", "weights_bytes", "kv_cache_bytes", "state_bytes",
                  "activations_bytes")
 LABEL_NOTE = ("analytic bound (roofline lower bound on time); memory: analytic estimate; energy: "
-              "energy_label (static power x the time bound + dynamic energy, analytic/energy.py)")
+              "energy_label (static power x the time bound + dynamic energy, analytic/energy.py: at the bound, "
+              "not the achievable time, so its static part is a lower estimate; predict and explore give the "
+              "energy at the achievable time)")
 FORMATS = ("csv", "json", "parquet")
 
 

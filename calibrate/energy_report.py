@@ -53,14 +53,15 @@ def energy_markdown(ev: dict[str, Any] | None) -> list[str]:
         lines += _table(["family", "cases", "shapes", "|err| median", "|err| p90", f"{level}% interval (factor)",
                          "coverage", "meets target"], rows)
     sc = ev.get("spec_check")
-    if sc and "all" in sc:
-        a = sc["all"]
-        lines += ["", "### Energy per call with the spec's own parameters (no fit, at the measured time)", "",
-                  f"{sc['label']}; {sc['note']}. All cases: median {pct(a['median_ape_pct'])}, p90 "
-                  f"{pct(a['p90_ape_pct'])}.", ""]
+    for b, part in ((sc or {}).get("bases") or {}).items():
+        a = part["all"]
+        lines += ["", f"### Energy per call with the spec's own parameters (no fit), {BASIS_TEXT[b]}", "",
+                  f"{sc['label']}; {sc['note']}. All cases: median {pct(a['median_ape_pct'])} "
+                  f"{_pi(a['median_ape_pct_interval'])}, p90 {pct(a['p90_ape_pct'])} {_pi(a['p90_ape_pct_interval'])}.", ""]
         lines += _table(["family", "cases", "|err| median", "|err| p90", "meets target"],
-                        [[f, s["n"], pct(s["median_ape_pct"]), pct(s["p90_ape_pct"]), "yes" if s["meets_target"] else "no"]
-                         for f, s in sc["families"].items()])
+                        [[f, s["n"], f"{pct(s['median_ape_pct'])} {_pi(s['median_ape_pct_interval'])}",
+                          f"{pct(s['p90_ape_pct'])} {_pi(s['p90_ape_pct_interval'])}",
+                          "yes" if s["meets_target"] else "no"] for f, s in part["families"].items()])
     lines += ["", "### Energy per case", ""]
     crow = [[r["key"], format_si(r["measured_j"], "J"), format_si(r["avg_power_w"], "W")
              + (" (power-limited)" if r["power_limited"] else ""),

@@ -91,21 +91,22 @@ def test_explore_writes_every_column_and_a_front(capsys, tmp_path, ext):
               "energy_note", "binding", "state_on_chip", "tiles_fit_on_chip", "fits_in_memory", "cost"):
         assert c in t, c
     assert set(t["binding"]) <= set(CLASSES)
-    assert all(e is None for e in t["energy_per_token_j"])  # never zero or invented
-    assert set(t["energy_note"]) == {energy.UNAVAILABLE}
+    assert all(e is not None and e > 0 for e in t["energy_per_token_j"])  # the energy model of analytic/energy.py
+    assert all(n.startswith("analytic estimate") for n in t["energy_note"])
+    assert np.all(np.array(t["avg_power_w"]) <= 700.0 + 1e-6)  # the H200's power limit
     tpt, tps = np.array(t["time_per_token_s"]), np.array(t["tokens_per_s"])
     assert np.allclose(tpt * tps, 1.0)
     fronts = yaml.safe_load(front.read_text())["fronts"]
     cost_fronts = [f for f in fronts if f["y"] == "cost"]
     assert len(cost_fronts) == 2 and all(f["available"] for f in cost_fronts)
-    assert [f["available"] for f in fronts if f["y"] == "energy_per_token_j"] == [False, False]
+    assert [f["available"] for f in fronts if f["y"] == "energy_per_token_j"] == [True, True]
     for f in cost_fronts:
         rows = [r for r in zip(t["model"], t["time_per_token_s"], t["cost"]) if f["workload"].startswith(r[0])]
         x, y = np.array([r[1] for r in rows]), np.array([r[2] for r in rows])
         for d in f["designs"]:
             i = int(np.nonzero((x == d["time_per_token_s"]) & (y == d["cost"]))[0][0])
             assert not pareto.dominated(x, y, i)
-    assert "Pareto front" in text and "energy model not available" in text
+    assert "Pareto front" in text and "analytic estimate" in text
 
 
 @pytest.mark.parametrize("vary, message", [
@@ -118,7 +119,7 @@ def test_explore_writes_every_column_and_a_front(capsys, tmp_path, ext):
     ("compute.clock_boost=1..2GHz", "does not enter the achievable estimate"),
     ("memory.sram.capacity=1..2GB", "has no memory.sram level"),
     ("memory.dram.bandwidth", "expected KEY=LO..HI UNIT"),
-    ("power.idle=10..50W", "energy model not available"),
+    ("power.idle=10..50W", "not an energy value the step's energy charges"),
 ])
 def test_vary_errors_name_the_problem(capsys, tmp_path, vary, message):
     code, _, err = run(capsys, "explore", "--base", "h200-sxm", "--vary", vary, "--grid", "2", "--model",
@@ -128,10 +129,50 @@ def test_vary_errors_name_the_problem(capsys, tmp_path, vary, message):
     assert not (tmp_path / "x.csv").exists()
 
 
-def test_energy_target_says_the_model_is_not_available(capsys, tmp_path):
+@pytest.mark.parametrize("model, phase, batch, length", [("mamba2-130m", "prefill", 1, 2048),
+                                                          ("mamba2-130m", "decode", 8, 2048),
+                                                          ("mamba2-2.7b", "train", 1, 2048)])
+def test_explore_base_spec_energy_equals_predicts(model, phase, batch, length):
+    from ssmbench import predict as api_predict
+    base = get_spec("h200-sxm")
+    ww = WorkloadWork.of(Workload(get_model(model), phase, batch, length), base)
+    d = space.Designs.of(base)
+    e = energy.step_energy(ww, d, evaluate(ww, d).time_s)
+    r = api_predict(model, hw="h200-sxm", phase=phase, batch=batch, seqlen=length)
+    assert float(e.energy_j[0]) == pytest.approx(r.energy_j, rel=1e-9)
+    assert e.note.startswith(r.energy["label"])
+
+
+def test_explore_varies_an_energy_value_linearly():
+    base = get_spec("h200-sxm")
+    ww = WorkloadWork.of(Workload(get_model("mamba2-130m"), "prefill", 1, 2048), base)
+    d = space.Designs.of(base, {"energy.per_byte.dram": np.array([0.0, 75e-12, 150e-12])})
+    e = energy.step_energy(ww, d, evaluate(ww, d).time_s).energy_j
+    assert e[0] < e[1] < e[2] and e[2] - e[1] == pytest.approx(e[1] - e[0])
+
+
+def test_require_energy_target_round_trip(capsys, tmp_path):
+    base = get_spec("h200-sxm")
+    ww = WorkloadWork.of(Workload(get_model("mamba2-130m"), "decode", 8, 2048), base)  # ~235 W: below the limit
+    d0 = space.Designs.of(base)
+    e0 = float(energy.step_energy(ww, d0, evaluate(ww, d0).time_s).energy_j[0]) / ww.tokens
+    target = 0.9 * e0  # 10% less energy per token than the base: a shorter step (less static energy)
+    out = tmp_path / "req.yaml"
+    code, _, err = run(capsys, "require", "--model", "mamba2-130m", "--phase", "decode", "--batch", "8", "--context",
+                       "2048", "--target", f"energy_per_token_j={target!r}", "--out", str(out))
+    assert code == 0, err
+    sheet = yaml.safe_load(out.read_text())
+    assert not sheet["at_base"]["meets_targets"] and sheet["design"]["meets_targets"]
+    values = {k: [float(v["value"].split()[0])] for k, v in sheet["design"]["values"].items()}
+    d1 = space.Designs.of(base, {k: np.array(v) for k, v in values.items()})
+    e1 = float(energy.step_energy(ww, d1, evaluate(ww, d1).time_s).energy_j[0]) / ww.tokens
+    assert e1 <= target * (1 + 1e-6) < e0
+
+
+def test_energy_target_below_the_dynamic_energy_is_refused(capsys, tmp_path):
     code, _, err = run(capsys, "require", "--model", "mamba2-2.7b", "--context", "4096", "--target",
-                       "energy_per_token_j=0.05", "--out", str(tmp_path / "n.yaml"))
-    assert code == 2 and "energy model not available in this build" in err
+                       "energy_per_token_j=1e-9", "--out", str(tmp_path / "n.yaml"))
+    assert code == 2 and "no step time meets the target" in err and "Traceback" not in err
 
 
 def _tokens_per_s(spec_path, w) -> float:

@@ -126,9 +126,10 @@ def test_diff_lists_only_real_differences(run_cli):
     are named as equal within rounding, not listed as differences."""
     _, out, _ = run_cli("specs", "diff", "h100-sxm", "h200-sxm", "--json", "--prefer", "datasheet")
     data = json.loads(out)
-    # the H100's energy values are derived from the H200's calibrated (measured:) ones; on the datasheet the
-    # H200 has none, so they differ here
+    # the H100's energy values are derived from the H200's probe-measured (measured:) ones; on the datasheet
+    # the H200 has none, so they differ here
     energy = {"energy.static_power", "energy.per_flop.tensor.bf16", "energy.per_flop.tensor.fp16",
+              "energy.per_flop.tensor.tf32", "energy.per_flop.tensor.fp8",
               "energy.per_flop.vector.fp32", "energy.per_flop.special_function", "energy.per_byte.l2",
               "energy.per_byte.dram"}
     assert {d["key"] for d in data["differences"]} == {
@@ -137,7 +138,7 @@ def test_diff_lists_only_real_differences(run_cli):
     assert rounded["compute.tensor.fp64"] == {"key": "compute.tensor.fp64", "a": "66.9 TFLOP/s", "b": "67 TFLOP/s"}
     assert {"compute.tensor.fp8", "compute.vector.fp64", "memory.shared.bandwidth"} <= set(rounded)
     out = " ".join(run_cli("specs", "diff", "h100-sxm", "h200-sxm", "--prefer", "datasheet")[1].split())
-    assert "compute.tensor.fp64 (66.9 TFLOP/s vs 67 TFLOP/s)" in out and "Values that differ (10;" in out
+    assert "compute.tensor.fp64 (66.9 TFLOP/s vs 67 TFLOP/s)" in out and "Values that differ (12;" in out
 
 
 @pytest.mark.parametrize("prefer", ["measured", "datasheet"])

@@ -177,3 +177,17 @@ def test_no_matching_pairs_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "no matched SSM / attention pairs" in err
     assert not (tmp_path / "r.html").exists()
+
+
+def test_cli_report_carries_the_energy_models_predictions(tmp_path):
+    """``ssmbench report`` passes the energy model's predictor: predicted energy columns appear, with the
+    label of the spec's parameters (the H200's are probe-measured: analytic estimate)."""
+    from ssmbench.analytic.energy import LABEL
+    from ssmbench.calibrate.energy_predict import predict_case_energy
+    code, out = _report(tmp_path)
+    assert code == 0
+    assert "Predicted energy per call" in out.read_text()
+    case = build([RESULTS], get_spec("h200-sxm")).points[0].ssm.record.case
+    e = predict_case_energy(case, get_spec("h200-sxm"), False)
+    assert e["energy_j"] > 0 and e["label"] == LABEL and "h200-sxm" in e["source"]
+    assert predict_case_energy(case, get_spec("t4"), False) is None  # no energy section: no prediction

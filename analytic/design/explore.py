@@ -36,7 +36,7 @@ COLUMN_DOC = {
     "time_per_token_s": "step time / tokens per step, s (achievable estimate)",
     "tokens_per_s": "tokens per step / step time (achievable estimate)",
     "energy_per_token_j": "energy of one step / tokens per step, J (NaN: see energy_note)",
-    "avg_power_w": "energy of one step / step time, W (NaN: see energy_note)",
+    "avg_power_w": "energy of one step / step time after the power-limit stretch, W (NaN: see energy_note)",
     "energy_note": "what the energy columns are, or why they are empty",
     "binding": "the resource that binds the step: " + ", ".join(CLASSES),
     "state_on_chip": "decode keeps the whole recurrent state in the persistent on-chip level",
@@ -113,7 +113,7 @@ def explore(designs: Designs, works: Sequence[WorkloadWork], axes: Sequence[Axis
         with np.errstate(divide="ignore"):
             put("tokens_per_s", ww.tokens / st.time_s)
             put("energy_per_token_j", e.energy_j / ww.tokens)
-            put("avg_power_w", e.energy_j / st.time_s)
+            put("avg_power_w", e.energy_j / e.time_s)  # over the time after the power-limit stretch
         put("energy_note", e.note)
         put("binding", st.binding)
         put("state_on_chip", st.state_on_chip)

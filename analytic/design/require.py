@@ -1,7 +1,9 @@
 """Requirements inversion: the least of each resource at which a workload meets its targets.
 
-Targets (``tokens_per_s``, ``time_per_token_s``) become one step time T* (the smallest that any target
-allows). For one spec value x, the others held at the base spec, the achievable step time T(x)
+Targets (``tokens_per_s``, ``time_per_token_s``, ``energy_per_token_j``) become one step time T* (the
+smallest that any target allows; an energy target is the step time at which static power x T plus the
+step's dynamic energy meets it, ``energy.time_limit``). For one spec value x, the others held at the
+base spec, the achievable step time T(x)
 (``step.py``) is a sum and max of terms each linear in 1/x (a ``rate``: engine rates, bandwidths) or
 in x (an ``overhead``: latency, per-kernel and per-call times), so T is continuous, monotone and
 piecewise linear in 1/x (or x):
@@ -63,7 +65,7 @@ def parse_targets(texts) -> dict[str, float]:
                 v = float(value)
             except ValueError:
                 raise UserError(f"--target {name}: {value!r} is not a number (tokens_per_s in tokens/s, "
-                                "time_per_token_s in s)") from None
+                                "time_per_token_s in s, energy_per_token_j in J)") from None
             if not (np.isfinite(v) and v > 0):
                 raise UserError(f"--target {name}: must be a positive number, got {value!r}")
             if name in out:
@@ -74,9 +76,15 @@ def parse_targets(texts) -> dict[str, float]:
     return out
 
 
-def target_time(targets: dict[str, float], tokens: float) -> float:
-    """The largest step time that meets every target."""
+def target_time(targets: dict[str, float], tokens: float, ww=None, base=None) -> float:
+    """The largest step time that meets every target. An energy target (``energy_per_token_j``) is a step-time
+    limit at the base's energy parameters (``energy.time_limit``; it needs the workload ``ww`` and ``base``)."""
     limits = []
+    if "energy_per_token_j" in targets:
+        if ww is None or base is None:
+            raise UserError("--target energy_per_token_j: the energy target needs the workload and the base spec")
+        from .space import Designs
+        limits.append(energy.time_limit(ww, Designs.of(base), targets["energy_per_token_j"]))
     if "tokens_per_s" in targets:
         limits.append(tokens / targets["tokens_per_s"])
     if "time_per_token_s" in targets:

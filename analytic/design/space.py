@@ -111,7 +111,7 @@ def model_params(base: Spec) -> dict[str, Param]:
     add("launch.graph_node", "overhead", "device time per kernel")
     for c in HOST_CLASSES:
         add(f"launch.host.{c}", "overhead", f"host time per {c} call")
-    for key, (direction, serves) in energy.PARAMS.items():
+    for key, (direction, serves) in energy.params(base).items():
         add(key, direction, serves)
     return out
 
@@ -145,7 +145,8 @@ def check_key(key: str, base: Spec, params: Mapping[str, Param], option: str = "
                         f"{', '.join(base.memory)}); a design varies the values of the base's levels: "
                         f"{', '.join(k for k in known if k.startswith('memory.'))}")
     if key.startswith(("energy.", "power.")):
-        raise UserError(f"{option} {key}: {energy.UNAVAILABLE}")
+        raise UserError(f"{option} {key}: not an energy value the step's energy charges on {base.id} (the energy "
+                        f"model charges {', '.join(sorted(energy.params(base)))}; power.tdp is read from the base)")
     raise UserError(f"{option} {key}: does not enter the achievable estimate or a capacity verdict on {base.id}; "
                     f"keys that do: {', '.join(known)}")
 

@@ -308,6 +308,12 @@ def _energy_table(table: SpecTable):
     return hit[1]
 
 
+# What the sweep's energy is, and is not: static power runs over the roofline time bound, a lower bound on
+# the step time, and every executed byte crosses DRAM (the bound has no cache reuse).
+AT_BOUND = ("static power x the roofline time bound, so a lower estimate of the static part where the "
+            "achievable time is longer; predict and explore give the energy at the achievable time")
+
+
 def _energy(W: np.ndarray, table: SpecTable, time_s: np.ndarray, on_chip: np.ndarray | None = None):
     """Energy [n_specs, *shape] at the time bound (NaN where a spec has no energy section) and per-spec
     notes: ``analytic/energy.py`` with every executed byte crossing DRAM and the device-wide cache
@@ -339,8 +345,8 @@ def _energy(W: np.ndarray, table: SpecTable, time_s: np.ndarray, on_chip: np.nda
             continue
         out[s] = arr.energy_j[i]
         miss = arr.not_modelled[i]
-        notes.append(f"{label(one, i)} at the time bound" + (f"; excludes {', '.join(sorted(miss))} (unknown in the spec)"
-                                                            if miss else ""))
+        notes.append(f"{label(one, i)} at the time bound ({AT_BOUND})"
+                     + (f"; excludes {', '.join(sorted(miss))} (unknown in the spec)" if miss else ""))
     return out, notes
 
 

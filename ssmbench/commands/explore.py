@@ -215,8 +215,8 @@ def register(subparsers) -> None:
     p.add_argument("--context", type=int, help="decode: context length (tokens)")
     p.add_argument("--seqlen", type=int, help="prefill / train: prompt / sequence length (tokens)")
     p.add_argument("--target", action="append", metavar="NAME=VALUE",
-                   help="tokens_per_s=20000, time_per_token_s=5e-5 (repeatable); energy_per_token_j needs the energy "
-                        "estimate (not in this build)")
+                   help="tokens_per_s=20000, time_per_token_s=5e-5, energy_per_token_j=0.01 (J; repeatable): an energy "
+                        "target is met through the step time at the base's energy parameters")
     p.add_argument("--base", default="h200-sxm", help="base spec: a built-in id or a spec file")
     p.add_argument("--dtype", default="bf16", help="storage dtype of weights and activations")
     p.add_argument("--out", required=True, help="the requirements sheet (.yaml)")

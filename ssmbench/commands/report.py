@@ -70,7 +70,8 @@ def cmd_report(args) -> int:
         from ..figures.report.pairs import device_of, read_folders
         spec = spec_for_device(device_of(read_folders(args.results)[0]))
     rule = Rule(args.min_speedup, args.min_energy_saving, args.confidence)
-    rep = build(args.results, spec, profile, rule, args.kv_heads)
+    from ..calibrate.energy_predict import predict_case_energy
+    rep = build(args.results, spec, profile, rule, args.kv_heads, energy=predict_case_energy)
     if fmt == "html":
         write_atomic(out, to_html(rep).encode())
     else:
