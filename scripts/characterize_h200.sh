@@ -11,7 +11,7 @@ PROFILE=results/h200/2026-12-02/calibration/profile.json
 OUT=$RUN/characterize
 mkdir -p "$OUT"
 rm -f "$OUT/characterize.md" "$OUT/characterize.json" "$OUT/characterize.png" "$OUT/hf_module.md" "$OUT/hf_module.json" \
-    "$OUT/probe-hf_module-h200-sxm.yaml"
+    "$OUT/measured-hf_module-h200-sxm.yaml"
 ssmbench characterize --results "$RUN" --calibration "$PROFILE" --format md --out "$OUT/characterize.md" \
     --plot "$OUT/characterize.png"
 ssmbench characterize --results "$RUN" --calibration "$PROFILE" --format json --out "$OUT/characterize.json"

@@ -12,7 +12,7 @@ profile.host_idle_s / median), the step time is the host's issue time, so
 
 is a measurement of the same quantity the runtime probe measures on a toy model (it also absorbs the
 kernels HF issues beyond the plan's fused ops: the table shows measured launches per step against the
-plan's). The value written (DIR/probe-hf_module-<spec>.yaml, a probe fragment with one measured:
+plan's). The value written (DIR/measured-hf_module-<spec>.yaml: not a probe file, a fragment with one measured:
 entry that ``ssmbench specs new --probe`` can merge) is the median over all host-bound records; the
 errors reported for it are held out: each model is predicted with the median of the OTHER models'
 host-bound records only. Writes DIR/hf_module.md and DIR/hf_module.json.
@@ -137,8 +137,8 @@ def main(argv=None) -> int:
     (out / "hf_module.json").write_text(json.dumps(jsonable({"rows": rows, "held_out": ho, "fragment": frag}), indent=1) + "\n",
                                         encoding="utf-8")
     spec = frag.pop("spec")
-    (out / f"probe-hf_module-{spec}.yaml").write_text(yaml.safe_dump(frag, sort_keys=False), encoding="utf-8")
-    print(f"wrote {out}/hf_module.md, hf_module.json, probe-hf_module-{spec}.yaml")
+    (out / f"measured-hf_module-{spec}.yaml").write_text(yaml.safe_dump(frag, sort_keys=False), encoding="utf-8")
+    print(f"wrote {out}/hf_module.md, hf_module.json, measured-hf_module-{spec}.yaml")
     return 0
 
 
