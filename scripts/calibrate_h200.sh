@@ -4,16 +4,19 @@
 # the energy parameters fitted on the measured energy windows (energy-fit.yaml: the measured: entries
 # of hwspecs/specs/h200-sxm.yaml's energy section). Inputs: the default
 # suites of 2026-12-02 and the #13 suites of 2026-12-03 (more shapes per group; calls 1 and 2 of
-# results/h200/2026-12-03/achievable, measured on another machine of the same kind).
+# results/h200/2026-12-03/achievable, measured on another machine of the same kind) and the matched-pairs
+# and block-shape call of 2026-12-03 (results/h200/2026-12-03/pairs-blocks: attention, SSD, the Mamba-1
+# scan, blocks at smaller widths and short sequences; see its README).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 IN=results/h200/2026-12-02
 MORE=results/h200/2026-12-03/achievable
+PAIRS=results/h200/2026-12-03/pairs-blocks
 OUT=$IN/calibration
 mkdir -p "$OUT"
-ssmbench calibrate --results "$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$MORE/call2" --hw h200-sxm --out "$OUT/profile.json" --force
-ssmbench gap --results "$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$MORE/call2" --hw h200-sxm --calibration "$OUT/profile.json" \
+ssmbench calibrate --results "$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$MORE/call2" "$PAIRS" --hw h200-sxm --out "$OUT/profile.json" --force
+ssmbench gap --results "$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$MORE/call2" "$PAIRS" --hw h200-sxm --calibration "$OUT/profile.json" \
     --format md --out "$OUT/gap.md" --plot "$OUT/gap.png" --energy-plot "$OUT/energy.png"
-ssmbench gap --results "$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$MORE/call2" --hw h200-sxm --calibration "$OUT/profile.json" \
+ssmbench gap --results "$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$MORE/call2" "$PAIRS" --hw h200-sxm --calibration "$OUT/profile.json" \
     --format json --out "$OUT/gap.json"
-ssmbench energy-fit --results "$IN/default" "$MORE/call1" "$MORE/call2" --hw h200-sxm --out "$OUT/energy-fit.yaml" --force > /dev/null
+ssmbench energy-fit --results "$IN/default" "$MORE/call1" "$MORE/call2" "$PAIRS" --hw h200-sxm --out "$OUT/energy-fit.yaml" --force > /dev/null
