@@ -211,7 +211,8 @@ def _achievable_summary(rows: list[dict]) -> dict[str, Any]:
     plain = [100.0 * abs(r["achievable_plain_s"] / r["measured_s"] - 1) for r in rows
              if r.get("achievable_plain_s") is not None]
     return {"label": "achievable estimate (analytic, parameters from the spec; no fit)",
-            "basis": f"as measured (analytic/timed.py: each call in the timing loop after its L2 flush) for "
+            "basis": f"as measured (analytic/timed.py: the steady state of the timing loop with the timed call's fixed "
+                     f"device time after the L2 flush) for "
                      f"{as_measured} of {len(rows)} cases whose records carry their timing settings, else the "
                      f"plain steady-state estimate",
             "plain_median_ape_pct": float(np.median(plain)) if plain else None,
