@@ -3,6 +3,10 @@ roofline bound (``roofline.py``: work at datasheet peaks, a true lower bound) an
 
 Every parameter is a spec value: attained ceilings (``measured:`` entries, read by ``ssmbench probe``
 on a real GPU) for real devices, design assumptions for hypothetical ones; nothing is fitted here.
+One exception, named as such: the step latencies of the sequential-chain term
+(``compute.chain_step.<class>``, ``chain.py``) are derived from two measured cases of each kernel
+class (the spec's ``measured:`` entries name them), so for those two kernel classes the estimate is
+not free of parameters taken from measurements; their other shapes and grids are predictions.
 The label of every number is **achievable estimate**.
 
 Terms, for one call of an op whose kernels launch back to back (``launches`` = n):
