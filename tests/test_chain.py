@@ -14,7 +14,6 @@ from ssmbench.analytic.achievable import estimate
 from ssmbench.analytic.cost import Cost
 from ssmbench.hwspecs import get_spec, parse_spec
 from ssmbench.hwspecs.ceilings import ceiling
-
 from test_achievable import GRAPH_NODE, LATENCY
 from test_roofline import DRAM_BW, spec_data
 
