@@ -3,6 +3,10 @@ roofline bound (``roofline.py``: work at datasheet peaks, a true lower bound) an
 
 Every parameter is a spec value: attained ceilings (``measured:`` entries, read by ``ssmbench probe``
 on a real GPU) for real devices, design assumptions for hypothetical ones; nothing is fitted here.
+One exception, named as such: the step latencies of the sequential-chain term
+(``compute.chain_step.<class>``, ``chain.py``) are derived from two measured cases of each kernel
+class (the spec's ``measured:`` entries name them), so for those two kernel classes the estimate is
+not free of parameters taken from measurements; their other shapes and grids are predictions.
 The label of every number is **achievable estimate**.
 
 Terms, for one call of an op whose kernels launch back to back (``launches`` = n):
@@ -33,7 +37,11 @@ Terms, for one call of an op whose kernels launch back to back (``launches`` = n
   the device-wide cache beyond its device-memory bytes (Mamba-1's selective scan re-reads B and C
   [B, N, L] once per channel): T_reread = bytes / memory.l2.bandwidth. Like the engines, they overlap
   with the other resources, or, in a kernel whose phases run one after another, add to the engines.
-- GPU time: T_gpu = n x graph_node + max(T_tensor, T_vector, T_sfu, T_mem, T_l2 + T_reread): the engines
+- **Sequential chain** (``chain.py``): a kernel whose programs loop over dependent steps (fla's
+  one-warp token recurrence, Mamba-3 SISO's chunk loop) takes at least
+  T_chain = steps x ceil(programs / (SMs x programs per SM)) x compute.chain_step.<class>; it is one
+  more term of the max below (a kernel with few programs leaves the engines idle while its chain runs).
+- GPU time: T_gpu = n x graph_node + max(T_tensor, T_vector, T_sfu, T_mem, T_l2 + T_reread, T_chain): the engines
   and the memory system overlap within a call; the per-kernel fixed costs do not. For a kernel whose
   phases run one after another on the same warps (FlashAttention-2's softmax between its two GEMMs;
   the selective scan's B/C loads, exponentials and block scan between barriers;
@@ -47,7 +55,8 @@ Terms, for one call of an op whose kernels launch back to back (``launches`` = n
 - Achievable time T = max(T_host, T_gpu).
 
 Bottleneck classes: ``host/launch`` when T_host >= T_gpu; else ``latency`` when the fixed and latency
-parts (n x graph_node + n x dram latency) exceed every engine and bandwidth time; else the resource
+parts (n x graph_node + n x dram latency) or the sequential chain exceed every engine and bandwidth
+time; else the resource
 with the largest time (tensor, vector, special_function, dram, l2).
 
 A parameter the spec does not know (``unknown`` or not listed) contributes no term, and the result
@@ -63,7 +72,8 @@ from typing import Sequence
 import numpy as np
 
 from ..hwspecs import Spec
-from ..hwspecs.schema import HOST_CLASSES
+from ..hwspecs.schema import CHAIN_CLASSES, HOST_CLASSES
+from .chain import Chain, chain_time
 from .cost import Cost
 from .roofline import COL, TENSOR_DTYPES, Prefer, check_choice, spec_ceiling, work_array
 
@@ -96,12 +106,14 @@ class AchievableTable:
     l2_capacity: np.ndarray
     node_s: np.ndarray        # launch.graph_node
     host_s: np.ndarray        # [S, len(HOST_CLASSES)]
+    sm_count: np.ndarray      # compute.sm_count
+    chain_step: np.ndarray    # [S, len(CHAIN_CLASSES)] compute.chain_step.<class>; NaN where unknown
     missing: tuple[dict[str, str], ...]  # per spec: parameter -> why unknown
 
     @classmethod
     def of(cls, specs: Sequence[Spec], prefer: Prefer = "measured") -> "AchievableTable":
         rows: dict[str, list] = {k: [] for k in ("tensor", "mma", "vector", "sfu", "dram", "lat", "l2", "l2cap",
-                                                 "node", "host")}
+                                                 "node", "host", "sms", "chain")}
         missing = []
         for spec in specs:
             miss: dict[str, str] = {}
@@ -128,12 +140,15 @@ class AchievableTable:
                 rows["l2cap"].append(get(f"memory.{cache}.capacity"))
             rows["node"].append(get("launch.graph_node"))
             rows["host"].append([get(f"launch.host.{c}") for c in HOST_CLASSES])
+            rows["sms"].append(get("compute.sm_count"))
+            rows["chain"].append([get(f"compute.chain_step.{c}") for c in CHAIN_CLASSES])
             missing.append(miss)
         arr = {k: np.array(v, dtype=float) for k, v in rows.items()}
         return cls(tuple(s.id for s in specs), arr["tensor"].reshape(len(specs), -1),
                    arr["mma"].reshape(len(specs), -1), arr["vector"], arr["sfu"],
                    arr["dram"], arr["lat"], arr["l2"], arr["l2cap"], arr["node"],
-                   arr["host"].reshape(len(specs), -1), tuple(missing))
+                   arr["host"].reshape(len(specs), -1), arr["sms"], arr["chain"].reshape(len(specs), -1),
+                   tuple(missing))
 
 
 def _mma_sync_rate(spec: Spec, dtype: str, prefer: Prefer, miss: dict[str, str]) -> float:
@@ -169,6 +184,7 @@ class Achieved:
     bottleneck: np.ndarray     # index into CLASSES
     l2_bytes: np.ndarray       # bytes served by the device-wide cache instead of DRAM
     dram_bytes: np.ndarray
+    chain: np.ndarray          # the sequential chain's time (chain.py; 0 where none)
 
     def bottleneck_names(self) -> np.ndarray:
         return np.asarray(CLASSES, dtype=object)[self.bottleneck]
@@ -180,13 +196,15 @@ def _z(a: np.ndarray) -> np.ndarray:
 
 def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarray | bool = False,
                     serial: np.ndarray | bool = False, launch: str = "eager", graph_replays: float = 1.0,
-                    mma_sync: np.ndarray | bool = False, l2_reread: np.ndarray | float = 0.0) -> Achieved:
+                    mma_sync: np.ndarray | bool = False, l2_reread: np.ndarray | float = 0.0,
+                    chain: Chain | None = None) -> Achieved:
     """Achievable time of ``work`` [len(WORK_COLUMNS), *shape] on every spec of ``table``.
 
     ``tf32``: where fp32 matmul FLOPs run on TF32 tensor cores; ``serial``: where the engine times
     (tensor, vector, special function) add instead of overlapping (``execution.Traits.engines``).
     ``mma_sync``: where the tensor FLOPs are issued as mma.sync (``execution.Traits.tensor_instr``);
-    ``l2_reread``: bytes re-read from the device-wide cache (``execution.l2_reread_bytes``).
+    ``l2_reread``: bytes re-read from the device-wide cache (``execution.l2_reread_bytes``);
+    ``chain``: the sequential chain of the work's kernel (``execution.chain_of``), one for all elements.
     Each is a bool (a number), or an array over the work shape (one implementation per element).
     ``graph_replays``: CUDA-graph replays the host issues for the work under ``launch="graph"`` (one
     per measured call; 0 for one op of a model step whose single replay is counted once for the step)."""
@@ -238,6 +256,12 @@ def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarra
     # tensor + vector + special_function (+ the re-read phase), when they run one after another
     engines = stacked[:3].sum(axis=0) + reread
     top = np.where(serial, np.maximum(engines, np.maximum(stacked[3], stacked[4] - reread)), stacked.max(axis=0))
+    chain_s = np.zeros(shape)
+    if chain is not None:
+        step = table.chain_step[:, CHAIN_CLASSES.index(chain.cls)]
+        chain_s = np.broadcast_to(chain_time(chain, ps(table.sm_count), ps(step)), shape)
+    chain_binds = (chain_s > 0) & (chain_s >= top)
+    top = np.maximum(top, chain_s)
     gpu = node + top
 
     if launch == "eager":
@@ -250,11 +274,11 @@ def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarra
 
     # the label of a serial kernel is its largest phase (the re-reads count as l2)
     engine = stacked.argmax(axis=0) + CLASSES.index("tensor")
-    cls = np.where(np.broadcast_to(fixed, shape) >= top, CLASSES.index("latency"), engine)
+    cls = np.where((np.broadcast_to(fixed, shape) >= top) | chain_binds, CLASSES.index("latency"), engine)
     cls = np.where(host >= gpu, CLASSES.index("host/launch"), cls)
     return Achieved(time, host, np.broadcast_to(gpu, shape), np.broadcast_to(fixed, shape),
                     {r: np.broadcast_to(t, shape) for r, t in times.items()}, cls,
-                    np.broadcast_to(l2_bytes, shape), np.broadcast_to(dram_bytes, shape))
+                    np.broadcast_to(l2_bytes, shape), np.broadcast_to(dram_bytes, shape), chain_s)
 
 
 @dataclass(frozen=True)
@@ -273,22 +297,28 @@ class Estimate:
     launch_regime: str
     not_modelled: dict[str, str]
     label: str = LABEL
+    chain_s: float = 0.0
 
     def to_dict(self) -> dict:
         return {"label": self.label, "spec": self.spec_id, "time_s": self.time_s, "host_s": self.host_s,
                 "gpu_s": self.gpu_s, "fixed_s": self.fixed_s, "times_s": self.times_s,
                 "bottleneck": self.bottleneck, "l2_bytes": self.l2_bytes, "dram_bytes": self.dram_bytes,
-                "launch_regime": self.launch_regime, "not_modelled": self.not_modelled}
+                "launch_regime": self.launch_regime, "not_modelled": self.not_modelled, "chain_s": self.chain_s}
 
 
 def estimate(cost: Cost, spec: Spec, *, tf32: bool = False, serial: bool = False, launch: str = "eager",
-             prefer: Prefer = "measured", mma_sync: bool = False, l2_reread: float = 0.0) -> Estimate:
-    """The achievable time of one numeric Cost on one spec, with its terms and what is not modelled."""
+             prefer: Prefer = "measured", mma_sync: bool = False, l2_reread: float = 0.0,
+             chain: Chain | None = None) -> Estimate:
+    """The achievable time of one numeric Cost on one spec, with its terms and what is not modelled
+    (``chain``: the sequential chain of its kernel, ``execution.chain_of``; None: none)."""
     table = AchievableTable.of([spec], prefer)
     work = work_array(cost)
     a = achievable_work(work, table, tf32=tf32, serial=serial, launch=launch, mma_sync=mma_sync,
-                        l2_reread=l2_reread)
+                        l2_reread=l2_reread, chain=chain)
     miss = dict(table.missing[0])
+    # a chain class's step is named only where the work has that chain; the SM count only with a chain
+    miss = {k: v for k, v in miss.items() if not (k.startswith("compute.chain_step.") or k == "compute.sm_count")
+            or (chain is not None and k in (chain.key, "compute.sm_count"))}
     used_mma = {f"compute.tensor_mma_sync.{d}" for d, v in cost.tensor.items() if mma_sync and float(v) > 0}
     miss = {k: v for k, v in miss.items() if not k.startswith("compute.tensor_mma_sync.") or k in used_mma}
     if launch == "graph":
@@ -298,7 +328,7 @@ def estimate(cost: Cost, spec: Spec, *, tf32: bool = False, serial: bool = False
         miss = {k: v for k, v in miss.items() if not k.startswith("launch.host.") or k in used}
     return Estimate(spec.id, float(a.time[0]), float(a.host[0]), float(a.gpu[0]), float(a.fixed[0]),
                     {r: float(t[0]) for r, t in a.times.items()}, str(a.bottleneck_names()[0]),
-                    float(a.l2_bytes[0]), float(a.dram_bytes[0]), launch, miss)
+                    float(a.l2_bytes[0]), float(a.dram_bytes[0]), launch, miss, chain_s=float(a.chain[0]))
 
 
 def issue_pipeline(host_s: Sequence[float], gpu_s: Sequence[float], lead_s: float = float("inf")) -> float:

@@ -30,6 +30,8 @@ These traits feed the achievable-time model (``achievable.py``), not the rooflin
   which on Hopper reaches only part of the peak (Shah et al., FlashAttention-3, arXiv 2407.08608,
   Sec. 2: wgmma is needed for the Hopper tensor cores' full throughput; measured on the H200 by the
   probe's mma.sync loop: ``compute.tensor_mma_sync.<dtype>``).
+- ``chain``: the sequential chain of a kernel whose programs loop over dependent steps (``chain.py``:
+  steps, programs, programs per SM and kernel class, as a function of the case's dims and mode).
 - ``l2_rereads``: bytes a kernel's SMs read again from the device-wide cache beyond its device-memory
   bytes (an operand every block re-reads), as a function of the case's dims, dtype and mode; the
   achievable model times them at the cache's bandwidth (``l2_reread_bytes``).
@@ -48,6 +50,7 @@ from typing import Literal
 
 from ..hwspecs.schema import HOST_CLASSES
 from .cases import is_composite
+from .chain import Chain, fla_recurrent_chain, mamba3_siso_chain
 from .conventions import nbytes
 from .cost import Cost
 
@@ -69,6 +72,8 @@ class Traits:
     tensor_instr: Literal["full", "mma_sync"] = "full"
     # (dims, dtype, mode) -> bytes re-read from the device-wide cache (module docstring); None: none
     l2_rereads: Callable[[Mapping[str, int], str, str], float] | None = None
+    # (dims, mode) -> the kernel's sequential chain (module docstring); None: none
+    chain: Callable[[Mapping[str, int], str], Chain | None] | None = None
 
     def __post_init__(self):
         for c in (self.host_class, self.decode_host_class):
@@ -143,7 +148,7 @@ TRAITS: dict[tuple[str, str], Traits] = {
     ("conv1d", "causal_conv1d"): EXTENSION,
     ("conv1d", "torch_conv"): EAGER,
     ("gated_delta_rule", "chunked"): AUTOTUNED,
-    ("gated_delta_rule", "recurrent"): TRITON,
+    ("gated_delta_rule", "recurrent"): dataclasses.replace(TRITON, chain=fla_recurrent_chain),
     ("silu", "torch_eager"): EAGER,
     ("softplus", "torch_eager"): EAGER,
     ("silu_gate", "torch_eager"): EAGER,
@@ -154,7 +159,7 @@ TRAITS: dict[tuple[str, str], Traits] = {
     ("mamba1_scan", "fused"): MAMBA1_SCAN,
     ("mamba1_scan", "naive"): EAGER,
     ("mamba1_scan", "loop"): EAGER,
-    ("mamba3", "siso"): AUTOTUNED,
+    ("mamba3", "siso"): dataclasses.replace(AUTOTUNED, chain=mamba3_siso_chain),
     ("mamba3", "mimo"): AUTOTUNED,
     ("mlp", "torch_eager"): EAGER,
     ("mlp", "fused"): CUBLAS,
@@ -277,6 +282,15 @@ def l2_reread_bytes(op: str, impl: str, dims: Mapping[str, int], dtype: str, mod
         return 0.0
     fn = traits(op, impl, backend).l2_rereads
     return 0.0 if fn is None else float(fn(dims, dtype, mode))
+
+
+def chain_of(op: str, impl: str, dims: Mapping[str, int], mode: str, backend: str | None = None) -> Chain | None:
+    """The sequential chain of one call of ``op``/``impl`` (None for composites and for
+    implementations without ``Traits.chain``)."""
+    if is_composite(op):
+        return None
+    fn = traits(op, impl, backend).chain
+    return None if fn is None else fn(dims, mode)
 
 
 def as_measured(cost: Cost, backend: str | None, mode: str | None = None, op: str | None = None,

@@ -86,9 +86,10 @@ def _case_row(c: JoinedCase, profile: Profile, group: dict | None, spec_id: str,
         "achievable_s": b.achievable_s, "achievable_kind": "as_measured" if b.as_measured else "plain",
         "achievable_plain_s": (b.achievable or {}).get("time_s"),
         "achievable_bottleneck": (b.as_measured or b.achievable or {}).get("bottleneck"),
-        # lead_s is infinite where the device never waits for the host (achievable.timed_call_lead): null
+        # lead_s is infinite where the device never waits for the host (achievable.timed_call_lead): null;
+        # chain_s: the sequential chain of the kernel (analytic/chain.py), 0 where none
         "achievable_terms_s": {k: _finite((b.as_measured or b.achievable or {}).get(k))
-                               for k in ("host_s", "gpu_s", "fixed_s", "lead_s", "timed_call_extra_s")},
+                               for k in ("host_s", "gpu_s", "fixed_s", "chain_s", "lead_s", "timed_call_extra_s")},
         "achievable_ape_pct": 100.0 * abs(b.achievable_s / c.measured_s - 1.0),
         "group": group["label"] if group else None, "group_status": group["status"] if group else "no group",
         "calibrated_s": None, "lo_s": None, "hi_s": None, "label": None, "residual_pct": None,
@@ -211,7 +212,8 @@ def _achievable_summary(rows: list[dict]) -> dict[str, Any]:
     plain = [100.0 * abs(r["achievable_plain_s"] / r["measured_s"] - 1) for r in rows
              if r.get("achievable_plain_s") is not None]
     return {"label": "achievable estimate (analytic, parameters from the spec; no fit)",
-            "basis": f"as measured (analytic/timed.py: each call in the timing loop after its L2 flush) for "
+            "basis": f"as measured (analytic/timed.py: the steady state of the timing loop with the timed call's fixed "
+                     f"device time after the L2 flush) for "
                      f"{as_measured} of {len(rows)} cases whose records carry their timing settings, else the "
                      f"plain steady-state estimate",
             "plain_median_ape_pct": float(np.median(plain)) if plain else None,

@@ -22,6 +22,10 @@ Layout of a spec file::
                       achievable model runs the matmuls of kernels built on mma.sync (sm80 code:
                       FlashAttention-2) at it (``analytic/execution.py`` ``Traits.tensor_instr``)
                       path (optional): {COMPUTE_PATHS: attained FLOP rate of that software kernel path}
+                      chain_step (optional): {CHAIN_CLASSES: the time of one step of a kernel class
+                      whose programs loop sequentially (one token, one chunk) with a dependence
+                      between steps}: the achievable model's chain term (``analytic/chain.py``);
+                      an attained latency of that kernel class, measured (never a datasheet value)
     memory:           ordered from on-chip to off-chip: {level: {scope, capacity, bandwidth, latency}};
                       the last level is ``dram`` (device memory). Bandwidth is device aggregate;
                       latency (optional) is the load-to-use latency of one access at that level;
@@ -199,6 +203,13 @@ class Source(_Strict):
 #   <direct_copy>), ``reduction`` (reduce_kernel<512, 1> along the last dimension); contiguous
 #   vectorized elementwise kernels run at the copy bandwidth (memory.dram.bandwidth).
 COMPUTE_PATHS = ("conv_depthwise",)
+# Kernel classes whose programs step sequentially with a dependence between steps (``compute.chain_step``;
+# ``analytic/chain.py``): ``token_recurrent_warp``, a one-warp Triton program stepping one token of a
+# matrix-state recurrence (loads of the token's q, k, v, gate, a decay, warp reductions, a rank-1
+# update, a store: fla's fused_recurrent kernels); ``chunk_recurrent_cta``, one Triton program per
+# (head, batch) stepping one chunk of a chunked scan with its state in registers (loads of the chunk's
+# tiles, their matmuls, a state update: mamba-ssm's Mamba-3 SISO forward kernel).
+CHAIN_CLASSES = ("token_recurrent_warp", "chunk_recurrent_cta")
 DRAM_PATHS = ("broadcast", "cast_copy", "reduction")
 
 
@@ -213,6 +224,14 @@ class Compute(_Strict):
     # names the key under not_modelled.
     tensor_mma_sync: dict[str, FlopRate] = Field(default_factory=dict)
     path: dict[str, FlopRate] = Field(default_factory=dict)
+    # Time of one sequential step of a kernel class (CHAIN_CLASSES; optional): absent, the chain term
+    # of such kernels is named under not_modelled.
+    chain_step: dict[str, Duration] = Field(default_factory=dict)
+
+    @field_validator("chain_step", mode="before")
+    @classmethod
+    def _chain_classes(cls, v):
+        return _only_names(v, CHAIN_CLASSES, "kernel class(es) of a sequential chain")
 
     @field_validator("tensor", "vector", "tensor_mma_sync", mode="before")
     @classmethod
@@ -555,6 +574,8 @@ class Spec(_Strict):
             yield f"compute.tensor_mma_sync.{dt}", d
         for p, d in self.compute.path.items():
             yield f"compute.path.{p}", d
+        for c, d in self.compute.chain_step.items():
+            yield f"compute.chain_step.{c}", d
         for name, level in self.memory.items():
             yield f"memory.{name}.capacity", level.capacity
             yield f"memory.{name}.bandwidth", level.bandwidth

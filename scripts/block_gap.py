@@ -1,11 +1,12 @@
 """Whole blocks against their ops: each measured block case (``block:...`` records) beside the bound
 composed from the op calls its plan lists (``analytic/workloads/blocks.py``, ``composed_bound``).
 
-Usage: python scripts/block_gap.py RESULTS_DIR [--hw SPEC] [--prefer measured|datasheet] [--json]
+Usage: python scripts/block_gap.py RESULTS_DIR [RESULTS_DIR ...] [--hw SPEC] [--prefer measured|datasheet] [--json]
                                    [--max-median-error PCT] [--ops achievable|measured]
                                    [--op-results DIR ...] [--max-distance X]
 
-For every block case with status ok (the latest record of each key), on the spec of the device it
+For every block case with status ok in the folders given (the latest record of each key over all of
+them; their op records also serve ``--ops measured``), on the spec of the device it
 was measured on (``--hw``, default h200-sxm):
 - measured: the median time of one call (measurement, CUDA events; decode replays a CUDA graph);
 - summed: the analytic bound of the block's summed cost (max over resources of all its work: the
@@ -38,14 +39,14 @@ import sys
 from pathlib import Path
 
 
-def rows(folder: str, hw: str, prefer: str, ops: str = "achievable", op_results: tuple[str, ...] = (),
+def rows(folder: str | list[str] | tuple[str, ...], hw: str, prefer: str, ops: str = "achievable", op_results: tuple[str, ...] = (),
          max_distance: float = math.log(16)) -> list[dict]:
     from ssmbench.analytic.workloads.blocks import composed_bound
     from ssmbench.hwspecs import get_spec
     from ssmbench.measure.results import latest_by_key, read_dir
 
     spec = get_spec(hw)
-    files = read_dir(folder)
+    files = [f for d in ([folder] if isinstance(folder, str) else folder) for f in read_dir(d)]
     records = None
     if ops == "measured":
         import block_oracle
@@ -89,7 +90,7 @@ def summary(rs: list[dict]) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("folder")
+    ap.add_argument("folder", nargs="+", help="result folders holding block cases")
     ap.add_argument("--hw", default="h200-sxm")
     ap.add_argument("--prefer", default="measured", choices=("measured", "datasheet"))
     ap.add_argument("--json", action="store_true")
@@ -111,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'measured':>10}{'summed':>10}{'composed':>10}{'meas/comp':>10}{'achiev.':>10}{'meas/ach':>10}"
               f"  case (us; analytic bounds and achievable estimates on {a.hw})")
         for r in rs:
-            f = lambda x: f"{x * 1e6:10.1f}" if x else f"{'-':>10}"  # noqa: E731
+            f = lambda x: f"{x * 1e6:10.1f}" if x else f"{'-':>10}"
             print(f"{f(r['measured_s'])}{f(r['summed_bound_s'])}{f(r['composed_bound_s'])}"
                   f"{r['ratio'] or float('nan'):10.3f}{f(r['achievable_s'])}{r['achievable_ratio'] or float('nan'):10.3f}"
                   + (f"{f(r['oracle_s'])}{r['oracle_ratio'] or float('nan'):10.3f}"

@@ -41,12 +41,13 @@ def op_records(files) -> dict[tuple, list]:
 def _model_times(op, impl, mode, dtype, dims, backend, spec, graph: bool) -> tuple[float, float]:
     """(achievable device s, modelled host s of one timed call) of one op call."""
     from ssmbench.analytic.achievable import AchievableTable, estimate, host_cost
-    from ssmbench.analytic.execution import as_measured, traits
+    from ssmbench.analytic.execution import as_measured, chain_of, traits
     from ssmbench.analytic.registry import cost
 
     t = traits(op, impl, backend)
     k = as_measured(cost(op, dims, impl=impl, mode=mode, dtype=dtype), backend, mode)
-    a = estimate(k, spec, tf32=t.fp32_matmul == "tf32", serial=t.engines == "serial")
+    a = estimate(k, spec, tf32=t.fp32_matmul == "tf32", serial=t.engines == "serial",
+                 chain=chain_of(op, impl, dims, mode, backend))
     return a.gpu_s, host_cost(AchievableTable.of([spec]), "cuda_graph") if graph else a.host_s
 
 

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Regenerates results/h200/2026-12-02/calibration/ from the stored H200 results (no GPU needed):
 # the calibrated profile, the gap report (Markdown and JSON, with its energy section) and its figures, and
-# the energy parameters fitted on the measured energy windows (energy-fit.yaml: the measured: entries
-# of hwspecs/specs/h200-sxm.yaml's energy section). Inputs: the default
-# suites of 2026-12-02, the #13 suites of 2026-12-03 (more shapes per group; calls 1 and 2 of
-# results/h200/2026-12-03/achievable, measured on another machine of the same kind) and the matched pairs and
-# block shapes of 2026-12-03 (results/h200/2026-12-03/pairs-blocks).
+# the energy parameters fitted on the measured energy windows (energy-fit.yaml: the calibrated layer;
+# hwspecs/specs/h200-sxm.yaml holds the energy probe's measured values). Inputs: the default
+# suites of 2026-12-02 and the #13 suites of 2026-12-03 (more shapes per group; calls 1 and 2 of
+# results/h200/2026-12-03/achievable, measured on another machine of the same kind) and the matched-pairs
+# and block-shape call of 2026-12-03 (results/h200/2026-12-03/pairs-blocks: attention, SSD, the Mamba-1
+# scan, blocks at smaller widths and short sequences; see its README).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 IN=results/h200/2026-12-02

@@ -1,7 +1,7 @@
 """Print where the time model stands against the targets of issue #13, from stored data only.
 
 Usage: python scripts/model_targets.py [--gap results/h200/2026-12-02/calibration/gap.json]
-                                       [--blocks results/h200/2026-12-02/default] [--hw h200-sxm]
+                                       [--blocks DIR ...] [--hw h200-sxm]
 
 Reads the gap report that ``scripts/calibrate_h200.sh`` writes (``ssmbench gap --format json``) and
 composes the measured blocks from their ops (``scripts/block_gap.py``). Prints, each with its label:
@@ -36,7 +36,9 @@ def _mark(ok: bool) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gap", default="results/h200/2026-12-02/calibration/gap.json")
-    ap.add_argument("--blocks", default="results/h200/2026-12-02/default")
+    ap.add_argument("--blocks", nargs="+", default=["results/h200/2026-12-02/default", "results/h200/2026-12-03/pairs-blocks"],
+                    help="result folders holding the measured block cases (default: the default suite of 2026-12-02 and "
+                         "the block shapes of 2026-12-03)")
     ap.add_argument("--hw", default="h200-sxm")
     ap.add_argument("--op-results", action="append", default=["results/h200/2026-12-03/achievable/call1", "results/h200/2026-12-03/achievable/call2"],
                     help="more op measurements for the measurement-composed blocks (block_gap.py --ops measured)")

@@ -34,7 +34,7 @@ import numpy as np
 
 from ...errors import UserError
 from ...hwspecs import Spec, units
-from ...hwspecs.schema import HOST_CLASSES, value_kind
+from ...hwspecs.schema import CHAIN_CLASSES, HOST_CLASSES, value_kind
 from ..achievable import AchievableTable
 from ..roofline import ON_CHIP_LEVELS, TENSOR_DTYPES, spec_ceiling
 from ..workloads.placement import PERSISTENT_LEVEL
@@ -302,7 +302,21 @@ class Designs:
             l2_capacity=self.get(cache and f"memory.{cache}.capacity"),
             node_s=col("launch.graph_node"),
             host_s=np.stack([col(f"launch.host.{c}") for c in HOST_CLASSES], axis=1),
+            sm_count=(col("compute.sm_count") if "compute.sm_count" in self.values
+                      else np.full(self.n, _base_value(self.base, "compute.sm_count"))),
+            # sequential-chain steps are attained latencies of kernel classes, not design parameters: a
+            # design point takes its base spec's (NaN where the base knows none)
+            chain_step=np.stack([np.full(self.n, _base_value(self.base, f"compute.chain_step.{c}"))
+                                 for c in CHAIN_CLASSES], axis=1),
             missing=({},) * self.n)
+
+
+def _base_value(spec: Spec, key: str) -> float:
+    """``key``'s value on ``spec`` (measured where known), NaN where unknown or not listed."""
+    from ..roofline import spec_ceiling
+
+    v = spec_ceiling(spec, key, "measured").value
+    return np.nan if v is None else float(v)
 
 
 def parse_cost(texts: Sequence[str], base: Spec) -> dict[str, float]:

@@ -191,6 +191,13 @@ def compose_achievable(rows: list[dict], spec, mode: str, launch: str, gpu_key: 
             "gpu_s": sum(gpu), "lead_s": lead, "steady_state_s": max(sum(host), sum(gpu))}
 
 
+def _counted(chain, count: int):
+    """A call's chain run ``count`` times one after another (its kernel launched ``count`` times)."""
+    import dataclasses
+
+    return None if chain is None else dataclasses.replace(chain, steps=chain.steps * count)
+
+
 def composed_bound(op: str, dims: Mapping[str, int], spec, impl: str | None = None, mode: str = "fwd",
                    dtype: str = "bf16", prefer: str = "measured", launch: str | None = None,
                    flush: tuple[float, float] | None = None) -> dict:
@@ -201,7 +208,7 @@ def composed_bound(op: str, dims: Mapping[str, int], spec, impl: str | None = No
     eager launches otherwise. Each call is executed as its block runs it (``call_backend``: SDPA's
     cuDNN kernels in the attention block)."""
     from ..achievable import estimate
-    from ..execution import as_measured, l2_reread_bytes, traits
+    from ..execution import as_measured, chain_of, l2_reread_bytes, traits
     from ..roofline import project
 
     launch = launch or ("graph" if mode == "decode" else "eager")
@@ -214,7 +221,8 @@ def composed_bound(op: str, dims: Mapping[str, int], spec, impl: str | None = No
         # the achievable estimate of the call; under graph replay the block is one replay (compose_achievable)
         a = estimate(k, spec, tf32=t.fp32_matmul == "tf32", serial=t.engines == "serial", launch=launch,
                      mma_sync=t.tensor_instr == "mma_sync",
-                     l2_reread=l2_reread_bytes(c.op, c.impl, c.dim_map(), dtype, c.mode, backend) * c.count)
+                     l2_reread=l2_reread_bytes(c.op, c.impl, c.dim_map(), dtype, c.mode, backend) * c.count,
+                     chain=_counted(chain_of(c.op, c.impl, c.dim_map(), c.mode, backend), c.count))
         h = a.host_s if launch == "eager" else 0.0
         rows.append({"label": c.label.removeprefix("b."), "op": c.op, "impl": c.impl, "mode": c.mode,
                      "backend": backend, "count": c.count, "dims": call_dims(op, c, dims, mode, dtype),

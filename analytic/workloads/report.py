@@ -21,6 +21,8 @@ the mean context is at most the mean time: the result is still a lower bound. Wi
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ...errors import UserError
@@ -222,7 +224,7 @@ def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dic
     not the sum of per-call maxima; under CUDA-graph replay the host term is zero."""
     from ..achievable import LABEL as ACH_LABEL
     from ..achievable import AchievableTable, achievable_work, host_cost
-    from ..execution import fp32_matmul_on_tf32, serial_engines, tensor_instr
+    from ..execution import chain_of, fp32_matmul_on_tf32, serial_engines, tensor_instr
     # attained ceilings where the spec has them whatever the bound's ceiling rule: the estimate is of what
     # runs, the bound of what could
     table = AchievableTable.of([spec], "measured")
@@ -232,8 +234,15 @@ def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dic
     eager_parts = []  # per call (host under the plain eager model, launches, op calls): the runtime comparison
     residency = res.residency[0] if res.residency else None
     resident = residency is not None and bool(residency.resident[0, 0])
+    chain_keys = set()
     for i, c in enumerate(res.calls.calls):
         w = np.array(res.call_work[i, :, :1, :1])
+        # the call's sequential chain at the first grid point, its kernel run count times in a row
+        chain = chain_of(c.call.op, c.call.impl, {k: round(v) for k, v in call_shape(
+            c.call, res.phase, float(res.batch[0]), float(res.length[0])).items()}, c.call.mode)
+        if chain is not None:
+            chain = dataclasses.replace(chain, steps=chain.steps * c.call.count)
+            chain_keys |= {chain.key, "compute.sm_count"}
         state_bytes = 0.0
         if resident:  # the state lives in the spec's persistent on-chip level (placement.py), not in DRAM
             state_c, state_e = (float(x[i, 0, 0]) for x in res.call_state)
@@ -242,7 +251,7 @@ def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dic
             state_bytes = state_e
         a = achievable_work(w, table, tf32=fp32_matmul_on_tf32(c.call.op, c.call.impl),
                             serial=serial_engines(c.call.op, c.call.impl), launch=res.launch, graph_replays=0.0,
-                            mma_sync=tensor_instr(c.call.op, c.call.impl) == "mma_sync")
+                            mma_sync=tensor_instr(c.call.op, c.call.impl) == "mma_sync", chain=chain)
         h, g = float(a.host[0, 0, 0]), float(a.gpu[0, 0, 0])
         h_eager = h if res.launch == "eager" else float(achievable_work(
             w, table, tf32=fp32_matmul_on_tf32(c.call.op, c.call.impl), serial=serial_engines(c.call.op, c.call.impl),
@@ -279,7 +288,8 @@ def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dic
         from ..runtime import used_keys
         host_used = ({k for k in host_used if k == "launch.host.autograd"} if runtime.launch_class else host_used)
         host_used |= used_keys(runtime)
-    used = {k for k in table.missing[0] if not k.startswith("launch.host.") or k in host_used}
+    used = {k for k in table.missing[0] if (not k.startswith("launch.host.") or k in host_used)
+            and (not (k.startswith("compute.chain_step.") or k == "compute.sm_count") or k in chain_keys)}
     out = {"label": ACH_LABEL, "time_s": t, "host_s": host, "gpu_s": gpu,
            "bottleneck": "host/launch" if host >= gpu else max(by_class, key=by_class.get),
            "time_by_class_s": by_class, "launch_regime": res.launch,
@@ -295,7 +305,7 @@ def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dic
 def _gpu_class(a) -> str:
     """The device-side class of one achievable call (its bottleneck with the host term left out)."""
     fixed, top = float(a.fixed[0, 0, 0]), max(float(t[0, 0, 0]) for t in a.times.values())
-    if fixed >= top:
+    if fixed >= top or float(a.chain[0, 0, 0]) >= top > 0:
         return "latency"
     return max(a.times, key=lambda r: float(a.times[r][0, 0, 0]))
 

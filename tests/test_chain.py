@@ -1,0 +1,106 @@
+"""The sequential-chain term (analytic/chain.py) of the achievable model: the formula
+steps x ceil(programs / (SMs x programs per SM)) x step on the hand-built spec of test_achievable
+(10 SMs, graph node 1 us, DRAM latency 1 us), the kernels' grids and loops over small dims, the
+``latency`` class where the chain binds, and the H200 spec's measured step latencies."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from ssmbench.analytic import chain as ch
+from ssmbench.analytic import execution
+from ssmbench.analytic.achievable import estimate
+from ssmbench.analytic.cost import Cost
+from ssmbench.hwspecs import get_spec, parse_spec
+from ssmbench.hwspecs.ceilings import ceiling
+from test_achievable import GRAPH_NODE, LATENCY
+from test_roofline import DRAM_BW, spec_data
+
+SMS = 10
+STEP = 2e-6
+
+
+def chain_spec(step: bool = True):
+    d = spec_data()
+    d["memory"]["dram"]["latency"] = {"value": "1 us", "source": "a"}
+    if step:
+        d["compute"]["chain_step"] = {"token_recurrent_warp": {"value": "2 us", "source": "a"}}
+    return parse_spec(d)
+
+
+SMALL = Cost(vector=1e3, read={"activations": 1e3}, launches=1)
+
+
+@pytest.mark.parametrize("programs, waves", [(1, 1), (SMS * 4, 1), (SMS * 4 + 1, 2), (SMS * 4 * 3, 3)])
+def test_chain_time_is_steps_times_waves_times_step(programs, waves):
+    c = ch.Chain("token_recurrent_warp", 7, programs, 4)
+    assert float(ch.chain_time(c, SMS, STEP)) == pytest.approx(7 * waves * STEP)
+    assert float(ch.chain_time(c, SMS, float("nan"))) == 0.0  # an unknown step contributes nothing
+
+
+def test_a_binding_chain_sets_the_device_time_and_the_latency_class():
+    spec = chain_spec()
+    c = ch.Chain("token_recurrent_warp", 100, 5, 1)  # 5 programs on 10 SMs: one wave of 100 steps
+    e = estimate(SMALL, spec, launch="graph", chain=c)
+    assert e.chain_s == pytest.approx(100 * STEP)
+    assert e.gpu_s == pytest.approx(GRAPH_NODE + 100 * STEP)
+    assert e.bottleneck == "latency"
+    assert "compute.chain_step.token_recurrent_warp" not in e.not_modelled
+    plain = estimate(SMALL, spec, launch="graph")
+    assert plain.chain_s == 0.0 and plain.gpu_s == pytest.approx(GRAPH_NODE + LATENCY + 1e3 / DRAM_BW)
+
+
+def test_a_throughput_bound_kernel_keeps_its_resource_class():
+    spec = chain_spec()
+    big = Cost(vector=1e3, read={"activations": 1e10}, launches=1)  # 10 ms of DRAM traffic
+    e = estimate(big, spec, chain=ch.Chain("token_recurrent_warp", 1, 5, 1))
+    assert e.bottleneck == "dram" and e.chain_s == pytest.approx(STEP)
+    assert e.gpu_s == pytest.approx(GRAPH_NODE + LATENCY + 1e10 / DRAM_BW)
+
+
+def test_an_unknown_step_is_named_only_where_a_chain_runs():
+    spec = chain_spec(step=False)
+    c = ch.Chain("token_recurrent_warp", 100, 5, 1)
+    e = estimate(SMALL, spec, chain=c)
+    assert e.chain_s == 0.0 and "compute.chain_step.token_recurrent_warp" in e.not_modelled
+    assert not any(k.startswith("compute.chain_step") for k in estimate(SMALL, spec).not_modelled)
+
+
+def test_fla_recurrent_grid_and_loop():
+    # grid (ceil(V / min(8, next_pow2(V))) B H,), one warp each, L steps; decode one step
+    c = ch.fla_recurrent_chain({"B": 2, "H": 3, "L": 50, "P": 16, "Pv": 16}, "fwd")
+    assert (c.cls, c.steps, c.programs, c.programs_per_sm) == ("token_recurrent_warp", 50, 2 * 2 * 3, 32)
+    d = ch.fla_recurrent_chain({"B": 2, "H": 3, "P": 4, "Pv": 4}, "decode")
+    assert (d.steps, d.programs) == (1, 1 * 2 * 3)  # V = 4: BV = 4, one value block
+    assert ch.fla_recurrent_chain({"B": 2, "H": 3, "L": 50, "P": 16, "Pv": 16}, "bwd") is None
+
+
+def test_mamba3_siso_grid_and_loop():
+    c = ch.mamba3_siso_chain({"B": 3, "H": 5, "L": 130, "N": 16, "P": 8, "M": 1}, "fwd")
+    assert (c.cls, c.steps, c.programs, c.programs_per_sm) == ("chunk_recurrent_cta", math.ceil(130 / 64), 15, 1)
+    assert ch.mamba3_siso_chain({"B": 3, "H": 5, "N": 16, "P": 8, "M": 1}, "decode") is None
+
+
+def test_chunk_matches_the_cost_rule():
+    from ssmbench.analytic.ops.mamba3.cost import SISO_CHUNK
+
+    assert ch.SISO_CHUNK == SISO_CHUNK
+
+
+def test_traits_attach_chains_to_the_two_kernels_only():
+    dims = {"B": 1, "H": 16, "L": 4096, "P": 128, "Pv": 128}
+    assert execution.chain_of("gated_delta_rule", "recurrent", dims, "fwd").programs == 16 * 16
+    assert execution.chain_of("gated_delta_rule", "chunked", {**dims, "C": 64}, "fwd") is None
+    assert execution.chain_of("mamba3", "siso", {"B": 1, "H": 32, "L": 2048, "N": 128, "P": 64}, "fwd").steps == 32
+
+
+def test_h200_predicts_the_other_mamba3_grids_from_its_measured_step():
+    # the step was derived from B=1, H=32 at L=2048 and 16384 (hwspecs/specs/h200-sxm.yaml): the chain
+    # at B=4, H=64 (256 programs, two waves of 132) is twice the chain of one wave
+    spec = get_spec("h200-sxm")
+    c = ceiling(spec, "compute.chain_step.chunk_recurrent_cta")
+    assert c.value == pytest.approx(10e-6) and c.origin == "measured"
+    one = ch.mamba3_siso_chain({"B": 4, "H": 32, "L": 2048}, "fwd")
+    two = ch.mamba3_siso_chain({"B": 4, "H": 64, "L": 2048}, "fwd")
+    assert float(ch.chain_time(two, 132, 10e-6)) == pytest.approx(2 * float(ch.chain_time(one, 132, 10e-6)))
