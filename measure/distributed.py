@@ -31,6 +31,8 @@ How the work is split and kept:
 
 from __future__ import annotations
 
+import contextlib
+
 import datetime as _dt
 import os
 import socket
@@ -150,10 +152,19 @@ def broadcast_from_rank0(obj: Any) -> Any:
     return box[0]
 
 
+SHUTDOWN_BARRIER_S = 60  # how long a rank waits for the others before tearing its group down
+
+
 def shutdown() -> None:
+    """Tear the process group down once every rank has reached here: a gloo peer destroyed while
+    another still holds its connection aborts that rank (SIGABRT) and fails the whole torchrun job.
+    The wait is a monitored barrier on the gloo control group, bounded by ``SHUTDOWN_BARRIER_S`` so that
+    a rank whose peer died (or is stuck elsewhere) still exits; its error is then the one reported."""
     import torch.distributed as dist
 
     if dist.is_initialized():
+        with contextlib.suppress(RuntimeError):
+            dist.monitored_barrier(group=control_group(), timeout=_dt.timedelta(seconds=SHUTDOWN_BARRIER_S))
         dist.destroy_process_group()
 
 

@@ -246,9 +246,6 @@ def main(argv: list[str] | None = None) -> int:
             Path(a.out).write_text(json.dumps(doc, indent=1, default=str) + "\n", encoding="utf-8")
             print(f"{model.id} {'+'.join(names)} tp={tp}: measured {measured * 1e3:.4g} ms, predicted "
                   f"{pred['time_s'] * 1e3:.4g} ms (ratio {measured / pred['time_s']:.3g}); {impl}")
-        # every rank waits for rank 0's file before any tears the group down: a gloo peer destroyed while
-        # the other still holds the connection aborts that rank (SIGABRT) and fails the torchrun job
-        dist.barrier()
     finally:
         shutdown()
     return 0

@@ -33,6 +33,7 @@ its own constants: nothing stale is reused.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Sequence
@@ -92,6 +93,7 @@ class _PointPlan:
     tf32: np.ndarray  # [n_calls] bool, the achievable traits
     serial: np.ndarray
     mma_sync: np.ndarray
+    chained: tuple[tuple[int, OpCall], ...] = ()  # (index, call) of the calls with a sequential chain trait
 
 
 @functools.lru_cache(maxsize=4096)
@@ -120,7 +122,8 @@ def point_plan(calls: tuple[OpCall, ...], prec: Precision) -> _PointPlan:
 @functools.lru_cache(maxsize=1024)
 def compile_point_plan(calls: tuple[OpCall, ...], dtype: str | Precision) -> _PointPlan:
     """The plan of ``compile_plan`` with scalar cost functions (cached on the same key)."""
-    from ..execution import fp32_matmul_on_tf32, serial_engines, tensor_instr
+    from ..execution import fp32_matmul_on_tf32, is_composite, serial_engines, tensor_instr
+    from ..execution import traits as traits_of
 
     prec = as_precision(dtype)
     cp = compile_plan(calls, prec)
@@ -134,7 +137,8 @@ def compile_point_plan(calls: tuple[OpCall, ...], dtype: str | Precision) -> _Po
     traits = [(fp32_matmul_on_tf32(c.op, c.impl), serial_engines(c.op, c.impl), tensor_instr(c.op, c.impl) == "mma_sync")
               for c in calls]
     tr = np.array(traits, dtype=bool).reshape(-1, 3)
-    return _PointPlan(tuple(out), tr[:, 0].copy(), tr[:, 1].copy(), tr[:, 2].copy())
+    chained = tuple((i, c) for i, c in enumerate(calls) if not is_composite(c.op) and traits_of(c.op, c.impl).chain)
+    return _PointPlan(tuple(out), tr[:, 0].copy(), tr[:, 1].copy(), tr[:, 2].copy(), chained)
 
 
 def _dim(grid: dict, var, mult, step, minus=0, cap=None) -> float:
@@ -335,19 +339,31 @@ def _achievable_table(table: SpecTable, s: int):
 
 
 def step_achievable(pp: _PointPlan, work: list[list[float]], table: SpecTable, s: int, launch: str,
-                    phase: str) -> dict:
+                    phase: str, batch: float = 1.0, length: float = 1.0) -> dict:
     """The step's achievable estimate as ``report.achievable_rows`` (no runtime, state in DRAM), from one
-    ``achievable_work`` call over the plan's calls."""
+    ``achievable_work`` call over the plan's calls; a call with a sequential chain (``execution.chain_of``
+    at this point, its count times in a row, as ``achievable_rows`` charges it) is estimated again on its
+    own with that chain, since ``achievable_work`` takes one chain for all its elements."""
     from ..achievable import CLASSES, achievable_work, host_cost
+    from ..execution import chain_of
+    from .evaluate import call_shape
 
     table = _achievable_table(table, s)
     w = np.array(work).T  # [n_cols, n_calls]
     a = achievable_work(w, table, tf32=pp.tf32, serial=pp.serial, launch=launch, graph_replays=0.0,
                         mma_sync=pp.mma_sync)
-    hs, gs = a.host[0].tolist(), a.gpu[0].tolist()
+    hs, gs, ks = a.host[0].tolist(), a.gpu[0].tolist(), a.bottleneck[0].tolist()
+    for i, c in pp.chained:
+        chain = chain_of(c.op, c.impl, {k: round(v) for k, v in call_shape(c, phase, batch, length).items()}, c.mode)
+        if chain is None:
+            continue
+        one = achievable_work(w[:, i:i + 1], table, tf32=pp.tf32[i:i + 1], serial=pp.serial[i:i + 1], launch=launch,
+                              graph_replays=0.0, mma_sync=pp.mma_sync[i:i + 1],
+                              chain=dataclasses.replace(chain, steps=chain.steps * c.count))
+        hs[i], gs[i], ks[i] = float(one.host[0, 0]), float(one.gpu[0, 0]), int(one.bottleneck[0, 0])
     host = gpu = 0.0
     by_class: dict[str, float] = {}
-    for h, g, k in zip(hs, gs, a.bottleneck[0].tolist()):
+    for h, g, k in zip(hs, gs, ks):
         host += h
         gpu += g
         by_class[CLASSES[k]] = by_class.get(CLASSES[k], 0.0) + max(h, g)
@@ -407,7 +423,7 @@ def analyze_point(model: Model, phase: str, table: SpecTable, batch: float, leng
             hit = generated[gk] = (table, generate(pp, _projection(table, s, launch, bytes_basis), phase))
         t, ssum, shares, unb = hit[1](batch, length)
         b = -1 if math.isnan(t) else shares.index(max(shares))
-        ach = step_achievable(pp, work, table, s, launch, phase) if achievable else None
+        ach = step_achievable(pp, work, table, s, launch, phase, batch, length) if achievable else None
         out.append(PointResult(sc.spec.id, t, ssum, None if b < 0 else RESOURCES[b], dict(zip(RESOURCES, shares)),
                                tuple(r for r, u in zip(RESOURCES, unb) if u), tokens, ach, FAST))
     return tuple(out)
