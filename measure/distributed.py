@@ -32,7 +32,6 @@ How the work is split and kept:
 from __future__ import annotations
 
 import contextlib
-
 import datetime as _dt
 import os
 import socket

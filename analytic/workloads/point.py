@@ -122,7 +122,12 @@ def point_plan(calls: tuple[OpCall, ...], prec: Precision) -> _PointPlan:
 @functools.lru_cache(maxsize=1024)
 def compile_point_plan(calls: tuple[OpCall, ...], dtype: str | Precision) -> _PointPlan:
     """The plan of ``compile_plan`` with scalar cost functions (cached on the same key)."""
-    from ..execution import fp32_matmul_on_tf32, is_composite, serial_engines, tensor_instr
+    from ..execution import (
+        fp32_matmul_on_tf32,
+        is_composite,
+        serial_engines,
+        tensor_instr,
+    )
     from ..execution import traits as traits_of
 
     prec = as_precision(dtype)
