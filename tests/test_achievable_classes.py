@@ -123,3 +123,15 @@ def test_probe_mma_sync_rate_is_within_the_peak():
     ext.mma_loop(out, 132, 64, True)
     torch.cuda.synchronize()
     assert torch.isfinite(out).all()
+
+
+def test_a_step_names_only_the_class_rates_its_mma_sync_kernels_use():
+    # a step's not_modelled lists compute.tensor_mma_sync.<dtype> only for dtypes an mma.sync kernel of
+    # the step runs matmuls in: not fp64 for a bf16 Mamba-2 prefill (no mma.sync kernel at all), and bf16
+    # for a Llama prefill (FlashAttention-2) on a spec that lacks that class rate
+    from ssmbench import predict
+
+    mamba = predict("mamba2-2.7b", hw="h200-sxm", phase="prefill", batch=1, seqlen=4096).to_dict()["total"]["achievable"]
+    assert not any(k.startswith("compute.tensor_mma_sync.") for k in mamba["not_modelled"])
+    llama = predict("llama-3-8b", hw="h100-sxm", phase="prefill", batch=1, seqlen=8192).to_dict()["total"]["achievable"]
+    assert [k for k in llama["not_modelled"] if k.startswith("compute.tensor_mma_sync.")] == ["compute.tensor_mma_sync.bf16"]

@@ -235,8 +235,11 @@ def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dic
     residency = res.residency[0] if res.residency else None
     resident = residency is not None and bool(residency.resident[0, 0])
     chain_keys = set()
+    mma_keys = set()  # compute.tensor_mma_sync.<dtype> that an mma.sync call of this step really uses
     for i, c in enumerate(res.calls.calls):
         w = np.array(res.call_work[i, :, :1, :1])
+        if tensor_instr(c.call.op, c.call.impl) == "mma_sync":
+            mma_keys |= {f"compute.tensor_mma_sync.{d}" for d in TENSOR_DTYPES if w[COL[f"tensor.{d}"], 0, 0] > 0}
         # the call's sequential chain at the first grid point, its kernel run count times in a row
         chain = chain_of(c.call.op, c.call.impl, {k: round(v) for k, v in call_shape(
             c.call, res.phase, float(res.batch[0]), float(res.length[0])).items()}, c.call.mode)
@@ -289,7 +292,8 @@ def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dic
         host_used = ({k for k in host_used if k == "launch.host.autograd"} if runtime.launch_class else host_used)
         host_used |= used_keys(runtime)
     used = {k for k in table.missing[0] if (not k.startswith("launch.host.") or k in host_used)
-            and (not (k.startswith("compute.chain_step.") or k == "compute.sm_count") or k in chain_keys)}
+            and (not (k.startswith("compute.chain_step.") or k == "compute.sm_count") or k in chain_keys)
+            and (not k.startswith("compute.tensor_mma_sync.") or k in mma_keys)}
     out = {"label": ACH_LABEL, "time_s": t, "host_s": host, "gpu_s": gpu,
            "bottleneck": "host/launch" if host >= gpu else max(by_class, key=by_class.get),
            "time_by_class_s": by_class, "launch_regime": res.launch,
