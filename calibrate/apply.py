@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from ..errors import UserError
 from .estimate import Estimate, estimate_detail, sum_estimates
-from .transfer import TRANSFER_RULE, label as transfer_label
+from .transfer import TRANSFER_RULE
+from .transfer import label as transfer_label
 
 SUM_RULE = ("per-op intervals added end to end (the ops' errors assumed to move together, which gives a "
             "wider interval than independent errors would)")

@@ -24,10 +24,11 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..errors import UserError
+from .achievable_forms import MODELS
 from .crossval import ape, choose, conformal, evaluate, loso_coverage, shape_weights
 from .defaults import DEFAULT_LEVEL, DEFAULT_MIN_SHAPES
 from .join import Joined, JoinedCase
-from .models import MODELS, Features, active_resources
+from .models import Features, active_resources
 from .pool import dim_ranges, pool_group
 from .progress import Progress
 

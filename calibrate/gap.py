@@ -34,12 +34,12 @@ import numpy as np
 
 from ..errors import UserError
 from ..provenance import analysis_meta
-from .estimate import USABLE, estimate_from_bounds
 from .defaults import DEFAULT_LEVEL, DEFAULT_MIN_SHAPES, TARGET, TARGET_ALL
+from .estimate import USABLE, estimate_from_bounds
 from .fit import fit_groups
-from .progress import Progress
 from .join import RESOURCE_CLASS, RESOURCES, Joined, JoinedCase
 from .profile import Profile, build_profile
+from .progress import Progress
 from .report import dims_text
 from .transfer import is_transfer
 

@@ -31,7 +31,7 @@ Session: every case carries the measurement session it was timed in (``session_o
 as the result metadata records it (``meta.device.uuid``: one lease of one machine, whose host CPU
 issues the calls), else the file's sha256. The host issue speed differs between sessions on machines
 of one kind (the same eager call measured 48 us on one machine and 80 us on another), so the fits
-scale the host terms per session (models.py ``AchievableEff``).
+scale the host terms per session (achievable_forms.py ``AchievableEff``).
 """
 
 from __future__ import annotations

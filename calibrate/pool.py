@@ -41,9 +41,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .achievable_forms import AchievableEff, AchievableScale
 from .crossval import ape, conformal, shape_weights
 from .join import JoinedCase
-from .models import AchievableEff, AchievableScale, Features, Model
+from .models import Features, Model
 
 LEVELS = ("family+backend", "family", "all")
 # (level, form) in the order they are tried (module docstring)

@@ -27,13 +27,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..provenance import analysis_meta
 from ..errors import UserError
 from ..files import read_user_text
+from ..provenance import analysis_meta
+from .achievable_forms import model_from_dict
 from .crossval import Interval
 from .join import Joined
+from .models import Model
 from .sessions import session_spread
-from .models import Model, model_from_dict
 
 PROFILE_SCHEMA_VERSION = 1
 PROFILE_KIND = "ssmbench.calibration_profile"

@@ -32,7 +32,13 @@ def line_progress(stream: TextIO) -> Progress:
 
 def bar_progress(stream: TextIO) -> Progress:
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+    from rich.progress import Progress as Bar
 
     bar = Bar(TextColumn("calibrate: fitting groups"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
               TextColumn("{task.description}"), console=Console(file=stream), transient=True)

@@ -6,7 +6,7 @@ issues it. Machines of one kind differ there: on the stored H200 results the sam
 measured on two machines; the GPU-bound ones agree within 2-3 % and the host-bound ones differ by
 a factor of 1.4 in the median (rmsnorm eager 48 us on one, 100 us on the other). That is the
 issuing CPU, not the kernel, so the fit gives each session (join.session_of: one machine lease)
-its own factor on the host terms (models.py ``AchievableEff``), estimated from that session's other
+its own factor on the host terms (achievable_forms.py ``AchievableEff``), estimated from that session's other
 host-bound cases and never from the case being predicted (leave-shape-out refits without it).
 
 A prediction for a new machine takes the factor 1 (the spec's probe-measured host costs times the
@@ -28,9 +28,9 @@ from statistics import NormalDist
 
 import numpy as np
 
+from .achievable_forms import SESSION_SPREAD_LOG
 from .crossval import Interval
 from .join import JoinedCase
-from .models import SESSION_SPREAD_LOG
 
 HOST_BOUND = "host/launch"    # the achievable estimate's bottleneck label of a host-bound call
 
@@ -47,7 +47,7 @@ def session_spread(cases: list[JoinedCase]) -> dict:
     sessions = sorted({c.session or c.source_sha256 for c in cases})
     if not variances:
         return {"sigma_log": SESSION_SPREAD_LOG, "n_cases": 0, "n_sessions": len(sessions),
-                "source": "prior (models.SESSION_SPREAD_LOG): no host-bound case was measured in two sessions"}
+                "source": "prior (achievable_forms.SESSION_SPREAD_LOG): no host-bound case was measured in two sessions"}
     return {"sigma_log": float(math.sqrt(np.mean(variances))), "n_cases": len(variances),
             "n_sessions": len(sessions),
             "source": "measured: pooled between-session variance of log time of the host-bound cases "

@@ -15,7 +15,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import UserError
-from ..measure.results import Found, ResultFile, find_results, oldest_first, read_results
+from ..measure.results import (
+    Found,
+    ResultFile,
+    find_results,
+    oldest_first,
+    read_results,
+)
 
 
 def find_all(paths: list[str | Path]) -> Found:

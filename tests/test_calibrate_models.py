@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ssmbench.calibrate.achievable_forms import MODELS, AchievableEff, model_from_dict
 from ssmbench.calibrate.crossval import (
     choose,
     conformal,
@@ -13,12 +14,9 @@ from ssmbench.calibrate.crossval import (
     loso_coverage,
     shape_weights,
 )
-from ssmbench.calibrate.join import RESOURCES
-from ssmbench.calibrate.join import Bounds
+from ssmbench.calibrate.join import RESOURCES, Bounds
 from ssmbench.calibrate.models import (
     ACH_RESOURCES,
-    MODELS,
-    AchievableEff,
     Features,
     MaxEff,
     Overlap,
@@ -26,7 +24,6 @@ from ssmbench.calibrate.models import (
     SizeEff,
     SumNNLS,
     active_resources,
-    model_from_dict,
 )
 
 
@@ -222,7 +219,7 @@ def test_intervals_cover_at_the_nominal_rate_with_repeated_shapes():
 
 
 def test_achievable_scale_is_the_achievable_estimate_times_one_factor():
-    from ssmbench.calibrate.models import AchievableScale
+    from ssmbench.calibrate.achievable_forms import AchievableScale
     X = _achievable_features(n=20, seed=5)
     y = _noisy(1.7 * X.achievable_time(), 0.02)
     fit = AchievableScale().fit(X, y)

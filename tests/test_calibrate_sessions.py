@@ -7,14 +7,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ssmbench.calibrate.achievable_forms import (
+    SESSION_PREFIX,
+    SESSION_SPREAD_LOG,
+    AchievableEff,
+)
 from ssmbench.calibrate.crossval import Interval, leave_shape_out
 from ssmbench.calibrate.join import RESOURCES, Bounds, JoinedCase, session_of
 from ssmbench.calibrate.models import (
     ACH_RESOURCES,
     GUARD_FACTOR,
-    SESSION_PREFIX,
-    SESSION_SPREAD_LOG,
-    AchievableEff,
     Features,
     RooflineConst,
 )
