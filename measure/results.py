@@ -13,7 +13,6 @@ kill loses only that unfinished line.
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import json
 import math
 import os
@@ -27,6 +26,7 @@ from typing import Any, Collection, Iterable, Iterator, Sequence
 from ..analytic.cases import Case
 from ..errors import UserError
 from ..files import read_user_text
+from ..provenance import file_sha256
 
 SCHEMA_VERSION = 1
 STATUSES = ("ok", "failed_check", "oom", "unavailable", "error", "timeout")
@@ -276,16 +276,8 @@ def _parse(path: Path, text: str) -> ResultFile:
         rf = _read_json(path, text)
     else:
         raise ResultsError(f"{path}: expected a .json or .jsonl result file")
-    rf.sha256 = _sha256(path)
+    rf.sha256 = file_sha256(path)
     return rf
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 _STEM = re.compile(r"^.+?-(?P<stamp>\d{8}T\d{6}(\.\d{6})?Z)-\d+(-(?P<i>\d+))?$")

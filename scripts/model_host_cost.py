@@ -34,6 +34,8 @@ from ssmbench.hwspecs.units import format_quantity, parse
 from ssmbench.measure.models.records import find_model_runs, latest_records
 from ssmbench.measure.results import jsonable
 
+from ssmbench.provenance import analysis_meta
+
 HOST_BOUND_SHARE = 0.5  # GPU idle for at least half the step: the host sets the pace
 KEY = "launch.host.hf_module"
 
@@ -134,7 +136,8 @@ def main(argv=None) -> int:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "hf_module.md").write_text(markdown(rows, ho, frag), encoding="utf-8")
-    (out / "hf_module.json").write_text(json.dumps(jsonable({"rows": rows, "held_out": ho, "fragment": frag}), indent=1) + "\n",
+    (out / "hf_module.json").write_text(json.dumps(jsonable({"meta": analysis_meta(inputs=paths), "rows": rows, "held_out": ho,
+                                                                   "fragment": frag}), indent=1) + "\n",
                                         encoding="utf-8")
     spec = frag.pop("spec")
     (out / f"measured-hf_module-{spec}.yaml").write_text(yaml.safe_dump(frag, sort_keys=False), encoding="utf-8")

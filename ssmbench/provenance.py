@@ -7,6 +7,7 @@ profiles, gap reports) carry ``analysis_meta()``.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import importlib.metadata as md
 import os
 import platform
@@ -65,8 +66,18 @@ def host_meta(argv: list[str] | None = None) -> dict[str, Any]:
     }
 
 
-def analysis_meta(argv: list[str] | None = None) -> dict[str, Any]:
-    """The ``meta`` block of a file computed from stored data (no device involved)."""
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file's bytes: what names exactly the stored data a result was computed from."""
+    h = hashlib.sha256()
+    with Path(path).open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def analysis_meta(argv: list[str] | None = None, inputs: list | None = None) -> dict[str, Any]:
+    """The ``meta`` block of a file computed from stored data (no device involved); ``inputs``: the
+    files it read, listed with their sha256."""
     def version(dist: str) -> str | None:
         try:
             return md.version(dist)
@@ -77,4 +88,5 @@ def analysis_meta(argv: list[str] | None = None) -> dict[str, Any]:
         **host_meta(argv),
         "versions": {d: version(d) for d in ("numpy", "scipy", "sympy", "matplotlib")},
         "created_utc": utc_now(),
+        **({"inputs": [{"path": str(p), "sha256": file_sha256(p)} for p in inputs]} if inputs is not None else {}),
     }

@@ -89,6 +89,8 @@ def cmd_characterize(args) -> int:
         from ..calibrate.profile import read_profile
         profile = read_profile(args.calibration)
     doc = characterize(records, spec_for, profile)
+    from ..provenance import analysis_meta
+    doc = {"meta": analysis_meta(inputs=paths + ([Path(args.calibration)] if args.calibration else [])), **doc}
     from ..measure.results import jsonable
     text = json.dumps(jsonable(doc), indent=1) + "\n" if args.format == "json" else markdown(doc)
     if args.out:
