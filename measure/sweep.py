@@ -92,9 +92,15 @@ def case_seed(base: int, key: str) -> int:
 
 
 def torch_device(name: str):
-    import torch
-
+    """The torch device of ``--device``; the commands that measure need PyTorch (the ``torch`` extra):
+    without it they stop here with that message, not with an import traceback."""
     from ..errors import UserError
+
+    try:
+        import torch
+    except ImportError:
+        raise UserError("this command runs kernels and needs PyTorch, which is not installed: "
+                        "pip install 'ssm-bench[torch]' (the CPU build is enough for --device cpu)") from None
 
     try:
         dev = torch.device(name)

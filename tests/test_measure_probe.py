@@ -148,3 +148,14 @@ def test_spread_hint_with_one_thread_names_other_processes(tmp_path, monkeypatch
     assert _cli(monkeypatch, ["probe", "--device", "cpu", "--out", str(tmp_path / "p.yaml"), *SMALL]) == 0
     err = capsys.readouterr().err
     assert "other processes compete for the core" in err and "--threads 1" not in err
+
+
+def test_probe_and_measure_without_pytorch_say_so(tmp_path, monkeypatch, capsys):
+    # `pip install .` has no torch: the commands that run kernels stop with a message and exit 2
+    monkeypatch.setitem(__import__("sys").modules, "torch", None)
+    assert _cli(monkeypatch, ["probe", "--device", "cpu", "--out", str(tmp_path / "p.yaml")]) == 2
+    assert _cli(monkeypatch, ["measure", "--suite", "measure/suites/cpu_smoke.yaml", "--device", "cpu",
+                              "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("needs PyTorch") == 2 and "Traceback" not in err
+    assert not (tmp_path / "p.yaml").exists()
