@@ -32,7 +32,6 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import statistics
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +41,7 @@ import numpy as np
 from ..analytic.collectives import bus_factor
 from ..hwspecs.schema import COLLECTIVES
 from ..hwspecs.units import format_quantity
+from .distributed import time_regions
 from .environment import collect
 
 REPEATS = 5  # timed regions per size; the median is reported
@@ -94,34 +94,10 @@ def _ops(dist, device, size: int, n: int, rank: int) -> dict[str, Callable[[], A
             "send_recv": send_recv}
 
 
-def _slowest(dist, device, value: float) -> float:
-    import torch
-
-    t = torch.tensor([value], dtype=torch.float64, device=device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return float(t.item())
-
-
 def _time_one(dist, device, call: Callable[[], Any], sync: Callable[[], None], target_s: float) -> tuple[float, int]:
     """(median time per call over REPEATS regions, the slowest rank's per region; iterations per region)."""
-    for _ in range(WARMUP_CALLS):
-        call()
-    sync()
-    dist.barrier()
-    t0 = time.perf_counter()
-    call()
-    sync()
-    first = _slowest(dist, device, time.perf_counter() - t0)
-    iters = int(min(MAX_ITERS, max(1, target_s / REPEATS / max(first, 1e-9))))
-    per = []
-    for _ in range(REPEATS):
-        dist.barrier()
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            call()
-        sync()
-        per.append(_slowest(dist, device, (time.perf_counter() - t0) / iters))
+    per, iters = time_regions(dist, device, call, sync, target_s, warmup=WARMUP_CALLS, repeats=REPEATS,
+                              max_iters=MAX_ITERS)
     return statistics.median(per), iters
 
 

@@ -36,7 +36,7 @@ import datetime as _dt
 import os
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -149,6 +149,44 @@ def broadcast_from_rank0(obj: Any) -> Any:
     box = [obj]
     dist.broadcast_object_list(box, src=0, group=control_group())
     return box[0]
+
+
+def slowest_rank(dist, device, value: float) -> float:
+    """The largest ``value`` over all ranks (an all_reduce MAX; every rank gets it)."""
+    import torch
+
+    t = torch.tensor([value], dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t.item())
+
+
+def time_regions(dist, device, call: Callable[[], Any], sync: Callable[[], None], target_s: float, *,
+                 warmup: int, repeats: int, max_iters: int | None = None) -> tuple[list[float], int]:
+    """Seconds per ``call`` on every rank together: ``warmup`` calls, one timed call (its slowest rank's
+    time sets the iterations per region, so that ``repeats`` regions take about ``target_s``; capped at
+    ``max_iters``), then per region a barrier, a device synchronise and that many back-to-back calls,
+    the slowest rank's time per call. Returns (per-region seconds per call, iterations per region)."""
+    for _ in range(warmup):
+        call()
+    sync()
+    dist.barrier()
+    t0 = time.perf_counter()
+    call()
+    sync()
+    first = slowest_rank(dist, device, time.perf_counter() - t0)
+    iters = max(1, int(target_s / repeats / max(first, 1e-9)))
+    if max_iters is not None:
+        iters = min(iters, max_iters)
+    per = []
+    for _ in range(repeats):
+        dist.barrier()
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            call()
+        sync()
+        per.append(slowest_rank(dist, device, (time.perf_counter() - t0) / iters))
+    return per, iters
 
 
 SHUTDOWN_BARRIER_S = 60  # how long a rank waits for the others before tearing its group down

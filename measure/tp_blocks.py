@@ -29,7 +29,6 @@ import argparse
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 REPEATS = 5
@@ -171,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from ..analytic.workloads.models import get_model
     from ..hwspecs import get_spec
-    from .distributed import gather_to_rank0, init, rank_meta, shutdown
+    from .distributed import gather_to_rank0, init, rank_meta, shutdown, time_regions
     from .environment import collect
 
     ap = argparse.ArgumentParser(prog="python -m ssmbench.measure.tp_blocks", description=__doc__.split("\n\n")[0])
@@ -212,27 +211,7 @@ def main(argv: list[str] | None = None) -> int:
                 torch.cuda.synchronize(device)
 
         with torch.no_grad():
-            for _ in range(WARMUP):
-                step()
-            sync()
-            dist.barrier()
-            t0 = time.perf_counter()
-            step()
-            sync()
-            first = torch.tensor([time.perf_counter() - t0], dtype=torch.float64, device=device)
-            dist.all_reduce(first, op=dist.ReduceOp.MAX)
-            iters = max(1, int(a.target_time / REPEATS / max(float(first.item()), 1e-9)))
-            per = []
-            for _ in range(REPEATS):
-                dist.barrier()
-                sync()
-                t0 = time.perf_counter()
-                for _ in range(iters):
-                    step()
-                sync()
-                t = torch.tensor([(time.perf_counter() - t0) / iters], dtype=torch.float64, device=device)
-                dist.all_reduce(t, op=dist.ReduceOp.MAX)
-                per.append(float(t.item()))
+            per, iters = time_regions(dist, device, step, sync, a.target_time, warmup=WARMUP, repeats=REPEATS)
         ranks = gather_to_rank0({**rank_meta(rank), "device": collect(device, 0)["device"]})
         if rank.rank == 0:
             measured = statistics.median(per)
