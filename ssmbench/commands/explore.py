@@ -85,10 +85,17 @@ def cmd_explore(args) -> int:
         rows = _front_rows(exp, f, args.front_limit)
         shown = f" ({len(rows)} of them shown, evenly spaced)" if len(rows) < f.rows.size else ""
         print_table(f"Pareto front, {f.x} vs {f.y}: {f.workload}: {f.rows.size} designs{shown} ({exp.meta['label']})",
-                    [k for k, _, _ in varied] + ["time/token", f.y, "tokens/s", "binding"],
-                    [[format_quantity(r[c], kind) for _, c, kind in varied] + [si(r["time_per_token_s"], "s"), si(r[f.y]),
+                    [k for k, _, _ in varied] + ["time/token", Y_HEADERS.get(f.y, f.y), "tokens/s", "binding"],
+                    [[format_quantity(r[c], kind) for _, c, kind in varied] + [si(r["time_per_token_s"], "s"),
+                      si(r[f.y], Y_UNITS.get(f.y, "")),
                       si(r["tokens_per_s"]), r["binding"]] for r in rows])
     return 0
+
+
+# The fronts' second axis as printed: energy per token in joules; the cost proxy in the units the user
+# declared with --cost (a weighted sum: no unit of its own).
+Y_HEADERS = {"energy_per_token_j": "energy/token", "cost": "cost (--cost units)"}
+Y_UNITS = {"energy_per_token_j": "J"}
 
 
 def _plot(path: str, exp) -> None:
