@@ -246,3 +246,16 @@ def test_model_entries_name_the_extension_builds_they_wait_for():
     for entry in ({"runner": "mamba_ssm"}, {"runner": "vision"}, {"runner": "graph"}, {"runner": "hf", "arch": "mamba2"}):
         assert needed_extensions(entry) == ("selective_scan_cuda", "causal_conv1d_cuda")
     assert HF_ATTENTION["mamba2"] == "eager"  # transformers refuses sdpa for Mamba2ForCausalLM
+
+
+def test_the_second_device_suite_pairs_whole_models_at_the_same_points():
+    """models_h200_b measures Mamba-2 130M and its attention-only partner at identical points first (#16)."""
+    from ssmbench.figures.report.wholemodel import ATTENTION, SSM, _info, _matched
+
+    s = load_suite(SUITE.with_name("models_h200_b.yaml"))
+    first, second = s.entries[:2]
+    points = [{(c.phase, c.runtime, c.batch, c.seqlen) for c in cs} for e, cs in s.by_entry() if e in (first, second)]
+    assert points[0] == points[1]
+    infos = [_info({"model": e["model"], "params": get_model(e["model"]).params}) for e in (first, second)]
+    assert {i.kind for i in infos} == {SSM, ATTENTION} and _matched(*infos)
+    assert configs.mamba_ssm_config(get_model(first["model"]))["attn_layer_idx"] == list(range(12))
