@@ -230,8 +230,9 @@ def test_calibrated_verdict_names_the_ops_not_covered(run):
     # besides mlp.mlp, the small ops of the block plans that the H200 has not measured (left at their bound)
     assert c["not_covered"] == {"model": ["mamba.A", "mamba.dt_bias_fp32", "mamba.conv_out_rows", "mamba.bc_contiguous",
                                           "mamba.residual"],
-                                "baseline": ["attn.rope", "attn.kv_append", "attn.residual", "mlp.mlp", "mlp.residual"]}
-    assert "baseline (qwen2.5-0.5b): attn.rope, attn.kv_append, attn.residual, mlp.mlp" in c["result"]
+                                "baseline": ["attn.kv_append", "attn.residual", "mlp.mlp", "mlp.residual"]}
+    # the default baseline is the transformer nearest in parameters: Transformer++ 125M (no RoPE)
+    assert "baseline (transformerpp-125m): attn.kv_append, attn.residual, mlp.mlp" in c["result"]
 
 
 def test_calibrated_verdict_where_both_models_are_covered(monkeypatch, request):
@@ -260,7 +261,7 @@ def test_calibrated_verdict_where_both_models_are_covered(monkeypatch, request):
     add_calibration(r, profile, spec, {"conv1d": backends["conv1d"]})
     add_calibrated_verdict(r, m, profile, spec, backends, kw)
     c = r["total"]["verdict"]["calibrated"]
-    b = predict(get_model("qwen2.5-0.5b"), spec, "prefill", 1, 4096, with_searches=False,
+    b = predict(get_model(r["total"]["verdict"]["baseline"]), spec, "prefill", 1, 4096, with_searches=False,
                 **{**kw, "impls": {"rmsnorm": "torch_eager", "gated_mlp": "torch_eager"}})
     add_calibration(b, profile, spec, {"attention_causal": backends["attention_causal"]})
     assert c["label"] == "calibrated" and c["not_covered"] == {"model": [], "baseline": []}
