@@ -354,11 +354,13 @@ def predict(model: Model, spec, phase: str, batch: int, seqlen: int, context: in
         raise UserError("--logits all applies to prefill only: decode computes one token's logits per "
                         "sequence (--logits last)")
     check_impls([model], phase, impls, recompute, logits)
+    from ..runtime import runtime_impls
+    impls = {**runtime_impls(rt, phase), **(impls or {})} or None
     table = SpecTable.of([spec], prefer)
     length, generated = decode_point(seqlen, context) if phase == "decode" else (float(seqlen), None)
     res = analyze(model, phase, table, [batch], [length], dtype=dtype, launch=launch,
                   bytes_basis=bytes_basis, impls=impls, recompute=recompute, logits=logits,
-                  keep_calls=True)
+                  keep_calls=True, modules=rt.modules if rt is not None else "library")
     ops = _op_rows(res)
     t = _f(res.time_s[0, 0, 0])
     mem = {k: float(v[0, 0]) for k, v in res.memory.items()}
