@@ -7,8 +7,10 @@ a CUDA-graph replay removes the per-kernel host cost altogether. Each runtime is
 time of one op call of a model's plan (``host_eager``: the sum over its launches of
 ``launch.host.<backend class>``, as ``achievable.py`` computes it):
 
-- ``mamba-ssm``: library modules called from PyTorch eager code: T_host = host_eager (what the
-  per-class costs, measured on the library calls themselves, already hold).
+- ``mamba-ssm``: library modules called from PyTorch eager code: T_host = host_eager + calls x
+  ``launch.host.ssm_module``: the per-class costs, measured on the library calls themselves, hold the
+  calls' own host time; the modules' Python around them (``Mamba2.step``'s rearranges, splits, state
+  bookkeeping and argument handling, ``MambaLMHeadModel``'s per-layer loop) is paid per op call.
 - ``hf-eager``: Hugging Face modules: T_host = host_eager + calls x ``launch.host.hf_module`` (one
   module call per op call of the plan: projections, norms, mixers, MLPs are modules in transformers).
   The plan is the one HF runs (``Runtime.impls`` and ``modules``): its modules are plain PyTorch, so
@@ -50,7 +52,8 @@ class Runtime:
 
 
 RUNTIMES: dict[str, Runtime] = {
-    "mamba-ssm": Runtime("mamba-ssm", "eager", describe="library kernels called from eager PyTorch modules"),
+    "mamba-ssm": Runtime("mamba-ssm", "eager", module_class="ssm_module",
+                         describe="library kernels called from eager PyTorch modules"),
     "hf-eager": Runtime("hf-eager", "eager", module_class="hf_module",
                         describe="Hugging Face transformers modules, eager",
                         impls=(("rmsnorm", "torch_eager"), ("rope", "torch_eager"), ("gated_mlp", "torch_eager"),
