@@ -27,6 +27,13 @@ Terms, for one call of an op whose kernels launch back to back (``launches`` = n
 - **GPU fixed cost per kernel**: n x launch.graph_node, the device-side time of a kernel that does no
   work (launch, block scheduling, drain), as measured on back-to-back nodes of a CUDA graph, where
   no host cost is in the way.
+- **GEMM fixed cost** (``launch.gemm_fixed``): a cuBLAS GEMM kernel (Hopper's wgmma ``nvjet``
+  kernels) pays more fixed device time than a trivial node: it prefetches TMA descriptors, sets up its
+  pipeline barriers and fills its K-loop pipeline (the first stage's loads wait a full DRAM latency
+  before the first wgmma), and stores through shared memory in its epilogue. n_cublas x gemm_fixed
+  is added to the fixed time of the calls' cuBLAS kernels (``host.cublas`` counts them); at small M
+  (a decode step's projections) it is most of a GEMM's time: measured from the CUDA-graph decode
+  profiles, where nothing else hides it (``calibrate/runtime_host.py``).
 - **Tensor-instruction class** (``execution.Traits.tensor_instr``): the matmul FLOPs of a kernel built
   on the warp-synchronous ``mma.sync`` (sm80 code: FlashAttention-2) run at
   ``compute.tensor_mma_sync.<dtype>`` instead of ``compute.tensor.<dtype>``: on Hopper only the
@@ -41,7 +48,7 @@ Terms, for one call of an op whose kernels launch back to back (``launches`` = n
   one-warp token recurrence, Mamba-3 SISO's chunk loop) takes at least
   T_chain = steps x ceil(programs / (SMs x programs per SM)) x compute.chain_step.<class>; it is one
   more term of the max below (a kernel with few programs leaves the engines idle while its chain runs).
-- GPU time: T_gpu = n x graph_node + max(T_tensor, T_vector, T_sfu, T_mem, T_l2 + T_reread, T_chain): the engines
+- GPU time: T_gpu = n x graph_node + n_cublas x gemm_fixed + max(T_tensor, T_vector, T_sfu, T_mem, T_l2 + T_reread, T_chain): the engines
   and the memory system overlap within a call; the per-kernel fixed costs do not. For a kernel whose
   phases run one after another on the same warps (FlashAttention-2's softmax between its two GEMMs;
   the selective scan's B/C loads, exponentials and block scan between barriers;
@@ -105,6 +112,7 @@ class AchievableTable:
     l2_bw: np.ndarray
     l2_capacity: np.ndarray
     node_s: np.ndarray        # launch.graph_node
+    gemm_s: np.ndarray        # launch.gemm_fixed
     host_s: np.ndarray        # [S, len(HOST_CLASSES)]
     sm_count: np.ndarray      # compute.sm_count
     chain_step: np.ndarray    # [S, len(CHAIN_CLASSES)] compute.chain_step.<class>; NaN where unknown
@@ -113,7 +121,7 @@ class AchievableTable:
     @classmethod
     def of(cls, specs: Sequence[Spec], prefer: Prefer = "measured") -> "AchievableTable":
         rows: dict[str, list] = {k: [] for k in ("tensor", "mma", "vector", "sfu", "dram", "lat", "l2", "l2cap",
-                                                 "node", "host", "sms", "chain")}
+                                                 "node", "gemm", "host", "sms", "chain")}
         missing = []
         for spec in specs:
             miss: dict[str, str] = {}
@@ -139,6 +147,7 @@ class AchievableTable:
                 rows["l2"].append(get(f"memory.{cache}.bandwidth"))
                 rows["l2cap"].append(get(f"memory.{cache}.capacity"))
             rows["node"].append(get("launch.graph_node"))
+            rows["gemm"].append(get("launch.gemm_fixed"))
             rows["host"].append([get(f"launch.host.{c}") for c in HOST_CLASSES])
             rows["sms"].append(get("compute.sm_count"))
             rows["chain"].append([get(f"compute.chain_step.{c}") for c in CHAIN_CLASSES])
@@ -146,7 +155,7 @@ class AchievableTable:
         arr = {k: np.array(v, dtype=float) for k, v in rows.items()}
         return cls(tuple(s.id for s in specs), arr["tensor"].reshape(len(specs), -1),
                    arr["mma"].reshape(len(specs), -1), arr["vector"], arr["sfu"],
-                   arr["dram"], arr["lat"], arr["l2"], arr["l2cap"], arr["node"],
+                   arr["dram"], arr["lat"], arr["l2"], arr["l2cap"], arr["node"], arr["gemm"],
                    arr["host"].reshape(len(specs), -1), arr["sms"], arr["chain"].reshape(len(specs), -1),
                    tuple(missing))
 
@@ -245,7 +254,7 @@ def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarra
     reread = np.asarray(l2_reread, dtype=float) * _z(1.0 / ps(table.l2_bw))
     dram = launches * _z(ps(table.dram_latency)) + dram_bytes * _z(1.0 / ps(table.dram_bw))
 
-    node = launches * _z(ps(table.node_s))
+    node = launches * _z(ps(table.node_s)) + work[COL["host.cublas"]] * _z(ps(table.gemm_s))
     fixed = node + launches * _z(ps(table.dram_latency))
     times = {"tensor": tensor, "vector": vector, "special_function": sfu, "dram": dram, "l2": l2 + reread}
     shape = np.broadcast_shapes(*(np.shape(t) for t in times.values()), np.shape(reread),
@@ -321,6 +330,8 @@ def estimate(cost: Cost, spec: Spec, *, tf32: bool = False, serial: bool = False
             or (chain is not None and k in (chain.key, "compute.sm_count"))}
     used_mma = {f"compute.tensor_mma_sync.{d}" for d, v in cost.tensor.items() if mma_sync and float(v) > 0}
     miss = {k: v for k, v in miss.items() if not k.startswith("compute.tensor_mma_sync.") or k in used_mma}
+    if not float(cost.host.get("cublas", 0)) > 0:  # the GEMM fixed time is named only with a cuBLAS kernel
+        miss.pop("launch.gemm_fixed", None)
     if launch == "graph":
         miss = {k: v for k, v in miss.items() if not k.startswith("launch.host.") or k == "launch.host.cuda_graph"}
     else:

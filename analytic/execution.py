@@ -135,6 +135,8 @@ TRAITS: dict[tuple[str, str], Traits] = {
         ("splitkv", FA2_EXTENSION),  # flash_attn_with_kvcache
     )},
     ("rope", "fused"): EXTENSION,            # vLLM's rotary_embedding custom op
+    ("rope", "torch_eager"): EAGER,          # Hugging Face apply_rotary_pos_emb
+    ("repeat_kv", "torch_eager"): EAGER,     # Hugging Face repeat_kv
     ("kv_append", "index_copy"): EAGER,
     ("kv_append", "fused"): EXTENSION,       # vLLM's reshape_and_cache custom op
     ("copy", "torch_eager"): EAGER,

@@ -7,10 +7,19 @@ a CUDA-graph replay removes the per-kernel host cost altogether. Each runtime is
 time of one op call of a model's plan (``host_eager``: the sum over its launches of
 ``launch.host.<backend class>``, as ``achievable.py`` computes it):
 
-- ``mamba-ssm``: library modules called from PyTorch eager code: T_host = host_eager (what the
-  per-class costs, measured on the library calls themselves, already hold).
+- ``mamba-ssm``: library modules called from PyTorch eager code: T_host = host_eager + calls x
+  ``launch.host.ssm_module``: the per-class costs, measured on the library calls themselves, hold the
+  calls' own host time; the modules' Python around them (``Mamba2.step``'s rearranges, splits, state
+  bookkeeping and argument handling, ``MambaLMHeadModel``'s per-layer loop) is paid per op call.
 - ``hf-eager``: Hugging Face modules: T_host = host_eager + calls x ``launch.host.hf_module`` (one
   module call per op call of the plan: projections, norms, mixers, MLPs are modules in transformers).
+  The plan is the one HF runs (``Runtime.impls`` and ``modules``): its modules are plain PyTorch, so
+  RMSNorm is 8 eager kernels (fp32 cast, pow, mean, + eps, rsqrt, *, cast back, * w), RoPE 10 (mul,
+  neg, cat, mul, add for q and for k), the gated MLP's SiLU and product 2, q/k/v three GEMMs, and a
+  decode step copies the GQA heads for SDPA (``repeat_kv``); ``phases.plan`` with ``modules="hf"``.
+  Where one of those eager implementations has no rule for the phase's mode (the backward of the
+  eager norm and RoPE compositions), the plan keeps the library implementation (named in
+  ``runtime_impls``' docstring: the train step's unfused backward chains are not modelled).
 - ``torch-compile``: an Inductor graph issues the same kernels from generated code: T_host = launches x
   ``launch.host.compiled`` (Inductor's fusion of elementwise kernels is not modelled: the launch count
   is the plan's).
@@ -35,15 +44,20 @@ class Runtime:
     module_class: str | None = None  # host class paid once per op call on top of the launches
     launch_class: str | None = None  # host class that replaces every launch's own class
     describe: str = ""
+    impls: tuple[tuple[str, str], ...] = ()  # (op, implementation) the runtime's modules run
+    modules: str = "library"  # how its modules split a block into op calls (phases.MODULE_STYLES)
 
     def classes(self) -> tuple[str, ...]:
         return tuple(c for c in (self.module_class, self.launch_class) if c)
 
 
 RUNTIMES: dict[str, Runtime] = {
-    "mamba-ssm": Runtime("mamba-ssm", "eager", describe="library kernels called from eager PyTorch modules"),
+    "mamba-ssm": Runtime("mamba-ssm", "eager", module_class="ssm_module",
+                         describe="library kernels called from eager PyTorch modules"),
     "hf-eager": Runtime("hf-eager", "eager", module_class="hf_module",
-                        describe="Hugging Face transformers modules, eager"),
+                        describe="Hugging Face transformers modules, eager",
+                        impls=(("rmsnorm", "torch_eager"), ("rope", "torch_eager"), ("gated_mlp", "torch_eager"),
+                               ("kv_append", "index_copy")), modules="hf"),
     "torch-compile": Runtime("torch-compile", "eager", launch_class="compiled",
                              describe="torch.compile (Inductor) graph launching the plan's kernels"),
     "cuda-graph": Runtime("cuda-graph", "graph", describe="one captured CUDA graph replayed per step"),
@@ -61,6 +75,22 @@ def get_runtime(name: str | None, launch: str | None) -> Runtime | None:
         raise UserError(f"--runtime {name} runs with launch regime {rt.launch!r}; --launch {launch} contradicts it "
                         "(give one of the two)")
     return rt
+
+
+def runtime_impls(rt: Runtime | None, phase: str) -> dict[str, str]:
+    """The implementations ``rt`` runs in ``phase``: those of ``rt.impls`` with a rule for every mode
+    the phase costs (train: forward and backward); the others keep the plan's default."""
+    if rt is None:
+        return {}
+    from .registry import get_op
+    modes = {"prefill": ("fwd",), "decode": ("decode", "fwd"), "train": ("fwd", "bwd")}[phase]
+    out = {}
+    for op, impl in rt.impls:
+        i = get_op(op).impl(impl)
+        if (i.supports(modes[0]) or (phase == "decode" and i.supports("fwd"))) and all(
+                i.supports(m) for m in modes if phase == "train"):
+            out[op] = impl
+    return out
 
 
 def call_host_s(rt: Runtime, host_eager: float, launches: float, calls: float, cost) -> float:

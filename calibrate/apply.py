@@ -120,6 +120,8 @@ def add_calibration(r: dict, profile, spec, backends: dict[str, str] | None = No
         "time_per_token_s": (est_s / t["tokens"]) if est_s is not None else None,
         "notes": notes,
     }
+    from .runtime_step import compose
+    compose(r)  # under a runtime: the step composed from calibrated device times and the runtime's host
     target = transfer_label(profile.spec_id, spec.id)
     held = sorted({f"{g['key']['op']}/{g['key']['impl']} {g['key']['dtype']} {g['key']['mode']} ({g['key']['backend']})"
                    + (f" [pooled from {g['pooled_from']['level']}]" if g["status"] == "pooled" else "")

@@ -49,6 +49,9 @@ REQUIREMENT = {
                "chains; more bandwidth or FLOP/s does not help",
     "host/launch": "a faster host path (CUDA graphs, a compiled runtime, a faster CPU); no GPU resource helps",
 }
+HELD_OUT_RULE = ("leave one model out: each record predicted with launch.host.hf_module, launch.host.ssm_module and "
+                 "launch.gemm_fixed derived (calibrate/runtime_host.py) from the other models' records only; "
+                 "the calibrated profile was fitted on op-level kernel cases, none of them a whole model")
 ENERGY_NOT_AVAILABLE = ("not available: the model-level energy prediction needs the energy model (energy "
                         "branch), not merged here")
 
@@ -156,20 +159,31 @@ def summarize(rows: list[dict]) -> dict[str, Any]:
     return out
 
 
-def characterize(records: list[dict], spec_for, profile=None) -> dict[str, Any]:
+def characterize(records: list[dict], spec_for, profile=None, held_out: bool = False) -> dict[str, Any]:
     """Characterize every ok record. ``spec_for(record)`` returns the spec to predict on; ``profile``
     a calibrated profile (``calibrate.profile.read_profile``) or None. Records whose workload the
-    analytic model cannot cost are listed under ``not_predicted`` with the reason."""
+    analytic model cannot cost are listed under ``not_predicted`` with the reason. ``held_out``: each
+    record is predicted on its spec with the runtime terms measured from whole-model records
+    (``calibrate/runtime_host.py``) re-derived from the OTHER models' records only (leave one model
+    out), so that no record's own time feeds its prediction."""
     from ..analytic.workloads.models import get_model
     from ..analytic.workloads.report import predict
 
-    rows, skipped = [], []
+    rows, skipped, terms = [], [], {}
+    host_rows = None
+    if held_out:
+        from .runtime_host import rows_of
+        host_rows = rows_of([r for r in records if r["status"] == "ok"], spec_for)
     for rec in sorted(records, key=lambda r: r["key"]):
         if rec["status"] != "ok":
             skipped.append({"key": rec["key"], "status": rec["status"], "reason": rec.get("reason")})
             continue
         try:
             spec = spec_for(rec)
+            if host_rows is not None:
+                from .runtime_host import held_out_spec
+                spec, used = held_out_spec(spec, host_rows, rec["model"])
+                terms[rec["model"]] = {e["key"]: e["value"] for e in used}
             p = predict(get_model(rec["model"]), spec, rec["phase"], int(rec["batch"]), int(rec["seqlen"]),
                         with_searches=False, runtime=rec["runtime"], dtype=rec.get("dtype") or "bf16")
             if profile is not None:
@@ -182,4 +196,5 @@ def characterize(records: list[dict], spec_for, profile=None) -> dict[str, Any]:
     return {"label": "characterization: measurement vs achievable / calibrated estimate",
             "rule": {"roofline_fraction_bound": ROOFLINE_FRACTION_BOUND, "resources": list(ROOF_RESOURCES),
                      "doc": "calibrate/characterize.py"},
+            "held_out": {"rule": HELD_OUT_RULE, "terms_by_model": terms} if held_out else None,
             "records": rows, "skipped": skipped, "summary": summarize(rows)}

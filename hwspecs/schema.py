@@ -200,10 +200,13 @@ class MemoryLevel(_Strict):
 # ``hf_module``, the Python time of one Hugging Face module call beyond the kernels it issues (argument
 # handling, cache bookkeeping, hooks), paid per op call of a model's plan; ``compiled``, the host time per
 # kernel launch from a torch.compile (Inductor) graph, which replaces every other class's per-launch cost.
+# ``ssm_module``, the same for mamba-ssm's eager modules (Mamba.step / Mamba2.step: rearranges, splits,
+# state bookkeeping in Python around the library calls).
 HOST_CLASSES = ("torch_eager", "triton", "triton_autotune", "cuda_extension", "cublas", "sdpa", "cudnn",
-                "cuda_graph", "autograd", "autograd_node", "hf_module", "compiled")
-# The classes measured by the runtime probe rather than by ``ssmbench probe``'s per-call loop.
-RUNTIME_HOST_CLASSES = ("hf_module", "compiled")
+                "cuda_graph", "autograd", "autograd_node", "hf_module", "ssm_module", "compiled")
+# The classes measured by the runtime probe (or from whole-model records) rather than by ``ssmbench
+# probe``'s per-call loop.
+RUNTIME_HOST_CLASSES = ("hf_module", "ssm_module", "compiled")
 
 
 class Launch(_Strict):
@@ -213,6 +216,10 @@ class Launch(_Strict):
     # flush (measure/timing.py): event records and a cold start; the achievable estimate as measured
     # (analytic/timed.py) charges it to the first kernel of a timed call.
     timed_call: Duration | None = None
+    # Device-side fixed time of one cuBLAS GEMM kernel beyond a trivial graph node (TMA descriptor
+    # prefetch, barrier set-up and the fill of its K-loop pipeline, the epilogue's store): the floor a
+    # small-M GEMM cannot go under (analytic/achievable.py).
+    gemm_fixed: Duration | None = None
     host: dict[str, Duration] = Field(default_factory=dict)
 
     @field_validator("host", mode="before")
@@ -492,6 +499,8 @@ class Spec(_Strict):
         yield "launch.graph_node", self.launch.graph_node
         if self.launch.timed_call is not None:
             yield "launch.timed_call", self.launch.timed_call
+        if self.launch.gemm_fixed is not None:
+            yield "launch.gemm_fixed", self.launch.gemm_fixed
         for cls, d in self.launch.host.items():
             yield f"launch.host.{cls}", d
         yield "power.tdp", self.power.tdp

@@ -202,7 +202,9 @@ def _scaled(spec_file, key: str, factor: float, tmp_path) -> str:
     (["--model", "mamba2-2.7b", "--phase", "decode", "--batch", "1", "--context", "4096",
       "--target", "time_per_token_s=1e-3", "--base", "ssm-sram-asic"], "memory.dram.bandwidth"),
     (["--model", "mamba2-2.7b", "--phase", "decode", "--batch", "64", "--context", "32768",
-      "--target", "tokens_per_s=40000"], "memory.dram.bandwidth"),  # closer levels raised to keep the hierarchy
+      # closer levels raised to keep the hierarchy (30 k: at 40 k the GEMMs' fixed time, launch.gemm_fixed, floors
+      # the step above the target whatever the bandwidth)
+      "--target", "tokens_per_s=30000"], "memory.dram.bandwidth"),
     (["--model", "mamba2-2.7b", "--phase", "decode", "--batch", "1", "--context", "4096",
       "--target", "time_per_token_s=1e-4", "--base", "ssm-sram-asic"], None),  # DRAM alone cannot: latency joins
 ])

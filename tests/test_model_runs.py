@@ -191,9 +191,10 @@ def test_predict_runtime_option(capsys):
     graph = predict("qwen2.5-0.5b", runtime="cuda-graph", **kw).to_dict()["total"]["achievable"]
     assert graph["launch_regime"] == "graph" and eager["launch_regime"] == "eager"
     assert graph["host_s"] < eager["host_s"]
-    # hf_module is measured on the H200 (runtime probe of 2026-12-03): charged per op call, not named
+    # hf_module and compiled are measured on the H200 (whole-model records; runtime probe): charged, not named
     assert "launch.host.hf_module" not in hf["not_modelled"]
     assert hf["runtimes"]["hf-eager"]["host_unknown"] == [] and hf["host_s"] > eager["host_s"]
+    assert hf["runtimes"]["torch-compile"]["host_unknown"] == []
     assert eager["runtimes"]["cuda-graph"]["saving_s"] >= 0
     with pytest.raises(UserError, match="contradicts"):
         predict("qwen2.5-0.5b", runtime="cuda-graph", launch="eager", **kw)

@@ -197,9 +197,12 @@ def resolve_impl(op_name: str, mode: str, requested: str | None) -> tuple[str, s
     raise AnalyticError(f"op {op_name!r} has no implementation with a rule for mode {mode!r}")
 
 
+MODULE_STYLES = ("library", "hf")
+
+
 class _Builder:
-    def __init__(self, model: Model, phase: str, impls: Mapping[str, str]):
-        self.model, self.phase, self.impls = model, phase, impls
+    def __init__(self, model: Model, phase: str, impls: Mapping[str, str], modules: str = "library"):
+        self.model, self.phase, self.impls, self.modules = model, phase, impls, modules
         self.mode = {"prefill": "fwd", "decode": "decode", "train": "fwdbwd"}[phase]
         self.tokens: Dim = 1 if phase == "decode" else "tokens"
         self.calls: list[OpCall] = []
@@ -305,12 +308,21 @@ class _Builder:
 
     def attention_block(self, name: str, n: int, blk: Attention, D: int) -> None:
         Din, H, G, P = blk.width_in(D), blk.heads, blk.kv_heads, blk.head_dim
+        hf = self.modules == "hf"
         self.norm(name, name, n, Din)
-        self.add(f"{name}.qkv_proj", name, n, "linear", {"I": Din, "O": (H + 2 * G) * P})
+        if hf:  # q_proj, k_proj, v_proj: three nn.Linear modules, three GEMMs
+            for proj, heads in (("q", H), ("k", G), ("v", G)):
+                self.add(f"{name}.{proj}_proj", name, n, "linear", {"I": Din, "O": heads * P})
+        else:
+            self.add(f"{name}.qkv_proj", name, n, "linear", {"I": Din, "O": (H + 2 * G) * P})
         if blk.rope_dim is not None:
             self.add(f"{name}.rope", name, n, "rope", {"H": H, "G": G, "P": blk.rope_dim})
-        if not self.train:
+        # HF's first cache update keeps the prompt's k and v tensors (no copy); decode appends by index
+        if not self.train and not (hf and self.tokens != 1):
             self.add(f"{name}.kv_append", name, n, "kv_append", {"G": G, "P": P})
+        if hf and self.tokens == 1 and G < H and blk.window is None:
+            # with a cache and a mask, HF hands SDPA k and v repeated to H heads (repeat_kv), not GQA
+            self.add(f"{name}.repeat_kv", name, n, "repeat_kv", {"H": H, "G": G, "P": P}, tokens="keys")
         self.attention(name, n, blk)
         self.add(f"{name}.o_proj", name, n, "linear", {"I": H * P, "O": D})
         if self.train:  # autograd's cat of dq, dk, dv into the fused projection's output gradient
@@ -342,8 +354,8 @@ class _Builder:
 
 @functools.lru_cache(maxsize=512)
 def _plan(model: Model, phase: str, impls: tuple[tuple[str, str], ...], recompute: bool,
-          logits: str) -> tuple[OpCall, ...]:
-    b = _Builder(model, phase, dict(impls))
+          logits: str, modules: str) -> tuple[OpCall, ...]:
+    b = _Builder(model, phase, dict(impls), modules)
     D, V = model.d_model, model.spec.vocab
     b.add("embedding", "", 1, "embedding", {"D": D, "V": V})
     for name, n in model.block_counts.items():
@@ -353,7 +365,7 @@ def _plan(model: Model, phase: str, impls: tuple[tuple[str, str], ...], recomput
     b.add("lm_head", "", 1, "lm_head", {"D": D, "V": V}, tokens=head_tokens)
     calls = b.calls
     if phase == "train" and recompute:
-        extra = _Builder(model, "prefill", dict(impls))
+        extra = _Builder(model, "prefill", dict(impls), modules)
         for name, n in model.block_counts.items():
             extra.block(name, n)
         calls = calls + [OpCall(c.label + ".recompute", c.block, c.op, c.impl, c.mode, c.dims, c.count,
@@ -362,12 +374,17 @@ def _plan(model: Model, phase: str, impls: tuple[tuple[str, str], ...], recomput
 
 
 def plan(model: Model, phase: str, impls: Mapping[str, str] | None = None, recompute: bool = False,
-         logits: str = "last") -> tuple[OpCall, ...]:
-    """The op calls of one step of ``model`` in ``phase`` (cached)."""
+         logits: str = "last", modules: str = "library") -> tuple[OpCall, ...]:
+    """The op calls of one step of ``model`` in ``phase`` (cached). ``modules``: ``library`` (fused
+    library modules: one QKV projection) or ``hf`` (Hugging Face modules, ``runtime.py``'s hf-eager:
+    q, k and v projections apart, the GQA heads repeated before attention in decode, no cache copy
+    of the prompt)."""
+    if modules not in MODULE_STYLES:
+        raise AnalyticError(f"unknown module style {modules!r}; valid: {', '.join(MODULE_STYLES)}")
     if phase not in PHASES:
         raise AnalyticError(f"unknown phase {phase!r}; valid phases: {', '.join(PHASES)}")
     if logits not in ("last", "all"):
         raise AnalyticError(f"logits must be 'last' or 'all', got {logits!r}")
     if recompute and phase != "train":
         raise AnalyticError("activation recomputation applies to the train phase only")
-    return _plan(model, phase, tuple(sorted((impls or {}).items())), recompute, logits)
+    return _plan(model, phase, tuple(sorted((impls or {}).items())), recompute, logits, modules)

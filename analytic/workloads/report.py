@@ -271,6 +271,7 @@ def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dic
         elif runtime is not None and h >= g:
             cls = "host/launch"
         ops[i]["achievable"] = {"label": ACH_LABEL, "time_s": max(h, g), "host_s": h, "gpu_s": g, "bottleneck": cls,
+                                "host_eager_s": eager_parts[-1][0],
                                 "l2_bytes": float(a.l2_bytes[0, 0, 0]), "dram_bytes": float(a.dram_bytes[0, 0, 0]),
                                 "on_chip_bytes": state_bytes}
         host += h
@@ -293,7 +294,8 @@ def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dic
         host_used |= used_keys(runtime)
     used = {k for k in table.missing[0] if (not k.startswith("launch.host.") or k in host_used)
             and (not (k.startswith("compute.chain_step.") or k == "compute.sm_count") or k in chain_keys)
-            and (not k.startswith("compute.tensor_mma_sync.") or k in mma_keys)}
+            and (not k.startswith("compute.tensor_mma_sync.") or k in mma_keys)
+            and (k != "launch.gemm_fixed" or res.call_work[:, COL["host.cublas"], 0, 0].sum() > 0)}
     out = {"label": ACH_LABEL, "time_s": t, "host_s": host, "gpu_s": gpu,
            "bottleneck": "host/launch" if host >= gpu else max(by_class, key=by_class.get),
            "time_by_class_s": by_class, "launch_regime": res.launch,
@@ -354,11 +356,13 @@ def predict(model: Model, spec, phase: str, batch: int, seqlen: int, context: in
         raise UserError("--logits all applies to prefill only: decode computes one token's logits per "
                         "sequence (--logits last)")
     check_impls([model], phase, impls, recompute, logits)
+    from ..runtime import runtime_impls
+    impls = {**runtime_impls(rt, phase), **(impls or {})} or None
     table = SpecTable.of([spec], prefer)
     length, generated = decode_point(seqlen, context) if phase == "decode" else (float(seqlen), None)
     res = analyze(model, phase, table, [batch], [length], dtype=dtype, launch=launch,
                   bytes_basis=bytes_basis, impls=impls, recompute=recompute, logits=logits,
-                  keep_calls=True)
+                  keep_calls=True, modules=rt.modules if rt is not None else "library")
     ops = _op_rows(res)
     t = _f(res.time_s[0, 0, 0])
     mem = {k: float(v[0, 0]) for k, v in res.memory.items()}

@@ -11,7 +11,8 @@ be told apart by name:
     conv1d       conv1d
     norm         rmsnorm, layernorm, gated_rmsnorm (fused Triton / CUDA norm kernels)
     embedding    embedding (gather, and its backward scatter)
-    elementwise  add, copy, cast, silu, softplus, silu_gate, a_from_log, mamba3_prep, rope, kv_append
+    elementwise  add, copy, cast, silu, softplus, silu_gate, a_from_log, mamba3_prep, rope, kv_append,
+                 repeat_kv
     loss         measured only: the training step's cross-entropy (no op of the plan)
     optimizer    measured only: the optimizer step's kernels
     memory       measured only: memcpy / memset activities
@@ -89,7 +90,7 @@ PART_OF_OP: dict[str, str] = {
     **{op: "norm" for op in ("rmsnorm", "layernorm", "gated_rmsnorm")},
     "embedding": "embedding",
     **{op: "elementwise" for op in ("add", "copy", "cast", "silu", "softplus", "silu_gate", "a_from_log",
-                                    "mamba3_prep", "rope", "kv_append")},
+                                    "mamba3_prep", "rope", "kv_append", "repeat_kv")},
 }
 
 

@@ -34,6 +34,16 @@ def markdown(doc: dict) -> str:
             out.append(f"| {phase} | {kind} estimate | {st['n']} | {_share(st['median_abs'])} | {_share(st['p90_abs'])} |")
     out += ["", f"Bottleneck-class agreement, weighted by measured time share: "
             f"{_share(s['class_agreement_time_weighted'])} (target {s['targets']['class_agreement']:.0%}).", ""]
+    ho = doc.get("held_out")
+    if ho:
+        keys = sorted({k for v in ho["terms_by_model"].values() for k in v})
+        out += ["## Held out", "", f"Rule: {ho['rule']}.", "", "| model predicted | " + " | ".join(keys) + " |",
+                "|---" * (len(keys) + 1) + "|"]
+        out += [f"| {m} | " + " | ".join(v.get(k, "-") for k in keys) + " |" for m, v in sorted(ho["terms_by_model"].items())]
+        out.append("")
+    else:
+        out += [("Runtime terms: the spec's values (derived from whole-model records, these included: in sample; "
+                 "--held-out predicts each model with the other models' values)."), ""]
     out += ["## Model level", "",
             "| record | measurement | achievable estimate (host / device) | error | calibrated estimate | error | "
             "energy (measurement) | energy (prediction) | class agreement |", "|---|---|---|---|---|---|---|---|---|"]
@@ -71,10 +81,10 @@ def cmd_characterize(args) -> int:
     if args.plot:
         from ..figures._common import check_path
         check_path(args.plot, "--plot")
-    paths = find_model_runs(args.results)
+    paths = [p for folder in args.results for p in find_model_runs(folder)]
     if not paths:
-        raise UserError(f"{args.results}: no model-run files (model-run-*.json, written by "
-                        "python -m ssmbench.measure.models.runner) in this folder or below")
+        raise UserError(f"{', '.join(args.results)}: no model-run files (model-run-*.json, written by "
+                        "python -m ssmbench.measure.models.runner) in these folders or below")
     records = latest_records(paths)
     fixed = get_spec(args.hw) if args.hw else None
 
@@ -88,7 +98,7 @@ def cmd_characterize(args) -> int:
     if args.calibration:
         from ..calibrate.profile import read_profile
         profile = read_profile(args.calibration)
-    doc = characterize(records, spec_for, profile)
+    doc = characterize(records, spec_for, profile, held_out=args.held_out)
     from ..provenance import analysis_meta
     doc = {"meta": analysis_meta(inputs=paths + ([Path(args.calibration)] if args.calibration else [])), **doc}
     from ..measure.results import jsonable
@@ -108,7 +118,11 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("characterize", help="whole models: time share and bottleneck class per part, "
                               "measured vs predicted, and model-level errors",
                               description=__doc__)
-    p.add_argument("--results", required=True, help="folder with model-run files (searched recursively)")
+    p.add_argument("--results", required=True, nargs="+", metavar="DIR",
+                   help="folder(s) with model-run files (searched recursively; the latest record of a key wins)")
+    p.add_argument("--held-out", action="store_true",
+                   help="leave one model out: predict each model with the runtime terms measured from the other "
+                        "models' records (calibrate/runtime_host.py)")
     p.add_argument("--hw", help="spec to predict on (default: the one whose device_names hold the run's GPU)")
     p.add_argument("--calibration", metavar="FILE", help="calibrated profile: adds the calibrated estimate")
     p.add_argument("--format", choices=("md", "json"), default="md", help="output format")

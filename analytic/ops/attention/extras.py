@@ -6,13 +6,23 @@
   vector FLOPs per element, no transcendentals (cos and sin come from a table). ``fused``: one kernel
   over q and k in place (vLLM ``rotary_embedding``, flash-attn ``apply_rotary_emb_qkv_``), reading q,
   k and each token's cos and sin row (P elements per token at the dtype) and writing q and k.
-  Backward: the same kernel with sin negated on dq and dk. Decode is L = 1.
+  Backward: the same kernel with sin negated on dq and dk. Decode is L = 1. ``torch_eager``: Hugging
+  Face's ``apply_rotary_pos_emb``, q * cos + rotate_half(q) * sin with rotate_half(x) = cat(-x2, x1),
+  as eager aten ops for q and for k: mul (x * cos), neg (of the half x2), cat, mul (* sin), add: 5
+  kernels per tensor, 10 launches, each materializing its [B, L, heads, P] output (the neg's half);
+  cos and sin [B, L, P] are read by both multiplies of each tensor. FLOPs: 3 per element as fused plus
+  the neg's half. Forward and decode only (autograd's backward of the composition is not modelled).
 - ``kv_append`` (B, L, G, P): the L new tokens' k and v [B, L, G, P] written into the KV cache (class
   ``kv_cache``, at ``kv_dtype`` when given: an fp8 cache converts on store). ``index_copy``: one copy
   kernel each for K and V (``k_cache[:, :, pos] = k``: what the measured attention block runs, and
   what any cache update by indexing does); ``fused``: one kernel for both (vLLM ``reshape_and_cache``).
   Prefill (``fwd``: the prompt's L tokens, which decode then reads) and decode (L = 1). Training
   keeps no cache.
+- ``repeat_kv`` (B, L, H, G, P; L = the cached keys S): Hugging Face's ``repeat_kv`` before SDPA
+  where grouped-query attention is not handed to the kernel (decode with a cache and a mask):
+  ``k[:, :, None].expand(B, G, H / G, S, P).reshape(B, H, S, P)`` and the same for v, each one copy
+  kernel that reads the G cached heads and writes H heads: 2 launches, reads 2 x B S G P, writes
+  2 x B S H P elements. ``torch_eager`` only (it is an eager module's code, not a kernel library's).
 """
 
 from __future__ import annotations
@@ -39,6 +49,38 @@ def _rope_rule(mode: str, dtype: str) -> Cost:
     return kernel_chain([Kernel("rotary_embedding", (q, k, table), (q2, k2), flops)], [q, k, table], [q2, k2])
 
 
+def _rope_eager_rule(mode: str, dtype: str) -> Cost:
+    e = nbytes(dtype)
+    tokens = 1 if mode == "decode" else L
+    table = Tensor("cos_sin_rows", "weights", B * tokens * P, e)  # cos and sin [B, L, P] (P / 2 each, doubled)
+    kernels, ins, outs = [], [table], []
+    for name, heads in (("q", H), ("k", G)):
+        n = B * tokens * heads * P
+        x, y = Tensor(name, "activations", n, e), Tensor(f"{name}_rotated", "activations", n, e)
+        xc, neg = Tensor(f"{name}_cos", "intermediates", n, e), Tensor(f"{name}_neg_half", "intermediates", n / 2, e)
+        rot, xs = Tensor(f"{name}_rot", "intermediates", n, e), Tensor(f"{name}_sin", "intermediates", n, e)
+        kernels += [Kernel("aten.mul (x * cos)", (x, table), (xc,), n),
+                    Kernel("aten.neg", (x.per(2),), (neg,), n / 2),
+                    Kernel("aten.cat", (neg, x.per(2)), (rot,)),
+                    Kernel("aten.mul (* sin)", (rot, table), (xs,), n),
+                    Kernel("aten.add", (xc, xs), (y,), n)]
+        ins.append(x)
+        outs.append(y)
+    return kernel_chain(kernels, ins, outs)
+
+
+def _repeat_kv_rule(mode: str, dtype: str, kv_dtype: str | None = None) -> Cost:
+    e = nbytes(kv_dtype or dtype)
+    kernels, ins, outs = [], [], []
+    for name in ("k", "v"):
+        src = Tensor(f"{name}_cache", "kv_cache", B * L * G * P, e)
+        out = Tensor(f"{name}_repeated", "activations", B * L * H * P, e)
+        kernels.append(Kernel(f"aten.copy_ ({name} expand + reshape)", (src,), (out,)))
+        ins.append(src)
+        outs.append(out)
+    return kernel_chain(kernels, ins, outs)
+
+
 def _kv_append_rule(kernels: int):
     def rule(mode: str, dtype: str, kv_dtype: str | None = None) -> Cost:
         tokens = 1 if mode == "decode" else L
@@ -58,7 +100,9 @@ ROPE_OP = register(Op(
     summary="rotary position embedding of q and k (P = rotated dims per head); decode is L = 1",
     dims=("B", "L", "H", "G", "P"),
     impls=(Impl("fused", "one kernel rotating q and k in place (vLLM rotary_embedding)", _rope_rule,
-                ("fwd", "bwd", "decode")),),
+                ("fwd", "bwd", "decode")),
+           Impl("torch_eager", "Hugging Face apply_rotary_pos_emb: 5 eager kernels each for q and k",
+                _rope_eager_rule, ("fwd", "decode"))),
     default_impl="fused",
     constraints=(divisible("H", "G"),),
     reference="ssmbench.analytic.ops.attention.ref:rope_ref",
@@ -78,5 +122,18 @@ KV_APPEND_OP = register(Op(
     ),
     default_impl="fused",
     reference="ssmbench.analytic.ops.attention.ref:kv_append_ref",
+    dtypes=("fp32", "bf16", "fp16", "fp8"),
+))
+
+REPEAT_KV_OP = register(Op(
+    name="repeat_kv",
+    family="attention",
+    summary="the G cached k and v heads copied to H heads before attention (Hugging Face repeat_kv); L = keys",
+    dims=("B", "L", "H", "G", "P"),
+    impls=(Impl("torch_eager", "expand + reshape: one copy kernel each for k and v", _repeat_kv_rule,
+                ("fwd", "decode"), storage=("kv_dtype",)),),
+    default_impl="torch_eager",
+    constraints=(divisible("H", "G"),),
+    reference="ssmbench.analytic.ops.attention.ref:repeat_kv_ref",
     dtypes=("fp32", "bf16", "fp16", "fp8"),
 ))

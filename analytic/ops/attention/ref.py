@@ -87,12 +87,37 @@ def kv_append_ref(k_cache, v_cache, k, v, pos: int):
     return k_cache, v_cache
 
 
+def rope_torch_eager_ref(q, k, cos, sin):
+    """Hugging Face ``apply_rotary_pos_emb`` (``rope``/``torch_eager``): q [b, L, H, P], k [b, L, G, P];
+    cos, sin [b, L, P / 2] (each token's angle, doubled to P as HF's rotary module does)."""
+    import torch
+
+    c = torch.cat([cos, cos], dim=-1).unsqueeze(2)
+    s = torch.cat([sin, sin], dim=-1).unsqueeze(2)
+
+    def rotate_half(x):
+        x1, x2 = x.chunk(2, dim=-1)
+        return torch.cat((-x2, x1), dim=-1)
+
+    return q * c + rotate_half(q) * s, k * c + rotate_half(k) * s
+
+
+def repeat_kv_ref(k, v, n_rep: int):
+    """Hugging Face ``repeat_kv`` of k and v [b, G, S, P] to [b, G * n_rep, S, P]."""
+    def rep(x):
+        b, g, s, p = x.shape
+        return x[:, :, None].expand(b, g, n_rep, s, p).reshape(b, g * n_rep, s, p)
+    return rep(k), rep(v)
+
+
 REFERENCES = (
     Reference("attention_causal", ("naive",), ("fwd", "bwd", "fwdbwd", "decode"), "eager", attention_causal_ref),
     Reference("attention_full", ("naive",), ("fwd", "bwd", "fwdbwd", "decode"), "eager", attention_full_ref),
     *(Reference(op, ("fa2", "fa3"), ("fwd", "bwd", "fwdbwd", "decode"), "gate", sdpa_ref) for op in ("attention_causal", "attention_full")),
     Reference("rope", ("fused",), ("fwd", "bwd", "fwdbwd", "decode"), "gate", rope_ref),
     Reference("kv_append", ("index_copy",), ("fwd", "decode"), "eager", kv_append_ref),
+    Reference("rope", ("torch_eager",), ("fwd", "decode"), "eager", rope_torch_eager_ref),
+    Reference("repeat_kv", ("torch_eager",), ("fwd", "decode"), "eager", repeat_kv_ref),
 )
 _ATTN = (Input("q", normal("B", "H", "L", "P")), Input("k", normal("B", "G", "S", "P")),
          Input("v", normal("B", "G", "S", "P")))

@@ -1,0 +1,78 @@
+"""Runtime terms measured from whole-model records (calibrate/runtime_host.py), their copy in the
+h200-sxm spec, the held-out characterization, and the calibrated step under a runtime
+(calibrate/runtime_step.py)."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ssmbench.calibrate.runtime_host import KEYS, base_spec, derive, held_out_spec, rows_of
+from ssmbench.calibrate.runtime_step import compose
+from ssmbench.hwspecs import get_spec
+from ssmbench.measure.models.records import find_model_runs, latest_records
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN = ROOT / "results" / "h200" / "2026-12-03" / "models"
+FRAGMENT = RUN / "characterize" / "measured-runtime-h200-sxm.yaml"
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return rows_of(latest_records(find_model_runs(RUN)), lambda r: get_spec("h200-sxm"))
+
+
+def test_spec_entries_are_the_fragment():
+    """The spec's runtime terms are the committed fragment's, with its method and date (no hand edit)."""
+    frag = {e["key"]: e for e in yaml.safe_load(FRAGMENT.read_text())["measured"]}
+    spec = {m.key: m for m in get_spec("h200-sxm").measured if m.key in KEYS}
+    assert set(spec) == set(frag) == set(KEYS)
+    for k, e in frag.items():
+        assert (spec[k].value, str(spec[k].date), spec[k].method) == (e["value"], str(e["date"]), e["method"])
+
+
+def test_derivation_does_not_read_its_own_values(rows):
+    assert not any(m.key in KEYS for m in base_spec(get_spec("h200-sxm")).measured)
+    # the stored fragment is what the records give
+    now = {e["key"]: e["value"] for e in derive(rows)}
+    frag = {e["key"]: e["value"] for e in yaml.safe_load(FRAGMENT.read_text())["measured"]}
+    assert now == frag
+
+
+def test_held_out_leaves_the_model_out(rows):
+    spec, used = held_out_spec(get_spec("h200-sxm"), rows, "qwen2.5-0.5b")
+    hf = next(e for e in used if e["key"] == "launch.host.hf_module")
+    assert "qwen2.5" not in hf["method"] and "llama-3.2-1b" in hf["method"]
+    assert any(m.key == "launch.host.hf_module" and m.value == hf["value"] for m in spec.measured)
+    # train steps and device-bound records do not enter the module terms
+    assert not any(r["usable"] for r in rows if r["phase"] == "train" and r["term"] != "launch.gemm_fixed")
+
+
+def _pred(runtime, phase="decode", batch=1):
+    from ssmbench.analytic.workloads.models import get_model
+    from ssmbench.analytic.workloads.report import predict
+    return predict(get_model("mamba2-130m"), get_spec("h200-sxm"), phase, batch, 2048, with_searches=False,
+                   runtime=runtime)
+
+
+def test_compose_takes_host_share_out_under_a_graph():
+    """A graph replay pays no per-call host cost: the composed calibrated step is the calibrated device
+    times, below the eager op sum wherever a call was host-bound in isolation."""
+    r = _pred("cuda-graph")
+    r["total"]["calibrated"] = {"estimate_s": 1.0, "lo_s": 0.5, "hi_s": 2.0, "notes": []}
+    for o in r["ops"]:
+        a = o["achievable"]
+        o["calibrated"] = {"estimate_s": max(a["host_eager_s"], a["gpu_s"]) * o["count"] / o["count"]}
+    cal = compose(r)
+    gpu = sum(o["achievable"]["gpu_s"] for o in r["ops"])
+    assert cal["device_s"] == pytest.approx(gpu, rel=1e-9)  # each op's calibrated time = its isolated call
+    assert cal["estimate_s"] == pytest.approx(max(gpu, cal["host_s"]))
+    assert cal["hi_s"] / cal["lo_s"] == pytest.approx(4.0)
+    assert compose(_pred(None) | {"total": {**_pred(None)["total"], "calibrated": None}}) is None
+
+
+def test_compose_keeps_runtime_host_in_eager():
+    r = _pred("mamba-ssm")
+    r["total"]["calibrated"] = {"estimate_s": 1e-3, "lo_s": None, "hi_s": None, "notes": []}
+    cal = compose(r)
+    assert cal["estimate_s"] == pytest.approx(r["total"]["achievable"]["host_s"])  # host-bound: the runtime's host

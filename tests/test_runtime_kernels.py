@@ -1,0 +1,66 @@
+"""The runtime's real kernel list (analytic/runtime.py, phases.plan modules="hf"): the plan of a
+Hugging Face eager step issues the kernels HF's unfused modules issue, checked against the kernels
+per step that torch.profiler counted in the stored whole-model records (issue #15)."""
+
+from pathlib import Path
+
+import pytest
+
+from ssmbench.analytic.workloads.models import get_model
+from ssmbench.analytic.workloads.phases import plan
+from ssmbench.analytic.workloads.report import predict
+from ssmbench.errors import UserError
+from ssmbench.hwspecs import get_spec
+from ssmbench.measure.models.records import find_model_runs, latest_records
+
+RUNS = Path(__file__).resolve().parents[1] / "results" / "h200" / "2026-12-03"
+# Kernels HF issues that the plan leaves out: per attention layer the mask and cache-position
+# bookkeeping (where, 2 fills, arange, 2 int64 adds in decode), cuBLAS split-K reductions, the
+# rotary module's per-step cos/sin table; mamba-ssm's plan counts a few copies its decode path
+# skips. Within this fraction of the profiled count per step.
+LAUNCH_TOLERANCE = 0.2
+
+
+def _records():
+    paths = [p for d in sorted(RUNS.glob("models*")) for p in find_model_runs(d)]
+    return [r for r in latest_records(paths) if r["status"] == "ok" and r["phase"] != "train"
+            and (r.get("profile") or {}).get("launches")]
+
+
+def test_hf_plan_runs_unfused_modules():
+    m = get_model("qwen2.5-0.5b")
+    hf = predict(m, get_spec("h200-sxm"), "decode", 1, 2048, with_searches=False, runtime="hf-eager")
+    by_op = {}
+    for o in hf["ops"]:
+        by_op.setdefault(o["op"], []).append(o)
+    layers = m.block_counts["attn"]
+    assert by_op["rmsnorm"][0]["impl"] == "torch_eager" and by_op["rmsnorm"][0]["launches"] == 8 * layers
+    assert by_op["rope"][0]["launches"] == 10 * layers
+    assert by_op["repeat_kv"][0]["launches"] == 2 * layers  # 14 heads on 2 KV heads
+    assert sum(o["count"] for o in by_op["linear"]) == 4 * layers  # q, k, v, o apart
+    lib = {c.op for c in plan(m, "decode")}
+    assert "repeat_kv" not in lib  # the library plan keeps one QKV GEMM and hands GQA to the kernel
+    prefill = {o["op"] for o in predict(m, get_spec("h200-sxm"), "prefill", 1, 512, with_searches=False,
+                                        runtime="hf-eager")["ops"]}
+    assert "repeat_kv" not in prefill and "kv_append" not in prefill  # is_causal SDPA with GQA; cache keeps k, v
+
+
+def test_hf_train_keeps_library_backward():
+    ops = predict(get_model("qwen2.5-0.5b"), get_spec("h200-sxm"), "train", 1, 256, with_searches=False,
+                  runtime="hf-eager")["ops"]
+    impls = {o["op"]: o["impl"] for o in ops}
+    assert impls["rmsnorm"] == "fused" and impls["gated_mlp"] == "torch_eager"
+
+
+def test_unknown_module_style():
+    with pytest.raises(UserError, match="module style"):
+        plan(get_model("qwen2.5-0.5b"), "decode", modules="jax")
+
+
+@pytest.mark.parametrize("rec", _records(), ids=lambda r: r["key"])
+def test_plan_launches_match_profile(rec):
+    p = predict(get_model(rec["model"]), get_spec("h200-sxm"), rec["phase"], int(rec["batch"]), int(rec["seqlen"]),
+                with_searches=False, runtime=rec["runtime"], dtype=rec.get("dtype") or "bf16")
+    planned = sum(o["launches"] for o in p["ops"])
+    measured = rec["profile"]["launches"]
+    assert abs(planned / measured - 1) <= LAUNCH_TOLERANCE, (rec["key"], planned, measured)
