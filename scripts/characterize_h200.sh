@@ -5,12 +5,12 @@
 # --held-out` (each model predicted with the runtime terms of the other models' records) against the
 # achievable estimate of h200-sxm and the calibrated estimate of
 # results/h200/2026-12-02/calibration/profile.json, as Markdown, JSON and a plot; and the same
-# characterization with the spec's own (in-sample) values. A second folder of model runs joins with
-# RUNS="results/h200/2026-12-03/models results/h200/2026-12-03/models-b".
+# characterization with the spec's own (in-sample) values. The model runs are both calls of 2026-12-03
+# (models, models-b) unless RUNS names other folders.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUN=results/h200/2026-12-03/models
-RUNS=${RUNS:-$RUN}
+RUNS=${RUNS:-"$RUN results/h200/2026-12-03/models-b"}
 PROFILE=results/h200/2026-12-02/calibration/profile.json
 OUT=$RUN/characterize
 mkdir -p "$OUT"
