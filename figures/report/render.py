@@ -92,12 +92,27 @@ def _energy_pred(p: PointResult) -> str:
     return f"SSM {one(p.ssm.predicted_energy)}; attention {one(p.base.predicted_energy)}"
 
 
+def _won(counts: dict[str, int]) -> str:
+    n = sum(counts.values())
+    return ", ".join(f"{b} ({k} of {n})" for b, k in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def winners_text(rr: RegimeResult) -> str:
+    w = rr.winners()
+    return f"SSM: {_won(w['SSM'])}; attention: {_won(w['attention'])}"
+
+
+def _others(recs) -> str:
+    return ", ".join(f"{html.escape(r['backend'])} {format_si(r.time_s['median'], 's')}" for r in recs) or "-"
+
+
 def verdict_table(rep: Report) -> Table:
     headers = ["Regime", "Verdict", "Points (measured)", "At (headline point)", "FLOP ratio (analytic count, x)",
                f"Time ratio (measurement, x) [{rep.rule.confidence:.0%} CI]",
                f"Energy ratio (measurement, x) [{rep.rule.confidence:.0%} CI]", "Realised fraction (time / FLOP ratio)",
                "Crossover, tokens: measured | calibrated estimate | achievable estimate | analytic bound",
-               "Binding resource (analytic bound) and % of that roofline (measurement)"]
+               "Binding resource (analytic bound) and % of that roofline (measurement)",
+               "Fastest backend of each side (points won)"]
     rows, classes = [], []
     for rr in rep.regimes:
         h = rr.headline
@@ -107,25 +122,28 @@ def verdict_table(rep: Report) -> Table:
                      f"L={h.point.length:,}, B={h.point.batch}, width {h.point.width}",
                      f"{h.flop_ratio:.3g}x", ratio_text(h.time), ratio_text(h.energy), ratio_text(h.realised, ""),
                      " | ".join(_cross(cross[k]) for k in ("measured", "calibrated", "achievable", "bound")),
-                     _binding(h)])
-        classes.append(["", _verdict_class(rr.verdict)] + [""] * 8)
+                     _binding(h), html.escape(winners_text(rr))])
+        classes.append(["", _verdict_class(rr.verdict)] + [""] * 9)
     return Table(headers, rows, "verdict-table", classes)
 
 
 def points_table(rr: RegimeResult, rep: Report) -> Table:
-    headers = ["Series (SSM dims, backend)", "Length (tokens)", "SSM time (measurement, median)",
-               "Attention baseline (strongest measured backend), time (measurement, median)",
+    headers = ["Series (SSM dims)", "Length (tokens)", "SSM (fastest measured backend), time (measurement, median)",
+               "Attention baseline (fastest measured backend), time (measurement, median)",
+               "Slower backends measured, SSM | attention (measurement, median)",
                "FLOP ratio (analytic count, x)", "Time ratio (measurement, x) [CI]",
                "Energy per call, SSM | attention (measurement, J)", "Energy ratio (measurement, x) [CI]",
                "Realised fraction", "Binding (analytic bound) and % of roofline (measurement)",
                "Achievable estimate, SSM | attention (binding class)", "Verdict"]
     if rep.predicts_energy:
-        headers.insert(8, "Predicted energy per call (energy model)")
+        headers.insert(9, "Predicted energy per call (energy model)")
     rows, classes = [], []
     for s in rr.series:
         for p in s.points:
-            row = [html.escape(s.series), f"{p.point.length:,}", format_si(p.ssm.time_s, "s"),
+            row = [html.escape(s.series), f"{p.point.length:,}",
+                   f"{html.escape(p.ssm.record['backend'])}: {format_si(p.ssm.time_s, 's')}",
                    f"{html.escape(p.base.record['backend'])}: {format_si(p.base.time_s, 's')}",
+                   f"{_others(p.point.ssm_alternatives)} | {_others(p.point.alternatives)}",
                    f"{p.flop_ratio:.3g}x", ratio_text(p.time),
                    f"{format_si(p.ssm.energy_j, 'J')} | {format_si(p.base.energy_j, 'J')}", ratio_text(p.energy),
                    ratio_text(p.realised, ""), _binding(p),
@@ -133,7 +151,7 @@ def points_table(rr: RegimeResult, rep: Report) -> Table:
                    f"{format_si(p.base.achievable_s, 's')} ({p.base.achievable_bottleneck})"),
                    f"{p.verdict}: {html.escape(p.why)}"]
             if rep.predicts_energy:
-                row.insert(8, html.escape(_energy_pred(p)))
+                row.insert(9, html.escape(_energy_pred(p)))
             rows.append(row)
             classes.append([""] * (len(row) - 1) + [_verdict_class(p.verdict)])
     return Table(headers, rows, f"points-{rr.regime.id}", classes)
@@ -184,6 +202,8 @@ def blocks(rep: Report) -> list:
           verdict_table(rep)]
     for rr in rep.regimes:
         b += [("h2", rr.regime.id, rr.regime.title), ("p", f"Verdict: {rr.verdict} ({rr.verdict_text})."),
+              ("p", ("The strongest of both sides at each point, the fastest measured backend (points won): "
+                     f"{winners_text(rr)}.")),
               ("h3", None, "Crossover: the length from which the SSM is faster"), crossover_table(rr),
               ("p", ("Predicted crossovers come from both sides evaluated at 512..1,048,576 tokens on "
                     f"{rep.spec.id}; measured ones interpolate between the measured lengths.")),
