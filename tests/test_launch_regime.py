@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from ssmbench.calibrate.join import resource_bounds
 from ssmbench.hwspecs import get_spec
 from ssmbench.measure.backends.base import Backend, get_backend, launch_regime

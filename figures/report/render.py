@@ -166,22 +166,55 @@ def crossover_table(rr: RegimeResult) -> Table:
     return Table(headers, rows)
 
 
+def _model(rec: dict) -> str:
+    p = rec.get("params")
+    return html.escape(rec["model"]) + (f" ({p / 1e6:.1f}M parameters)" if p else "")
+
+
 def whole_model_blocks(rep: Report) -> list:
-    w = rep.whole
+    w, res = rep.whole, rep.whole_results
     b: list = [("h2", "whole-models", "Whole models")]
-    if w is None or not w.pairs:
+    if w is None or not w.pairs or res is None:
         return b + [("p", "Whole-model matched pairs were not measured: " + (w.why_none if w else "not read") + ". "
                           "The op and block regimes above are the matched comparison; whole-model records without "
                           "a partner are summarised by ssmbench characterize.")]
-    rows = [[p.phase, p.runtime, str(p.batch), f"{p.seqlen:,}", html.escape(p.ssm["model"]),
-             format_si(p.ssm["time_s"]["median"], "s"), html.escape(p.attention["model"]),
-             format_si(p.attention["time_s"]["median"], "s"), f"{p.time_ratio:.3g}x",
-             f"{p.energy_ratio:.3g}x" if p.energy_ratio else "not measured on both sides"] for p in w.pairs]
-    return b + [("p", (f"An SSM model and an attention model at the same d_model, parameter counts within "
-                       f"{MAX_PARAM_RATIO:g}x, measured in the same phase, runtime, batch and length.")),
-                Table(["Phase", "Runtime", "Batch", "Length (tokens)", "SSM model", "SSM time (measurement, median)",
-                       "Attention model", "Attention time (measurement, median)", "Time ratio (measurement, x)",
-                       "Energy ratio (measurement, x)"], rows)]
+    source = ("repeated model cases" if res.spread_source == "model" else
+              "the op-level run-to-run spread of this report (fewer than "
+              f"{stats.MIN_REPEAT_PAIRS} model cases were measured twice; the same device and timing loop)")
+    b.append(("p", (f"An SSM model and an attention model at the same d_model, parameter counts within "
+                    f"{MAX_PARAM_RATIO:g}x, measured in the same phase, runtime, batch and length, judged by the "
+                    "rule above. FLOP ratio: the attention model's FLOPs per step over the SSM model's (analytic "
+                    "count of each model's plan). Time and energy ratios: attention model / SSM model, medians "
+                    f"per step and NVML joules per step (measurements); intervals from {source}: "
+                    f"{res.spread.describe()}.")))
+    rows, classes = [], []
+    for r in res.regimes:
+        rows.append([html.escape(r.title), r.verdict, f"{len(r.points)}: {html.escape(r.verdict_text)}",
+                     "; ".join(f"{html.escape(s.title)}: {html.escape(_cross(s.crossover['measured']))} | "
+                               f"{html.escape(_cross(s.crossover['bound']))}" for s in r.series)])
+        classes.append(["", _verdict_class(r.verdict), "", ""])
+    b.append(Table(["Regime (phase, runtime)", "Verdict", "Points (measured)",
+                    "Crossover per series, tokens: measured | analytic bound"], rows, "whole-model-verdicts", classes))
+    rows, classes = [], []
+    for r in res.regimes:
+        for s in r.series:
+            for p in s.points:
+                a, m = p.pair.attention, p.pair.ssm
+                ea, em = ((x.get("energy") or {}).get("joules_per_call") for x in (a, m))
+                rows.append([p.pair.phase, p.pair.runtime, str(p.pair.batch), f"{p.pair.seqlen:,}",
+                             f"{_model(m)}: {format_si(m['time_s']['median'], 's')}",
+                             f"{_model(a)}: {format_si(a['time_s']['median'], 's')}",
+                             f"{p.flop_ratio:.3g}x", ratio_text(p.time),
+                             f"{format_si(em, 'J')} | {format_si(ea, 'J')}", ratio_text(p.energy),
+                             ratio_text(p.realised, ""), f"{p.verdict}: {html.escape(p.why)}"])
+                classes.append([""] * 11 + [_verdict_class(p.verdict)])
+    b.append(Table(["Phase", "Runtime", "Batch", "Length (tokens)", "SSM model, time per step (measurement, median)",
+                    "Attention model, time per step (measurement, median)", "FLOP ratio (analytic count, x)",
+                    f"Time ratio (measurement, x) [{rep.rule.confidence:.0%} CI]",
+                    "Energy per step, SSM | attention (measurement, J)",
+                    f"Energy ratio (measurement, x) [{rep.rule.confidence:.0%} CI]",
+                    "Realised fraction (time / FLOP ratio)", "Verdict"], rows, "whole-model-points", classes))
+    return b
 
 
 def blocks(rep: Report) -> list:
