@@ -128,7 +128,7 @@ if [ "$status" != built ] && [ "$status" != prebuilt ]; then
   exit 0
 fi
 export PYTHONPATH=$HOPPER:$PYTHONPATH   # flash_attn_interface, flash_attn_config and flash_attn_3._C
-timeout 90 "$PY" scripts/fa3_build.py check --out "$OUT/fa3_check.json" || say "FA3 check ended with exit $?"
+timeout 60 "$PY" scripts/fa3_build.py check --out "$OUT/fa3_check.json" || say "FA3 check ended with exit $?"
 [ "$status" = built ] && { pack_module & PACK_PID=$!; }  # end_call waits for it
 if [ -n "$MEASURE" ]; then
   keep=0; [ -n "$BWD" ] && keep=40
