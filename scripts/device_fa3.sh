@@ -120,6 +120,7 @@ install_python_parts
 select_hw
 check_imports
 [ -n "$BUILD_PID" ] && { wait "$BUILD_PID"; say "build step ended (exit $?)"; }
+[ -s "$BUILD_JSON" ] || fail_json "scripts/fa3_build.py" "the build step wrote no record (its output is in fa3.log)"
 status=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["status"])' "$BUILD_JSON" 2>/dev/null)
 if [ "$status" != built ] && [ "$status" != prebuilt ]; then
   say "FA3 not built ($status): $("$PY" -c 'import json, sys; d = json.load(open(sys.argv[1])); print(d["stage"], d.get("seconds"), "s")' "$BUILD_JSON" 2>/dev/null)"
