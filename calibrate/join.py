@@ -2,8 +2,9 @@
 
 A measured case (op, impl, backend, dims, dtype, mode) is costed again with the analytic registry
 (``ssmbench.analytic.registry.cost``) and projected on the spec by the roofline module
-(``ssmbench.analytic.roofline.project``, as-executed bytes, eager launches) into one bound time per
-resource: tensor cores (sum over dtypes of FLOPs / compute.tensor.<dtype>), vector (vector FLOPs and
+(``ssmbench.analytic.roofline.project``, as-executed bytes, launches as the case was timed: eager
+launches x launch.kernel, or CUDA-graph replays x launch.graph_node where the timer or the backend
+replayed a graph, ``measure.results.launch_regime``) into one bound time per resource: tensor cores (sum over dtypes of FLOPs / compute.tensor.<dtype>), vector (vector FLOPs and
 fp32 matmul FLOPs / compute.vector.fp32), special-function units (transcendentals /
 compute.special_function), DRAM (as-executed device bytes / memory.dram.bandwidth), device-wide
 caches and launch overhead where the spec knows them. The analytic bound is the max over resources
@@ -90,12 +91,13 @@ def _ceiling_record(c) -> dict:
     return {"value": c.value, "origin": c.origin, "provenance": c.provenance}
 
 
-def _ceilings_used(sc: "roofline.SpecCeilings", times: Mapping[str, float], tensor_dtypes: list[str]) -> dict[str, dict]:
+def _ceilings_used(sc: "roofline.SpecCeilings", times: Mapping[str, float], tensor_dtypes: list[str],
+                   launch: str = "eager") -> dict[str, dict]:
     used = {}
     for d in tensor_dtypes:
         used[sc.tensor[d].key] = _ceiling_record(sc.tensor[d])
     for r, c in (("vector", sc.vector), ("special_function", sc.special_function), ("dram", sc.dram),
-                 ("launch", sc.launch["eager"])):
+                 ("launch", sc.launch[launch])):
         if r in times:
             used[c.key] = _ceiling_record(c)
     if "cache" in times and sc.slowest_cache() is not None:
@@ -113,8 +115,10 @@ def resource_bounds(spec: Spec, op: str, impl: str, dims: Mapping[str, int], dty
     ``launch``: "graph" for a case timed as CUDA-graph replays, whose host issue time is gone;
     ``timing``: the record's timing settings, for the estimate as measured, ``analytic/timed.py``)."""
     c = analytic_cost(op, dict(dims), impl=impl, mode=mode, dtype=dtype)
-    proj = roofline.project(c, spec, prefer=prefer, launch="eager", bytes_basis="executed")
-    sheet = roofline.project(c, spec, prefer="datasheet", launch="eager", bytes_basis="executed")
+    # the launch term as the call was timed: eager launches x launch.kernel, or graph replays x
+    # launch.graph_node (a replayed graph pays no per-kernel eager dispatch)
+    proj = roofline.project(c, spec, prefer=prefer, launch=launch, bytes_basis="executed")
+    sheet = roofline.project(c, spec, prefer="datasheet", launch=launch, bytes_basis="executed")
     measured_cost = execution.as_measured(c, backend, mode, op, impl)
     ach = achievable.estimate(measured_cost, spec, tf32=execution.fp32_matmul_on_tf32(op, impl, backend),
                               serial=execution.serial_engines(op, impl, backend), launch=launch,
@@ -124,7 +128,7 @@ def resource_bounds(spec: Spec, op: str, impl: str, dims: Mapping[str, int], dty
     times = {b.resource: float(b.time_s) for b in proj.bounds if b.time_s is not None and b.time_s > 0}
     unknown = tuple(b.resource for b in proj.bounds if b.time_s is None)
     tensor_dtypes = [d for d, v in c.tensor.items() if d in roofline.TENSOR_DTYPES and float(v) > 0]
-    used = _ceilings_used(roofline.SpecCeilings.of(spec, prefer), times, tensor_dtypes)
+    used = _ceilings_used(roofline.SpecCeilings.of(spec, prefer), times, tensor_dtypes, launch)
     work = {"flops": float(c.flops), "transcendentals": float(c.transcendental),
             "executed_bytes": float(c.executed_bytes), "bytes": float(c.bytes)}
     timed_est = None if timing is None else _as_measured(ach, measured_cost, spec, (op, impl, backend, mode),
@@ -267,8 +271,9 @@ def join(results: list[ResultFile], spec: Spec, prefer: str = "measured", allow_
             try:
                 case = rec.case
                 family = case_family(case.op)
-                # a case timed as CUDA-graph replays (measure's timing.cuda_graph) pays no host issue time
-                regime = "graph" if (rec.raw.get("timing") or {}).get("cuda_graph") else "eager"
+                # a case timed as CUDA-graph replays (the timer's or the backend's own graph) pays no host
+                # issue time and graph-node launches
+                regime = rec.launch
                 b = resource_bounds(spec, case.op, case.impl, case.dims, case.dtype, case.mode, prefer, case.backend,
                                     regime, rec.raw.get("timing"))
             except UserError as exc:  # unknown op, implementation, mode, dtype or dims: the analytic model says which

@@ -125,6 +125,16 @@ class ResultWriter:
             self._fh.close()
 
 
+def launch_regime(rec: Mapping[str, Any]) -> str:
+    """The launch regime of a stored record (a dict as written): "graph" where its calls were CUDA-graph
+    replays, by the timer (``timing.cuda_graph``) or by the backend (``Backend.graph_modes``: the
+    blocks' decode steps replay their own graph with the timer's switch off), else "eager"."""
+    # the backend registry (its modules import no torch); imported here: the backends import this module's package
+    from .backends.base import launch_regime as backend_launch
+
+    return backend_launch(rec.get("op"), rec.get("backend"), rec.get("mode"), rec.get("timing"))
+
+
 @dataclass(frozen=True, eq=False)
 class Record(Mapping):
     """One case record of a result file, typed: its identity, status and timing, and where it is
@@ -158,6 +168,12 @@ class Record(Mapping):
             return Case.from_dict(self.raw)
         except UserError as exc:
             raise ResultsError(f"{self.path}: cases[{self.index}] ({self.key}): {exc}") from None
+
+    @property
+    def launch(self) -> str:
+        """"graph" if the call was timed as CUDA-graph replays (by the timer or by the backend's own
+        graph), else "eager": the launch regime of its bound and estimate (``launch_regime``)."""
+        return launch_regime(self.raw)
 
     def __getitem__(self, name: str) -> Any:
         return self.raw[name]

@@ -40,7 +40,7 @@ from typing import Any, Callable, Sequence
 
 from ..analytic.cases import BLOCK_PREFIX, Case, case_cost, is_composite
 from . import energy as energy_mod
-from .backends.base import Unavailable, get_backend
+from .backends.base import Unavailable, get_backend, launch_regime
 from .environment import collect, device_name, utc_now
 from .gate import check
 from .results import ResultWriter, ResumeSet, finished_keys
@@ -153,17 +153,17 @@ def achieved_block(a: dict[str, Any] | None, median_s: float) -> dict[str, Any] 
     }
 
 
-def roofline_block(cost, spec, median_s: float, cuda_graph: bool) -> dict[str, Any]:
+def roofline_block(cost, spec, median_s: float, regime: str) -> dict[str, Any]:
     """The roofline bound of the case on ``spec`` and the fraction bound / measured time.
 
     The one place that turns a Cost and a spec into a bound (swap the engine here): the analytic
     roofline's ``project`` with the spec's measured ceilings where it has them, the launch regime of
-    the timing (CUDA-graph replay or eager launches), as-executed bytes for the fraction and
+    the timing (``regime``: "graph" for CUDA-graph replays, the timer's or the backend's own; "eager"
+    for eager launches; ``backends.base.launch_regime``), as-executed bytes for the fraction and
     compulsory bytes beside it.
     """
     from ..analytic.roofline import project
 
-    regime = "graph" if cuda_graph else "eager"
     executed = project(cost, spec, prefer="measured", launch=regime, bytes_basis="executed")
     compulsory = project(cost, spec, prefer="measured", launch=regime, bytes_basis="compulsory")
 
@@ -297,7 +297,8 @@ class CaseRunner:
             rec["memory"] = {"note": "peak memory is read from the CUDA allocator; not measured on the CPU"}
         rec["achieved"] = achieved_block(analytic, stats["median"])
         if self.cfg.spec is not None and cost is not None:
-            rec["roofline"] = roofline_block(cost, self.cfg.spec, stats["median"], timing.settings["cuda_graph"])
+            regime = launch_regime(case.op, case.backend, case.mode, timing.settings)
+            rec["roofline"] = roofline_block(cost, self.cfg.spec, stats["median"], regime)
             rec["roofline_fraction"] = rec["roofline"]["fraction"]
         else:
             rec["roofline_fraction"] = None

@@ -6,6 +6,8 @@ measurements and the models.
 - ``regimes.py``: per regime the FLOP, time and energy ratios, the realised fraction, crossovers
   (measured, calibrated estimate, achievable estimate, analytic bound), binding resources, verdicts and
   caveats;
+- ``wholemodel.py``: matched SSM / attention models among the model-run records; ``wholemodel_eval.py``:
+  their FLOP, time and energy ratios, verdicts by the same rule and crossovers;
 - ``plots.py``: the figures (matplotlib, embedded as PNG);
 - ``render.py``: one self-contained HTML file, or Markdown with the figures beside it.
 """

@@ -19,6 +19,7 @@ from .pairs import DEFAULT_KV_HEADS, MATCHING_RULE, Matched, match
 from .regimes import GO, NO_GO, RegimeResult, Rule, evaluate, median_of
 from .stats import RunSpread, run_spread
 from .wholemodel import WholeModels, whole_models
+from .wholemodel_eval import WholeModelResults, evaluate_models
 
 # Words of the answer's first sentence, by the median realised fraction
 PROPORTIONAL = 0.8   # at least this: "nearly proportionally"
@@ -37,6 +38,7 @@ class Report:
     caveats: list[dict]
     matching_rule: str = MATCHING_RULE
     whole: WholeModels | None = None  # the whole-model level: matched models, or why none
+    whole_results: WholeModelResults | None = None  # their ratios, verdicts and crossovers (None: no pair)
 
     @property
     def points(self):
@@ -63,8 +65,9 @@ def build(folders: list[str | Path], spec: Spec, profile: Profile | None = None,
             f"{kv_heads} KV heads (--kv-heads); measure/suites/matched_pairs_h200_*.yaml measure such pairs")
     spread = run_spread(matched.files, REPORT_OPS)
     results = evaluate(matched, Models(spec, profile, prefer, energy), spread, rule)
+    whole = whole_models(folders)
     return Report(matched, spec, profile, rule, kv_heads, spread, results, caveats(matched, results, spread),
-                  whole=whole_models(folders))
+                  whole=whole, whole_results=evaluate_models(whole, spec, rule, spread))
 
 
 def _x(v: float) -> str:
@@ -98,4 +101,9 @@ def answer(rep: Report) -> str:
                  f"those points have energy on both sides).")
     text += (f" Verdicts under the rule (at least {rep.rule.min_speedup:g}x faster and {rep.rule.min_energy:g}x less "
              f"energy, {rep.rule.confidence:.0%} confidence): {said}.")
+    if rep.whole_results:
+        w = rep.whole_results.regimes
+        pairs = sorted({f"{s.ssm_model} vs {s.attention_model}" for r in w for s in r.series})
+        text += (f" Whole models ({'; '.join(pairs)}, same width; measurement): "
+                 + "; ".join(f"{r.verdict} for {r.phase} ({r.runtime})" for r in w) + ".")
     return text

@@ -13,12 +13,16 @@ The rule (stated in the report's method section, from ``MATCHING_RULE``):
   attention's KV-cache length S; an SSM decode step carries no context (its state is fixed-size), so
   one SSM decode record stands against attention at every measured context;
 - attention with ``kv_heads`` KV heads (G), by default 8 (GQA as in Llama-3-8B);
-- the baseline of a point is the *strongest* attention record there: the fastest median time over
-  every attention backend measured at that point (cuDNN, the flash kernels in SDPA, FA3, ...); the
-  others are kept as alternatives.
+- the strongest of both sides: the SSM side of a point is the fastest median time over every SSM
+  backend and implementation measured for that problem (the op, its dims but the length and the
+  kernel's tiling ``IMPLEMENTATION_DIMS``, dtype, timing method), e.g. fla's chunked and recurrent
+  gated delta rule; the baseline is the fastest over every attention backend measured at that point
+  (cuDNN, the flash kernels in SDPA, FA3, ...); the slower ones of each side are kept as alternatives
+  and the report names the backend that won each point.
 
-A *regime* is (phase, level, SSM op); a *series* is one SSM variant (its dims but the length, and the
-batch) within a regime, the points of a series differ only in length. Only the latest record of each
+A *regime* is (phase, level, SSM op); a *series* is one SSM problem (its dims but the length and the
+tiling, and the batch) within a regime, whatever backend wins it; the points of a series differ only
+in length. Only the latest record of each
 case key counts (``measure.results.latest_by_key``); records that did not finish are caveats.
 """
 
@@ -65,14 +69,20 @@ SSM_OPS = {
     "block:mamba3": "Mamba3 block",
 }
 ATTENTION_OPS = {"op": "attention_causal", "block": "block:attention"}
+# Dimensions that set a kernel's tiling, not the problem it solves (the output is the same for any
+# value): records that differ only in them are backends of one problem. C, the chunk length of the
+# chunked SSD / delta-rule kernels (a recurrent kernel has none).
+IMPLEMENTATION_DIMS = ("C",)
 MATCHING_RULE = (
     "A matched pair is one SSM record and the strongest attention record at the same level (op: causal "
     "attention; block: the attention block), dtype, batch, width (op level: the SSM's heads x head dim, "
     "or E for the Mamba-1 scan, against attention's heads x head dim; block level: the model width D) and "
     "length (prefill and training: the sequence length, attention with S = L; decode: the KV-cache "
     "length, against which one context-free SSM decode step stands at every measured context), with "
-    "attention's KV heads fixed (--kv-heads). The strongest baseline is the fastest measured attention "
-    "backend at that point.")
+    "attention's KV heads fixed (--kv-heads). Both sides are the strongest measured: the SSM side is the "
+    "fastest SSM backend or implementation measured for that problem (its dims but the chunk length, which "
+    "only tiles the kernel), the baseline the fastest attention backend at that point; the others of each "
+    "side are listed beside the winner.")
 
 
 def level_of(op: str) -> str:
@@ -104,16 +114,17 @@ class Regime:
 
 @dataclass
 class Point:
-    """One matched pair: an SSM record and the strongest attention record at one length."""
+    """One matched pair: the strongest SSM record and the strongest attention record at one length."""
 
     regime: Regime
-    series: str           # the SSM variant and batch: "B=1, H=64, N=128, P=64, ..."
+    series: str           # the SSM problem and batch: "B=1, H=64, N=128, P=64, ..."
     batch: int
     width: int
     length: int           # tokens: sequence length (prefill, training) or KV-cache length (decode)
-    ssm: Record
-    baseline: Record
+    ssm: Record           # the fastest SSM backend of the problem at this length
+    baseline: Record      # the fastest attention backend at this point
     alternatives: list[Record] = field(default_factory=list)  # slower attention backends at the point
+    ssm_alternatives: list[Record] = field(default_factory=list)  # slower SSM backends of the problem
 
 
 @dataclass
@@ -165,13 +176,22 @@ def _length(rec: Record) -> int | None:
 
 
 def graph_timed(rec: Record) -> bool:
-    return bool((rec.get("timing") or {}).get("cuda_graph"))
+    """Timed as CUDA-graph replays: by the timer, or by the backend's own graph (the blocks' decode
+    steps); the launch regime of the record's bound and estimate (``measure.results.launch_regime``)."""
+    return rec.launch == "graph"
 
 
-def _series(rec: Record) -> str:
-    d = {k: v for k, v in rec["dims"].items() if k not in ("L", "S")}
-    dims = ", ".join(f"{k}={v}" for k, v in sorted(d.items(), key=lambda kv: (kv[0] != "B", kv[0])))
-    return f"{dims} ({rec['backend']})"
+def _problem(rec: Record) -> tuple:
+    """The SSM problem a record solves, but its length: dims without L, S and the tiling."""
+    return tuple(sorted((k, v) for k, v in rec["dims"].items() if k not in ("L", "S", *IMPLEMENTATION_DIMS)))
+
+
+def _series(problem: tuple) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(problem, key=lambda kv: (kv[0] != "B", kv[0])))
+
+
+def fastest_first(records: list[Record]) -> list[Record]:
+    return sorted(records, key=lambda r: (r.time_s["median"], r["backend"], r.key))
 
 
 def match(folders: list[str | Path], kv_heads: int = DEFAULT_KV_HEADS) -> Matched:
@@ -181,7 +201,7 @@ def match(folders: list[str | Path], kv_heads: int = DEFAULT_KV_HEADS) -> Matche
     records = latest_by_key(files)
     ok = [r for r in records.values() if r.status == "ok" and r["mode"] in PHASES]
     attention: dict[tuple, list[Record]] = {}
-    ssm: list[Record] = []
+    ssm: dict[tuple, list[Record]] = {}  # one problem at one length (decode: None), every backend
     for r in ok:
         op = r["op"]
         if op in ATTENTION_OPS.values():
@@ -191,24 +211,27 @@ def match(folders: list[str | Path], kv_heads: int = DEFAULT_KV_HEADS) -> Matche
                    _length(r))
             attention.setdefault(key, []).append(r)
         elif op in SSM_OPS:
-            ssm.append(r)
+            length = None if r["mode"] == "decode" else _length(r)
+            ssm.setdefault((op, _problem(r), r["mode"], r["dtype"], graph_timed(r), length), []).append(r)
     points, unmatched, used = [], [], set()
-    for r in ssm:
-        phase, level = PHASES[r["mode"]], level_of(r["op"])
-        base = (phase, level, r["dtype"], graph_timed(r), r["dims"]["B"], _WIDTH[r["op"]](r["dims"]))
-        lengths = [k[-1] for k in attention if k[:-1] == base] if phase == "decode" else [_length(r)]
+    for (op, problem, mode, dtype, graph, length), cands in ssm.items():
+        ranked_ssm = fastest_first(cands)
+        r = ranked_ssm[0]
+        phase, level = PHASES[mode], level_of(op)
+        base = (phase, level, dtype, graph, r["dims"]["B"], _WIDTH[op](r["dims"]))
+        lengths = [k[-1] for k in attention if k[:-1] == base] if length is None else [length]
         found = False
         for n in sorted(x for x in lengths if x is not None):
-            cands = attention.get((*base, n))
-            if not cands:
+            att = attention.get((*base, n))
+            if not att:
                 continue
-            ranked = sorted(cands, key=lambda a: a.time_s["median"])
-            points.append(Point(Regime(phase, level, r["op"]), _series(r), base[4], base[5], n, r, ranked[0],
-                                ranked[1:]))
-            used.update(a.key for a in cands)
+            ranked = fastest_first(att)
+            points.append(Point(Regime(phase, level, op), _series(problem), base[4], base[5], n, r, ranked[0],
+                                ranked[1:], ranked_ssm[1:]))
+            used.update(a.key for a in att)
             found = True
         if not found:
-            unmatched.append(r)
+            unmatched += ranked_ssm
     unmatched += [a for cands in attention.values() for a in cands if a.key not in used]
     points.sort(key=lambda p: (p.regime.sort_key(), p.series, p.length))
     return Matched(points, records, files, device, skipped, unmatched)

@@ -152,7 +152,10 @@ def roofline(rep: Report):
 
 
 def energy_per_token(rep: Report):
-    phases = [ph for ph in PHASE_ORDER if any(p.energy for rr in rep.regimes if rr.regime.phase == ph
+    def drawn(p):  # energy per token on both sides (a record may hold energy per call only)
+        return p.energy and p.ssm.energy_per_token_j and p.base.energy_per_token_j
+
+    phases = [ph for ph in PHASE_ORDER if any(drawn(p) for rr in rep.regimes if rr.regime.phase == ph
                                               for p in rr.points)]
     if not phases:
         return None
@@ -164,12 +167,12 @@ def energy_per_token(rep: Report):
             if rr.regime.phase != ph:
                 continue
             for s in rr.series:
-                pts = [p for p in s.points if p.energy and p.ssm.energy_per_token_j and p.base.energy_per_token_j]
+                pts = [p for p in s.points if drawn(p)]
                 if not pts:
                     continue
                 n = [p.point.length for p in pts]
                 ax.plot(n, [p.ssm.energy_per_token_j for p in pts], marker="o", color=f"C{i % 10}",
-                        label=f"{rr.regime.ssm_op} {s.series.split(' (')[0]}")
+                        label=f"{rr.regime.ssm_op} {s.series}")
                 ax.plot(n, [p.base.energy_per_token_j for p in pts], marker="x", ls="--", color=f"C{i % 10}")
                 i += 1
         ax.plot([], [], color="k", marker="o", label="SSM (solid)")

@@ -12,7 +12,8 @@ Per matched point (both sides measured at one length):
 Per series (one SSM variant and batch, over lengths), the crossover: the length from which the SSM
 is faster up to the end of the range, *measured* (log-log interpolation between the measured lengths
 where the time ratio crosses 1) and predicted by the *calibrated estimate*, the *achievable estimate*
-and the *analytic bound* (both sides predicted at lengths 2^9..2^20, interpolated the same way).
+and the *analytic bound* (both sides predicted at lengths 2^9..2^20, interpolated the same way, for
+the backends that won the series' longest measured point).
 
 The go/no-go rule: a point is GO when the lower end of the time ratio's interval is at least
 ``min_speedup`` and the lower end of the energy ratio's interval is at least ``min_energy``; NO-GO when
@@ -113,6 +114,14 @@ class RegimeResult:
     @property
     def points(self) -> list[PointResult]:
         return [p for s in self.series for p in s.points]
+
+    def winners(self) -> dict[str, dict[str, int]]:
+        """Per side ("SSM", "attention"): how many of the regime's points each backend won (the fastest)."""
+        out: dict[str, dict[str, int]] = {"SSM": {}, "attention": {}}
+        for p in self.points:
+            for side, rec in (("SSM", p.point.ssm), ("attention", p.point.baseline)):
+                out[side][rec["backend"]] = out[side].get(rec["backend"], 0) + 1
+        return out
 
     @property
     def headline(self) -> PointResult:

@@ -92,12 +92,27 @@ def _energy_pred(p: PointResult) -> str:
     return f"SSM {one(p.ssm.predicted_energy)}; attention {one(p.base.predicted_energy)}"
 
 
+def _won(counts: dict[str, int]) -> str:
+    n = sum(counts.values())
+    return ", ".join(f"{b} ({k} of {n})" for b, k in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def winners_text(rr: RegimeResult) -> str:
+    w = rr.winners()
+    return f"SSM: {_won(w['SSM'])}; attention: {_won(w['attention'])}"
+
+
+def _others(recs) -> str:
+    return ", ".join(f"{html.escape(r['backend'])} {format_si(r.time_s['median'], 's')}" for r in recs) or "-"
+
+
 def verdict_table(rep: Report) -> Table:
     headers = ["Regime", "Verdict", "Points (measured)", "At (headline point)", "FLOP ratio (analytic count, x)",
                f"Time ratio (measurement, x) [{rep.rule.confidence:.0%} CI]",
                f"Energy ratio (measurement, x) [{rep.rule.confidence:.0%} CI]", "Realised fraction (time / FLOP ratio)",
                "Crossover, tokens: measured | calibrated estimate | achievable estimate | analytic bound",
-               "Binding resource (analytic bound) and % of that roofline (measurement)"]
+               "Binding resource (analytic bound) and % of that roofline (measurement)",
+               "Fastest backend of each side (points won)"]
     rows, classes = [], []
     for rr in rep.regimes:
         h = rr.headline
@@ -107,25 +122,28 @@ def verdict_table(rep: Report) -> Table:
                      f"L={h.point.length:,}, B={h.point.batch}, width {h.point.width}",
                      f"{h.flop_ratio:.3g}x", ratio_text(h.time), ratio_text(h.energy), ratio_text(h.realised, ""),
                      " | ".join(_cross(cross[k]) for k in ("measured", "calibrated", "achievable", "bound")),
-                     _binding(h)])
-        classes.append(["", _verdict_class(rr.verdict)] + [""] * 8)
+                     _binding(h), html.escape(winners_text(rr))])
+        classes.append(["", _verdict_class(rr.verdict)] + [""] * 9)
     return Table(headers, rows, "verdict-table", classes)
 
 
 def points_table(rr: RegimeResult, rep: Report) -> Table:
-    headers = ["Series (SSM dims, backend)", "Length (tokens)", "SSM time (measurement, median)",
-               "Attention baseline (strongest measured backend), time (measurement, median)",
+    headers = ["Series (SSM dims)", "Length (tokens)", "SSM (fastest measured backend), time (measurement, median)",
+               "Attention baseline (fastest measured backend), time (measurement, median)",
+               "Slower backends measured, SSM | attention (measurement, median)",
                "FLOP ratio (analytic count, x)", "Time ratio (measurement, x) [CI]",
                "Energy per call, SSM | attention (measurement, J)", "Energy ratio (measurement, x) [CI]",
                "Realised fraction", "Binding (analytic bound) and % of roofline (measurement)",
                "Achievable estimate, SSM | attention (binding class)", "Verdict"]
     if rep.predicts_energy:
-        headers.insert(8, "Predicted energy per call (energy model)")
+        headers.insert(9, "Predicted energy per call (energy model)")
     rows, classes = [], []
     for s in rr.series:
         for p in s.points:
-            row = [html.escape(s.series), f"{p.point.length:,}", format_si(p.ssm.time_s, "s"),
+            row = [html.escape(s.series), f"{p.point.length:,}",
+                   f"{html.escape(p.ssm.record['backend'])}: {format_si(p.ssm.time_s, 's')}",
                    f"{html.escape(p.base.record['backend'])}: {format_si(p.base.time_s, 's')}",
+                   f"{_others(p.point.ssm_alternatives)} | {_others(p.point.alternatives)}",
                    f"{p.flop_ratio:.3g}x", ratio_text(p.time),
                    f"{format_si(p.ssm.energy_j, 'J')} | {format_si(p.base.energy_j, 'J')}", ratio_text(p.energy),
                    ratio_text(p.realised, ""), _binding(p),
@@ -133,7 +151,7 @@ def points_table(rr: RegimeResult, rep: Report) -> Table:
                    f"{format_si(p.base.achievable_s, 's')} ({p.base.achievable_bottleneck})"),
                    f"{p.verdict}: {html.escape(p.why)}"]
             if rep.predicts_energy:
-                row.insert(8, html.escape(_energy_pred(p)))
+                row.insert(9, html.escape(_energy_pred(p)))
             rows.append(row)
             classes.append([""] * (len(row) - 1) + [_verdict_class(p.verdict)])
     return Table(headers, rows, f"points-{rr.regime.id}", classes)
@@ -148,22 +166,55 @@ def crossover_table(rr: RegimeResult) -> Table:
     return Table(headers, rows)
 
 
+def _model(rec: dict) -> str:
+    p = rec.get("params")
+    return html.escape(rec["model"]) + (f" ({p / 1e6:.1f}M parameters)" if p else "")
+
+
 def whole_model_blocks(rep: Report) -> list:
-    w = rep.whole
+    w, res = rep.whole, rep.whole_results
     b: list = [("h2", "whole-models", "Whole models")]
-    if w is None or not w.pairs:
+    if w is None or not w.pairs or res is None:
         return b + [("p", "Whole-model matched pairs were not measured: " + (w.why_none if w else "not read") + ". "
                           "The op and block regimes above are the matched comparison; whole-model records without "
                           "a partner are summarised by ssmbench characterize.")]
-    rows = [[p.phase, p.runtime, str(p.batch), f"{p.seqlen:,}", html.escape(p.ssm["model"]),
-             format_si(p.ssm["time_s"]["median"], "s"), html.escape(p.attention["model"]),
-             format_si(p.attention["time_s"]["median"], "s"), f"{p.time_ratio:.3g}x",
-             f"{p.energy_ratio:.3g}x" if p.energy_ratio else "not measured on both sides"] for p in w.pairs]
-    return b + [("p", (f"An SSM model and an attention model at the same d_model, parameter counts within "
-                       f"{MAX_PARAM_RATIO:g}x, measured in the same phase, runtime, batch and length.")),
-                Table(["Phase", "Runtime", "Batch", "Length (tokens)", "SSM model", "SSM time (measurement, median)",
-                       "Attention model", "Attention time (measurement, median)", "Time ratio (measurement, x)",
-                       "Energy ratio (measurement, x)"], rows)]
+    source = ("repeated model cases" if res.spread_source == "model" else
+              "the op-level run-to-run spread of this report (fewer than "
+              f"{stats.MIN_REPEAT_PAIRS} model cases were measured twice; the same device and timing loop)")
+    b.append(("p", (f"An SSM model and an attention model at the same d_model, parameter counts within "
+                    f"{MAX_PARAM_RATIO:g}x, measured in the same phase, runtime, batch and length, judged by the "
+                    "rule above. FLOP ratio: the attention model's FLOPs per step over the SSM model's (analytic "
+                    "count of each model's plan). Time and energy ratios: attention model / SSM model, medians "
+                    f"per step and NVML joules per step (measurements); intervals from {source}: "
+                    f"{res.spread.describe()}.")))
+    rows, classes = [], []
+    for r in res.regimes:
+        rows.append([html.escape(r.title), r.verdict, f"{len(r.points)}: {html.escape(r.verdict_text)}",
+                     "; ".join(f"{html.escape(s.title)}: {html.escape(_cross(s.crossover['measured']))} | "
+                               f"{html.escape(_cross(s.crossover['bound']))}" for s in r.series)])
+        classes.append(["", _verdict_class(r.verdict), "", ""])
+    b.append(Table(["Regime (phase, runtime)", "Verdict", "Points (measured)",
+                    "Crossover per series, tokens: measured | analytic bound"], rows, "whole-model-verdicts", classes))
+    rows, classes = [], []
+    for r in res.regimes:
+        for s in r.series:
+            for p in s.points:
+                a, m = p.pair.attention, p.pair.ssm
+                ea, em = ((x.get("energy") or {}).get("joules_per_call") for x in (a, m))
+                rows.append([p.pair.phase, p.pair.runtime, str(p.pair.batch), f"{p.pair.seqlen:,}",
+                             f"{_model(m)}: {format_si(m['time_s']['median'], 's')}",
+                             f"{_model(a)}: {format_si(a['time_s']['median'], 's')}",
+                             f"{p.flop_ratio:.3g}x", ratio_text(p.time),
+                             f"{format_si(em, 'J')} | {format_si(ea, 'J')}", ratio_text(p.energy),
+                             ratio_text(p.realised, ""), f"{p.verdict}: {html.escape(p.why)}"])
+                classes.append([""] * 11 + [_verdict_class(p.verdict)])
+    b.append(Table(["Phase", "Runtime", "Batch", "Length (tokens)", "SSM model, time per step (measurement, median)",
+                    "Attention model, time per step (measurement, median)", "FLOP ratio (analytic count, x)",
+                    f"Time ratio (measurement, x) [{rep.rule.confidence:.0%} CI]",
+                    "Energy per step, SSM | attention (measurement, J)",
+                    f"Energy ratio (measurement, x) [{rep.rule.confidence:.0%} CI]",
+                    "Realised fraction (time / FLOP ratio)", "Verdict"], rows, "whole-model-points", classes))
+    return b
 
 
 def blocks(rep: Report) -> list:
@@ -184,6 +235,8 @@ def blocks(rep: Report) -> list:
           verdict_table(rep)]
     for rr in rep.regimes:
         b += [("h2", rr.regime.id, rr.regime.title), ("p", f"Verdict: {rr.verdict} ({rr.verdict_text})."),
+              ("p", ("The strongest of both sides at each point, the fastest measured backend (points won): "
+                     f"{winners_text(rr)}.")),
               ("h3", None, "Crossover: the length from which the SSM is faster"), crossover_table(rr),
               ("p", ("Predicted crossovers come from both sides evaluated at 512..1,048,576 tokens on "
                     f"{rep.spec.id}; measured ones interpolate between the measured lengths.")),

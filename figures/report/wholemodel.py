@@ -8,6 +8,7 @@ ratio compare mixers rather than model sizes. Hybrids (SSM and attention layers)
 mixers of a model come from its description in the model catalogue (``analytic.workloads.models``).
 Where no pair exists, ``WholeModels.why_none`` says which models were measured and why none pairs: the
 report states that whole-model matched pairs were not measured rather than comparing unmatched sizes.
+The pairs' ratios, verdicts and crossovers are ``wholemodel_eval.py``'s.
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ class ModelPair:
     seqlen: int
     ssm: dict
     attention: dict
+
+    @property
+    def length(self) -> int:  # tokens: the prompt (prefill), the sequence (train) or the cached context (decode)
+        return self.seqlen
 
     @property
     def time_ratio(self) -> float:

@@ -13,6 +13,7 @@ the known names. Backend modules must import without torch or CUDA: heavy import
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -49,6 +50,9 @@ class Backend:
     prepare: Callable[..., Prepared]  # (case, torch.device, seed) -> Prepared; raises Unavailable
     description: str = ""
     dtypes: tuple[str, ...] = CASE_DTYPES  # added by measure-core: dtypes the backend accepts
+    # Modes whose ``run()`` replays a CUDA graph the backend captured itself (the decode steps of the
+    # blocks): timed as graph replays although the timer's ``cuda_graph`` switch is off (launch_regime)
+    graph_modes: tuple[str, ...] = ()
 
     def __post_init__(self):
         bad_modes = [m for m in self.modes if m not in MODES]
@@ -63,6 +67,9 @@ class Backend:
         if bad_dt or not self.dtypes:
             raise ValueError(f"backend {self.name} ({self.op}): dtypes {list(self.dtypes)} must be a non-empty "
                              f"subset of {list(CASE_DTYPES)}")
+        if not set(self.graph_modes) <= set(self.modes):
+            raise ValueError(f"backend {self.name} ({self.op}): graph_modes {list(self.graph_modes)} must be a "
+                             f"subset of its modes {list(self.modes)}")
         if not callable(self.prepare):
             raise ValueError(f"backend {self.name} ({self.op}): prepare must be callable")
 
@@ -91,6 +98,17 @@ def all_backends() -> list[Backend]:
 
 def backends_for(op: str) -> list[Backend]:
     return [b for b in all_backends() if b.op == op]
+
+
+def launch_regime(op: str, backend: str | None, mode: str, timing: Mapping[str, Any] | None) -> str:
+    """How a measured call issued its kernels, for the launch term of its bound and estimate: "graph"
+    where the timer replayed a captured CUDA graph (``timing.cuda_graph``) or the backend's ``run()``
+    replays the graph it captured itself (``Backend.graph_modes``); else "eager". A backend no longer
+    registered is judged by its timing settings alone."""
+    if (timing or {}).get("cuda_graph"):
+        return "graph"
+    b = _BACKENDS.get((backend, op)) if backend else None
+    return "graph" if b is not None and mode in b.graph_modes else "eager"
 
 
 def get_backend(name: str, op: str) -> Backend:
