@@ -50,6 +50,7 @@ from ..analytic.energy import (
     EnergyTable,
     cache_level,
     counts,
+    fallback_term,
     label,
 )
 from ..analytic.roofline import spec_ceiling, work_array
@@ -60,7 +61,7 @@ from .join import Joined
 
 POWER_LIMITED_FRACTION = 0.95
 MIN_CASES_PER_TERM = 5
-TIED = {"tensor.fp16": "tensor.bf16"}
+TIED = {"tensor.fp16": "tensor.bf16", "tensor_mma_sync.fp16": "tensor_mma_sync.bf16"}
 BOOTSTRAP = 1000
 LEVEL = 0.8
 TARGET = {"median_ape_pct": 10.0, "p90_ape_pct": 25.0}  # issue #14, per family
@@ -84,6 +85,14 @@ class EnergyCase:
         return np.array([self.time_s] + [self.counts[t] for t in TERMS])
 
 
+def measured_call_traits(op: str, impl: str, dims, dtype: str, mode: str, backend: str | None) -> dict:
+    """The execution traits ``analytic/energy.counts`` charges one measured call by: fp32 matmuls on TF32,
+    tensor FLOPs issued as mma.sync, and the bytes re-read from the cache (``analytic/execution.py``)."""
+    return {"tf32": execution.fp32_matmul_on_tf32(op, impl, backend),
+            "mma_sync": execution.tensor_instr(op, impl, backend) == "mma_sync",
+            "l2_reread": execution.l2_reread_bytes(op, impl, dims, dtype, mode, backend)}
+
+
 def energy_cases(joined: Joined, spec: Spec) -> list[EnergyCase]:
     """The joined cases with an energy window, with the counts the energy model charges."""
     cache = cache_level(spec)
@@ -96,7 +105,7 @@ def energy_cases(joined: Joined, spec: Spec) -> list[EnergyCase]:
         cost = execution.as_measured(case_cost(c.op, c.dims, impl=c.impl, mode=c.mode, dtype=c.dtype), c.backend, c.mode)
         ach = c.bounds.achievable or {}
         n = counts(work_array(cost), ach.get("l2_bytes", 0.0), ach.get("dram_bytes", float(cost.executed_bytes)),
-                   tf32=execution.fp32_matmul_on_tf32(c.op, c.impl, c.backend), warm_l2=True,
+                   **measured_call_traits(c.op, c.impl, c.dims, c.dtype, c.mode, c.backend), warm_l2=True,
                    l2_capacity=np.nan if cap is None else cap)
         shape = f"{c.op}/{c.impl}/{c.backend}/{c.dtype}/{c.mode}/" + ",".join(f"{k}={v}" for k, v in sorted(c.dims.items()))
         out.append(EnergyCase(c.key, c.family, shape, c.source, e.get("started_utc"), float(e["joules_per_call"]),
@@ -124,10 +133,18 @@ class EnergyFit:
     n_fit: int                        # cases fitted on (not power-limited)
     limit_w: float
 
+    def value(self, t: str) -> float:
+        """A term's coefficient: its own value where given (a spec's), else its tied partner's (a fit), else
+        that of the term standing in for it (``analytic/energy.fallback_term``: an mma.sync FLOP the cases
+        do not determine is charged as a full-rate one), else 0."""
+        v = self.per_term.get(t, self.per_term.get(TIED.get(t, t)))
+        if (v is None or v == 0.0) and fallback_term(t) is not None:
+            return self.value(fallback_term(t))
+        return 0.0 if v is None else v
+
     def _coef(self) -> np.ndarray:
-        """[static, one per analytic/energy.TERMS]: a term's own value where given (a spec's), else its tied
-        partner's (a fit), else 0."""
-        return np.array([self.static_w] + [self.per_term.get(t, self.per_term.get(TIED.get(t, t), 0.0)) for t in TERMS])
+        """[static, one per analytic/energy.TERMS] (``value``)."""
+        return np.array([self.static_w] + [self.value(t) for t in TERMS])
 
     def predict(self, X: np.ndarray, time_s: np.ndarray) -> np.ndarray:
         """Energy per call of rows ``X`` (``EnergyCase.row``) at ``time_s``, a time that already includes

@@ -114,18 +114,23 @@ def test_unknown_parameters_are_named_never_zero():
     assert em.estimate(Cost(vector=1e6), plain)["energy_j"] is None
 
 
-def _synthetic_cases(params: dict[str, float], static: float, limit: float, n: int = 60, seed: int = 1):
+def _synthetic_cases(params: dict[str, float], static: float, limit: float, n: int = 60, seed: int = 1,
+                     mma: bool = True):
+    """Windows whose energy the model gives exactly from ``params`` (those at the limit are capped there);
+    every eighth one's tensor FLOPs are issued as mma.sync (``mma``), every fifth re-reads the cache."""
     from ssmbench.calibrate.energy import EnergyCase
 
     rng = np.random.default_rng(seed)
     cases = []
     for i in range(n):
         counts = {t: 0.0 for t in em.TERMS}
-        counts["tensor.bf16"] = rng.uniform(0, 1e12) * (i % 3 == 0)
+        tensor = "tensor_mma_sync.bf16" if mma and "tensor_mma_sync.bf16" in params and i % 8 == 0 else "tensor.bf16"
+        counts[tensor] = rng.uniform(0, 1e12) * (i % 3 == 0 or i % 8 == 0)
         counts["vector.fp32"] = rng.uniform(0, 1e10) * (i % 3 == 1)
         counts["special_function"] = rng.uniform(0, 1e9) * (i % 2 == 0)
         counts["dram"] = rng.uniform(1e6, 1e9)
         counts["cache"] = counts["dram"] + rng.uniform(0, 1e9) * (i % 4 == 0)
+        counts["cache_reread"] = rng.uniform(0, 1e10) * (i % 5 == 0) * ("cache_reread" in params)
         time_s = rng.uniform(1e-5, 1e-2)
         e = static * time_s + sum(params[t] * counts[t] for t in params)
         e = min(e, limit * time_s)  # a window at the limit measures limit x (stretched) time
