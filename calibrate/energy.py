@@ -6,8 +6,9 @@ window's time per call, ``avg_power_w``). Its operations and bytes are those the
 (``analytic/energy.counts``) under the warm-cache rule of a measured window (no L2 flush between calls).
 
 Model, per call: E = P_static x T + sum_k e_k x n_k, with T the window's time per call (so that the fit
-judges the energy model, not the time model), n_k the call's count of term k (tensor FLOPs per dtype,
-vector FLOPs, transcendentals, DRAM bytes, bytes crossing the cache) and e_k its energy. Static power is
+judges the energy model, not the time model), n_k the call's count of term k (tensor FLOPs per dtype and
+tensor-instruction class, vector FLOPs, transcendentals, DRAM bytes, bytes crossing the cache, bytes
+re-read from it) and e_k its energy. Static power is
 fitted, not set to the idle reading: a working device runs at higher clocks and temperature than an
 idle one (the H200 idles at ~117-128 W; the fit is what the counted work leaves over).
 
@@ -19,8 +20,14 @@ it is predicted as min(P_static x T + dynamic, limit x T), which is the model's 
 
 Fit: non-negative least squares of E / E_measured (relative error; each shape weighs 1 however often
 it was measured), over the terms that at least ``MIN_CASES_PER_TERM`` fitted cases exercise. fp16 tensor
-FLOPs share the bf16 coefficient (one tensor-core datapath, one datasheet rate). A term the data do not
-determine (too few cases, or a fitted zero) is reported and left out of the fragment.
+FLOPs share the bf16 coefficient (one tensor-core datapath, one datasheet rate), for each instruction
+class. A term the data do not determine (too few cases, or a fitted zero) is reported; an mma.sync term
+left undetermined is charged at the full-rate coefficient (``EnergyFit.value``). Re-read bytes get their
+own coefficient although a spec charges them at its cache's: the workload cases cannot split DRAM from
+cache bytes (nearly every cache byte they count is a DRAM byte, so the ``cache`` coefficient carries part
+of the DRAM energy), while the re-reads are L2 traffic alone; on the H200 they fit at 40-54 pJ/B beside
+the probe's L2-resident read at 40.4 pJ/B. The fit is written as a calibration profile
+(``energy_profile.py``), never into a spec.
 
 Check: leave-shape-out (every case of a held-out shape predicted by a fit without it), per family:
 median and p90 absolute % error with bootstrap intervals over shapes (``BOOTSTRAP`` resamples, fixed
@@ -35,7 +42,6 @@ in-sample, and labelled so, where a spec's parameters were calibrated on these c
 
 from __future__ import annotations
 
-import datetime as _dt
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,7 +50,6 @@ from scipy.optimize import nnls
 from ..analytic import execution
 from ..analytic.cases import case_cost
 from ..analytic.energy import (
-    CALIBRATED_METHOD,
     TERM_UNITS,
     TERMS,
     EnergyTable,
@@ -312,35 +317,3 @@ def fit_dict(f: EnergyFit) -> dict:
                          for t, v in f.per_term.items()},
             "undetermined": f.undetermined, "n_fit_cases": f.n_fit, "power_limit_w": f.limit_w,
             "tied": TIED}
-
-
-def _quantity(v: float, unit: str) -> str:
-    return f"{v * 1e12:.4g} p{unit}" if unit != "W" else f"{v:.4g} W"
-
-
-def fragment(f: EnergyFit, cases: list[EnergyCase], spec: Spec, sources: list[str]) -> dict:
-    """The fit as a ``measured:`` fragment (``hwspecs/fragment.py``), one entry per determined parameter,
-    dated by the last measurement it rests on, its method naming the cases."""
-    cache = cache_level(spec)
-    dates = sorted(c.started[:10] for c in cases if c.started)
-    date = dates[-1] if dates else _dt.date.today().isoformat()
-    method = (f"{CALIBRATED_METHOD} {f.n_fit} measured cases (NVML energy windows of >= 1 s below "
-              f"{POWER_LIMITED_FRACTION:.0%} of the power limit, {len(cases)} with energy in all; results "
-              f"{', '.join(sources)}): non-negative least squares of energy per call on static power x window time "
-              "and the counted FLOPs and bytes per term (calibrate/energy.py); leave-shape-out errors in the gap report")
-    keys = {"tensor.bf16": "energy.per_flop.tensor.bf16", "tensor.tf32": "energy.per_flop.tensor.tf32",
-            "tensor.fp8": "energy.per_flop.tensor.fp8", "vector.fp32": "energy.per_flop.vector.fp32",
-            "special_function": "energy.per_flop.special_function", "dram": "energy.per_byte.dram"}
-    if cache:
-        keys["cache"] = f"energy.per_byte.{cache}"
-    entries = [{"key": "energy.static_power", "value": _quantity(f.static_w, "W"), "date": date, "method": method}]
-    for t, v in f.per_term.items():
-        if v > 0 and t in keys:
-            unit = "J/B" if TERM_UNITS[t] == "B" else "J/FLOP"
-            entries.append({"key": keys[t], "value": _quantity(v, unit), "date": date, "method": method})
-            if t in TIED.values():
-                for tied, to in TIED.items():
-                    if to == t:
-                        entries.append({"key": f"energy.per_flop.{tied}", "value": _quantity(v, unit), "date": date,
-                                        "method": method + f" ({tied} shares the {t} coefficient)"})
-    return {"measured": entries, "meta": {"device": {"name": spec.device_names[0] if spec.device_names else None}}}

@@ -350,6 +350,13 @@ def _energy_rows(t: dict) -> list[list[str]]:
             [f"average power ({lab})", si(t["avg_power_w"], "W")
              + (f" (power-limited: time stretched to {si(e['time_s_after_power_limit'], 's')})" if e["power_limited"] else "")],
             ["energy: how", e["note"]]]
+    c = (t.get("calibrated") or {}).get("energy")
+    if c and c.get("label"):
+        rows.append([f"energy per step ({c['label']}, at the {c['time_basis']})", si(c["energy_j"], "J")
+                     + (f" ({si(c['avg_power_w'], 'W')} average; power-limited)" if c["power_limited"]
+                        else f" ({si(c['avg_power_w'], 'W')} average)")])
+    elif c:
+        rows.append(["energy (calibrated estimate)", c["note"]])
     return rows
 
 
