@@ -100,3 +100,18 @@ def test_fit_recovers_the_mma_sync_and_reread_energies_from_synthetic_windows():
                                       700.0, n=80, mma=False), 700.0)
     assert "tensor_mma_sync.bf16" not in without.per_term
     assert without.value("tensor_mma_sync.bf16") == without.per_term["tensor.bf16"]
+
+
+def test_probe_solves_the_mma_sync_energy_after_the_static_power():
+    from ssmbench.measure._probe_energy import Window, solve
+
+    static, mma = 125.0, 1.4e-12
+
+    def w(name, counts, t):
+        e = static * t + counts.get("tensor_mma_sync.bf16", 0.0) * mma
+        return Window(name, e, t, e / t, counts, name)
+
+    got = {k: v for k, v, _ in solve({"empty": w("empty", {}, 8e-6),
+                                      "mma.bf16": w("mma.bf16", {"tensor_mma_sync.bf16": 4.5e12}, 8e-3)}, 700.0)}
+    assert got["energy.per_flop.tensor_mma_sync.bf16"] == pytest.approx(mma, rel=1e-9)
+    assert "energy.per_flop.tensor_mma_sync.fp16" not in got  # a window not measured gives no entry
