@@ -60,7 +60,7 @@ def test_a_power_where_an_mma_sync_energy_is_expected_is_an_error():
 
 
 def _ssd(**kw):
-    dims = dict(B=2, L=1024, H=8, P=64, N=128, C=256, G=1)
+    dims = {"B": 2, "L": 1024, "H": 8, "P": 64, "N": 128, "C": 256, "G": 1}
     dims.update(kw)
     return dims
 
