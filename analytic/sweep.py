@@ -3,10 +3,13 @@
 ``sweep`` evaluates every (model, phase) once over the whole (batch, length) grid and all specs at
 once (``workloads/evaluate.analyze``) and returns columns (numpy arrays), one row per
 (model, spec, phase, batch, length): analytic bounds, bottleneck, memory by class and the capacity
-verdict, the achievable estimate of the step time (``achievable_s``: ``workloads/report.achievable_rows``,
-as ``predict`` gives it), and energy (``energy_j`` per step, ``energy_per_token_j``, ``avg_power_w``, with
-``energy_label``: the energy model of ``analytic/energy.py`` at the achievable time, where the spec has
-an energy section, as ``predict``'s ``total.energy``). Rows that do not fit in device memory keep their time bound in ``time_s_ignoring_capacity``
+verdict, and energy (``energy_j`` per step, ``energy_per_token_j``, ``avg_power_w``, with
+``energy_label``: the energy model of ``analytic/energy.py``, where the spec has an energy section). By
+default the energy is at the time bound, computed with the grid (a lower estimate of its static part);
+with ``achievable=True`` each row also gets the achievable estimate of the step time (``achievable_s``,
+``workloads/report.achievable_rows``) and its energy at that time, exactly as ``predict``'s
+``total.energy`` (one point analysis per row: ~10 ms each, so for grids of tens of thousands of rows
+leave it off). Rows that do not fit in device memory keep their time bound in ``time_s_ignoring_capacity``
 and have ``time_s`` = NaN (written as empty / null). ``state_residency`` (decode rows of models with a
 recurrent state): ``on chip (sram)`` where the spec's persistent on-chip level holds the whole state of
 the batch and serves its traffic, ``DRAM (exceeds sram)`` where it does not fit, ``DRAM`` on specs
@@ -56,9 +59,10 @@ COLUMNS = ("model", "spec", "phase", "batch", "length", "time_s", "time_s_ignori
 # 1000000 must not both print as "1.05e+06".
 COUNT_COLUMNS = ("batch", "length", "memory_total_bytes", "weights_bytes", "kv_cache_bytes", "state_bytes",
                  "activations_bytes")
-LABEL_NOTE = ("analytic bound (roofline lower bound on time); achievable_s: analytic estimate (achievable step "
-              "time, as predict); memory: analytic estimate; energy: energy_label (static power x the achievable "
-              "step time + dynamic energy, analytic/energy.py, as predict)")
+LABEL_NOTE = ("analytic bound (roofline lower bound on time); achievable_s (with --achievable): analytic estimate "
+              "(achievable step time, as predict); memory: analytic estimate; energy: energy_label (static power x "
+              "the time bound, or with --achievable the achievable step time as predict, + dynamic energy, "
+              "analytic/energy.py)")
 AT_ACHIEVABLE = ("at the achievable time (static power x the achievable step time + dynamic energy per FLOP and "
                  "per byte, analytic/energy.py, as predict's total.energy)")
 FORMATS = ("csv", "json", "parquet")
@@ -102,8 +106,10 @@ def _check_grid(name: str, values: Sequence[int], limit: int = 1 << 40) -> np.nd
 
 def sweep(models: Sequence[Model], specs: Sequence[Spec], phases: Sequence[str], batches: Sequence[int],
           lengths: Sequence[int], *, dtype: str = "bf16", prefer: str = "measured", launch: str | None = None,
-          bytes_basis: str = "executed", unsupported: list[str] | None = None) -> dict[str, np.ndarray]:
-    """Columns of the sweep (see ``COLUMNS``), one entry per (model, spec, phase, batch, length).
+          bytes_basis: str = "executed", unsupported: list[str] | None = None,
+          achievable: bool = False) -> dict[str, np.ndarray]:
+    """Columns of the sweep (see ``COLUMNS``), one entry per (model, spec, phase, batch, length);
+    ``achievable``: the achievable step time and the energy at it per row (module docstring).
 
     A (model, phase) the analytic model cannot cost (an op without a rule for that mode, a shape an
     op's kernel cannot run) raises, unless ``unsupported`` is a list: then its rows carry NaN times and
@@ -128,7 +134,8 @@ def sweep(models: Sequence[Model], specs: Sequence[Spec], phases: Sequence[str],
     for m in models:
         for p in phases:
             try:
-                r = analyze(m, p, table, b, ln, dtype=dtype, launch=launch, bytes_basis=bytes_basis)
+                r = analyze(m, p, table, b, ln, dtype=dtype, launch=launch, bytes_basis=bytes_basis,
+                            energy=not achievable)
             except AnalyticError as exc:
                 if unsupported is None:
                     raise
@@ -162,8 +169,14 @@ def sweep(models: Sequence[Model], specs: Sequence[Spec], phases: Sequence[str],
                 np.full(nb * nl, np.nan) if c is None or c["time_s_host_gemms"] is None
                 else np.broadcast_to(c["time_s_host_gemms"], (nb, nl)).reshape(-1) for c in r.pim]))
             parts["ceilings"].append(kinds)
-            ach, e, power, notes = _achievable_energy(m, p, specs, b, ln, dtype=dtype, launch=launch,
-                                                      bytes_basis=bytes_basis)
+            if achievable:
+                ach, e, power, notes = _achievable_energy(m, p, specs, b, ln, dtype=dtype, launch=launch,
+                                                          bytes_basis=bytes_basis)
+            else:
+                ach, e, notes = np.full(n, np.nan), r.energy_j.reshape(n), np.repeat(
+                    np.array(r.energy_note, dtype=object), nb * nl)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    power = e / t
             e = np.where(fits, e, np.nan)
             parts["achievable_s"].append(np.where(fits, ach, np.nan))
             with np.errstate(divide="ignore", invalid="ignore"):

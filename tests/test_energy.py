@@ -206,9 +206,17 @@ def test_cli_predict_and_sweep_print_energy(capsys):
     rows = rows["rows"] if isinstance(rows, dict) else rows
     h200 = next(r for r in rows if r["spec"] == "h200-sxm")
     t4 = next(r for r in rows if r["spec"] == "t4")
-    assert h200["energy_j"] > 0 and "analytic estimate at the achievable time" in h200["energy_label"]
-    assert t4["energy_j"] is None and "no energy estimate" in t4["energy_label"]
-    # the sweep's energy is predict's: the same point at the same achievable time
+    assert h200["energy_j"] > 0 and "analytic estimate at the time bound" in h200["energy_label"]
+    assert "energy at the achievable time" in h200["energy_label"]  # the sweep says what its energy is not
+    assert t4["energy_j"] is None and "no energy estimate" in t4["energy_label"] and h200["achievable_s"] is None
+    # with --achievable the sweep's energy is predict's: the same point at the same achievable time
+    assert main(["sweep", "--models", "mamba2-130m", "--hw", "h200-sxm,t4", "--phases", "decode", "--batch", "1",
+                 "--seqlen", "512", "--json", "--achievable"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    rows = rows["rows"] if isinstance(rows, dict) else rows
+    h200 = next(r for r in rows if r["spec"] == "h200-sxm")
+    assert "analytic estimate at the achievable time" in h200["energy_label"]
+    assert next(r for r in rows if r["spec"] == "t4")["energy_j"] is None
     assert main(["predict", "--model", "mamba2-130m", "--hw", "h200-sxm", "--phase", "decode", "--batch", "1",
                  "--seqlen", "512", "--json"]) == 0
     t = json.loads(capsys.readouterr().out)["total"]
