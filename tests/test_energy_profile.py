@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from ssmbench.calibrate import energy_profile as ep
 from ssmbench.calibrate.profile import read_profile
+
 from ssmbench.cli import main
 
 REPO = Path(__file__).resolve().parents[1]

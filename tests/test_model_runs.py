@@ -167,7 +167,6 @@ def test_characterize_on_a_synthetic_run(tmp_path, capsys):
     # the energy model alone at the measured time: static power x the window's time + the predicted dynamic energy
     from ssmbench.analytic.workloads.report import predict
     from ssmbench.hwspecs import get_spec
-    from ssmbench.analytic.workloads.models import get_model
     e = predict(get_model("mamba2-130m"), get_spec("h200-sxm"), "prefill", 4, 2048, with_searches=False,
                 runtime="mamba-ssm", dtype="bf16")["total"]["energy"]
     static_w = e["static_j"] / e["time_s_after_power_limit"]
