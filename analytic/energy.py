@@ -22,11 +22,30 @@ Terms, for work taking time T (seconds):
   with its operand delivery from registers and shared memory (the cost model does not count per-SM
   traffic, so that energy is folded into the per-FLOP terms; a spec's ``per_byte`` of a per-SM level is
   therefore not charged, and the result says so).
+- **tensor instruction class**: tensor FLOPs of a kernel that issues the warp-level ``mma.sync`` (code
+  written for sm80: FlashAttention-2 and the kernels SDPA vendors from it, ``execution.Traits.tensor_instr``)
+  x ``energy.per_flop.tensor_mma_sync.<d>``, the instruction class the time model already rates apart
+  (``compute.tensor_mma_sync.<d>``). Why it costs more per FLOP: an m16n8k16 mma.sync reads its A and B
+  fragments from the register file for every 4096 FLOPs of one warp, after ``ldmatrix`` brought them
+  from shared memory into each warp's registers; a Hopper ``wgmma`` (m64nNk16, cuBLAS, cuDNN, FA3)
+  reads B straight from shared memory once for the four warps of a warpgroup and N up to 256 columns.
+  So per FLOP mma.sync moves several times the register-file and shared-memory operand bytes. Where a
+  spec does not know the value, the FLOP is charged as a full-rate one (``fallback_term``) and the
+  note says so. On the H200 the workload fit puts it at ~1.75 pJ/FLOP against ~1.0 for wgmma kernels
+  (``ssmbench energy-fit``), which took the attention family from 7.4 / 40.3% (median / p90 |err|,
+  leave-shape-out) to 4.8 / 33.6%: FlashAttention-2 through SDPA had drawn 1.3-1.7x the energy its
+  counted work predicted while cuDNN's attention, on the same FLOPs and bytes, was within ~10%.
 - **memory**: bytes that cross DRAM x ``energy.per_byte.dram`` (DRAM core, I/O, the link to the
   cache), and every byte the SMs move to or from device memory x ``energy.per_byte.<cache>`` of the
   device-wide cache level (``l2``, ``llc`` or a device ``sram``) it crosses: DRAM bytes plus the extra
   bytes the achievable model serves from that level. A recurrent state kept on chip (``placement.py``)
   is charged to that level instead of DRAM.
+- **cache re-reads**: the bytes a kernel's SMs read again from the device-wide cache beyond its
+  device-memory bytes (``execution.Traits.l2_rereads``, which the time model already charges at the
+  cache's bandwidth) x the same ``energy.per_byte.<cache>``: the Mamba-1 selective scan re-reads
+  B and C [B, N, L] from L2 once per channel block (4 B per element-state in bf16 forward), many
+  times its DRAM bytes. Fitted on its own on the H200 cases it comes out at 33-40 pJ/B, the probe's
+  L2-resident read (40.4 pJ/B): the missing scan energy was cache traffic, not FLOPs.
 
 Power limit (``power.tdp``, the board power limit): the average power P = E / T. Where P exceeds the
 limit the clocks drop until it does not: holding each operation's dynamic energy fixed, the time
@@ -46,22 +65,35 @@ kernel built so that one term dominates (the spec's values); ``ssmbench energy-f
 on measured workload cases (the calibrated layer, in the gap report; never in a spec). Where they differ
 the model's counts are the reason, not the energies:
 
-- **vector and special function** (probe 2.05 pJ/FLOP and 31.8 pJ; case fit ~19-24 pJ and ~100-123 pJ):
-  the probe's loops are dependent FMAs / exps on registers, so its energy is the datapath's. A real
-  kernel's counted FLOP comes with operand delivery the cost model does not count (loads and stores
-  through shared memory and L1, address arithmetic, conversions, loop control, synchronisation: per-SM
-  traffic, see the compute bullet above); the fit folds those into the per-FLOP terms. This is why the
-  scan kernels (Mamba-1 selective scan, SSD chunk scan) draw 480-600 W at 9-36% of their roofline while
-  the probe's parameters predict ~230-340 W for them: their uncounted instructions per counted FLOP are
-  many. Charging them needs instruction or per-SM byte counts, which the cost model does not have.
-- **DRAM and L2** (probe 74.9 + 40.4 pJ/B; fit 33.4 + 84.4 pJ/B): a DRAM byte crosses L2 too, so both
-  charge it; per DRAM byte the probe gives 115.3 pJ and the fit 117.8 pJ, the same. The workload cases
-  cannot split the two (nearly all their cache bytes are DRAM bytes); the probe's L2-resident read can.
-- **tensor** (probe 0.83 pJ/FLOP bf16; fit 1.09-1.14): the probe's 8192^3 GEMM runs at the power limit
-  near peak; GEMM and MLP cases are predicted within ~2-7% by the probe's value. Attention and chunked
-  scans run tensor FLOPs at low utilisation with the same uncounted operand delivery as above.
-- **static** (probe 124.8 W over empty launches, idle 124.2 W; fit 131-137 W): with no SM busy the
-  device draws its idle power; the fit's extra ~6-12 W is SM-busy power that no counted term carries.
+- **vector and special function** (probe 2.05 pJ/FLOP and 31.8 pJ; case fit ~18 pJ and ~0): the
+  probe's loops are dependent FMAs / exps on registers, so its energy is the datapath's. A real kernel's
+  counted FLOP comes with operand delivery the cost model does not count (loads and stores through
+  shared memory and L1, address arithmetic, conversions, loop control, synchronisation); the fit folds
+  what is left of it into the vector term. What could be counted now is: the cache re-reads and the
+  mma.sync class above. Before them the Mamba-1 scan drew 2.0x and the SSD forward 1.4-2.0x what the
+  probe's parameters predicted (481 W against 226 W for the scan); the re-reads are 4 B per
+  element-state of the scan, several times its DRAM bytes, and 1.8x the DRAM bytes of a large SSD
+  forward. With the special-function term the fit now finds no energy beside the others (the exps of
+  the cases ride with their vector and byte terms; the fit says "fitted zero").
+- **DRAM and L2** (probe 74.9 + 40.4 pJ/B; fit ~34 + 86 pJ/B, re-reads 40-54 pJ/B): a DRAM byte crosses
+  L2 too, so both charge it; per DRAM byte the probe gives 115.3 pJ and the fit ~120 pJ, the same. The
+  workload cases cannot split the two (nearly all their cache bytes are DRAM bytes), so the fit gives
+  the re-reads their own coefficient: it lands on the probe's L2-resident read.
+- **tensor** (probe 0.83 pJ/FLOP bf16; fit ~1.02 for wgmma kernels, ~1.8 for mma.sync ones): the probe's
+  8192^3 GEMM runs at the power limit near peak; GEMM and MLP cases are predicted within ~2-7% by the
+  probe's value.
+- **static** (probe 124.8 W over empty launches, idle 124.2 W; fit ~127-131 W): with no SM busy the
+  device draws its idle power. One SM-busy power charged over the whole time (42 W fitted) made the
+  leave-shape-out errors worse (15.2 / 41.5% against 7.9 / 33.8%), and one over the achievable device
+  time fitted zero: the busy power is in the per-operation and per-byte terms, not in time.
+
+Where it stands (H200, 357 cases with energy windows, leave-shape-out at the measured time, median /
+p90 |err|; ``ssmbench energy-fit``): all 5.5 / 23.9% (7.9 / 33.8% before the re-read and mma.sync
+terms); attention 4.8 / 33.5, SSD 16.0 / 23.4, Mamba-1 12.6 / 20.7, conv1d 7.2 / 46.5. What is left is
+named, not fitted: windows at the power limit (SSD forward and its decode step, FlashAttention-2 decode
+at large batch) draw ~20% more than their counted work; tile padding (a decode query padded to the
+kernel's row tile, causal_conv1d's 1024-token chunk at short lengths, PyTorch's depthwise convolution)
+executes work the cost rules do not count.
 
 A term with work whose coefficient the spec does not know contributes nothing and is named under
 ``not_modelled``; without an ``energy:`` section there is no estimate at all, and the reason says so.
@@ -87,24 +119,36 @@ CALIBRATED_LABEL = "calibrated estimate"
 # A ``measured:`` entry fitted on measured workload cases (``calibrate/energy.py``) says so first in its
 # method; an entry an isolating probe kernel measured does not.
 CALIBRATED_METHOD = "calibrated from"
-# Dynamic terms, in order: tensor FLOPs per dtype, vector FLOPs, transcendentals, DRAM bytes, bytes
-# crossing the device-wide cache, bytes served by a persistent on-chip level (recurrent state).
+# Dynamic terms, in order: tensor FLOPs per dtype issued as full-rate instructions (wgmma), tensor FLOPs
+# per dtype issued as warp-level mma.sync, vector FLOPs, transcendentals, DRAM bytes, bytes crossing the
+# device-wide cache, bytes the SMs re-read from that cache beyond them, bytes served by a persistent
+# on-chip level (recurrent state).
 TENSOR_TERMS = tuple(f"tensor.{d}" for d in TENSOR_DTYPES)
-TERMS = TENSOR_TERMS + ("vector.fp32", "special_function", "dram", "cache", "on_chip")
+MMA_SYNC_TERMS = tuple(f"tensor_mma_sync.{d}" for d in TENSOR_DTYPES)
+TERMS = TENSOR_TERMS + MMA_SYNC_TERMS + ("vector.fp32", "special_function", "dram", "cache", "cache_reread",
+                                         "on_chip")
 NO_ESTIMATE = "no energy estimate: the spec has no energy section, or every value in it is unknown"
-TERM_UNITS = {**{t: "FLOP" for t in TENSOR_TERMS}, "vector.fp32": "FLOP", "special_function": "evaluations",
-              "dram": "B", "cache": "B", "on_chip": "B"}
+TERM_UNITS = {**{t: "FLOP" for t in TENSOR_TERMS + MMA_SYNC_TERMS}, "vector.fp32": "FLOP",
+              "special_function": "evaluations", "dram": "B", "cache": "B", "cache_reread": "B", "on_chip": "B"}
 
 
 def term_key(term: str, cache_level: str | None, on_chip_level: str | None = "sram") -> str | None:
-    """The spec key of a term's coefficient (None: the spec has no level for it)."""
-    if term.startswith(("tensor.", "vector.")) or term == "special_function":
+    """The spec key of a term's coefficient (None: the spec has no level for it). A re-read byte crosses the
+    same cache as any other (``cache_reread`` and ``cache`` share the key)."""
+    if term.startswith(("tensor.", "tensor_mma_sync.", "vector.")) or term == "special_function":
         return f"energy.per_flop.{term}"
     if term == "dram":
         return "energy.per_byte.dram"
-    if term == "cache":
+    if term in ("cache", "cache_reread"):
         return None if cache_level is None else f"energy.per_byte.{cache_level}"
     return None if on_chip_level is None else f"energy.per_byte.{on_chip_level}"
+
+
+def fallback_term(term: str) -> str | None:
+    """The term whose coefficient stands in where a spec does not know this one's: an mma.sync FLOP is
+    charged as a full-rate tensor FLOP of its dtype (the time model's rule for the mma.sync rate,
+    ``achievable.achievable_work``), which undercounts its operand delivery (module docstring)."""
+    return f"tensor.{term.split('.', 1)[1]}" if term in MMA_SYNC_TERMS else None
 
 
 def cache_level(spec: Spec) -> str | None:
@@ -139,10 +183,11 @@ class EnergyTable:
     origins: tuple[dict[str, str], ...]  # per spec: key -> "origin: provenance" or "unknown: why"
     calibrated: tuple[frozenset[str], ...]  # per spec: keys whose value was fitted on measured cases
     uncounted: tuple[tuple[str, ...], ...]  # per spec: per-SM levels with an energy the model cannot charge
+    fallbacks: tuple[dict[str, str], ...] = ()  # per spec: term -> the unknown key its fallback_term replaces
 
     @classmethod
     def of(cls, specs: Sequence[Spec], prefer: Prefer = "measured") -> EnergyTable:
-        has, static, limit, keys, origins, calibrated, uncounted = [], [], [], [], [], [], []
+        has, static, limit, keys, origins, calibrated, uncounted, fallbacks = [], [], [], [], [], [], [], []
         per_term: dict[str, list] = {t: [] for t in TERMS}
         for spec in specs:
             has.append(spec.energy is not None)
@@ -161,6 +206,14 @@ class EnergyTable:
             limit.append(_value(spec, "power.tdp", prefer, org, cal))
             for t in TERMS:
                 per_term[t].append(_value(spec, k[t], prefer, org, cal) if t in k and spec.energy is not None else np.nan)
+            fb: dict[str, str] = {}
+            for t in TERMS:
+                alt = fallback_term(t)
+                if alt is not None and np.isnan(per_term[t][-1]) and not np.isnan(per_term[alt][-1]):
+                    fb[t] = k[t]
+                    per_term[t][-1] = per_term[alt][-1]
+                    k[t] = k[alt]
+            fallbacks.append(fb)
             if has[-1] and np.isnan(static[-1]) and all(np.isnan(per_term[t][-1]) for t in TERMS):
                 has[-1] = False  # an energy section whose every value is unknown gives no estimate
             keys.append(k)
@@ -171,7 +224,7 @@ class EnergyTable:
             uncounted.append(tuple(per_sm))
         return cls(tuple(s.id for s in specs), np.array(has, dtype=bool), np.array(static, dtype=float),
                    np.array(limit, dtype=float), {t: np.array(v, dtype=float) for t, v in per_term.items()},
-                   tuple(keys), tuple(origins), tuple(calibrated), tuple(uncounted))
+                   tuple(keys), tuple(origins), tuple(calibrated), tuple(uncounted), tuple(fallbacks))
 
 
     def row(self, s: int) -> EnergyTable:
@@ -179,20 +232,26 @@ class EnergyTable:
         sl = slice(s, s + 1)
         return EnergyTable(self.spec_ids[sl], self.has_section[sl], self.static_w[sl], self.limit_w[sl],
                            {t: v[sl] for t, v in self.per_term.items()}, self.keys[sl], self.origins[sl],
-                           self.calibrated[sl], self.uncounted[sl])
+                           self.calibrated[sl], self.uncounted[sl], self.fallbacks[sl])
 
 
 def counts(work: np.ndarray, l2_bytes, dram_bytes, *, tf32=False, on_chip_bytes=0.0, l2_capacity=np.nan,
-           warm_l2: bool = False) -> dict[str, np.ndarray]:
+           warm_l2: bool = False, mma_sync=False, l2_reread=0.0) -> dict[str, np.ndarray]:
     """The operations and bytes each dynamic term charges, from a work array (``roofline.work_array``:
     [len(WORK_COLUMNS), *shape]) and the achievable model's split of its executed bytes between the
     device-wide cache (``l2_bytes``) and DRAM (``dram_bytes``), broadcastable to the work shape.
-    ``tf32``: fp32 matmul FLOPs run on TF32 tensor cores; ``warm_l2``: the measured-window rule of the
-    module docstring, with ``l2_capacity`` the cache's size in bytes."""
+    ``tf32``: fp32 matmul FLOPs run on TF32 tensor cores; ``mma_sync``: the tensor FLOPs are issued as
+    mma.sync (``execution.tensor_instr``); ``l2_reread``: bytes the kernel's SMs re-read from the cache
+    (``execution.l2_reread_bytes``); ``warm_l2``: the measured-window rule of the module docstring, with
+    ``l2_capacity`` the cache's size in bytes. Each of tf32, mma_sync and l2_reread is a number or an
+    array broadcastable to the work shape."""
     tf32 = np.asarray(tf32, dtype=bool)
+    mma = np.asarray(mma_sync, dtype=bool)
     moved = np.where(tf32, work[COL["tensor.fp32"]], 0.0)
-    out = {f"tensor.{d}": work[COL[f"tensor.{d}"]] for d in TENSOR_DTYPES}
-    out["tensor.tf32"] = out["tensor.tf32"] + moved
+    tensor = {d: work[COL[f"tensor.{d}"]] for d in TENSOR_DTYPES}
+    tensor["tf32"] = tensor["tf32"] + moved
+    out = {f"tensor.{d}": np.where(mma, 0.0, v) for d, v in tensor.items()}
+    out.update({f"tensor_mma_sync.{d}": np.where(mma, v, 0.0) for d, v in tensor.items()})
     out["vector.fp32"] = work[COL["vector"]] - moved
     out["special_function"] = work[COL["special_function"]]
     dram = np.asarray(dram_bytes, dtype=float) + 0.0 * work[0]
@@ -201,6 +260,7 @@ def counts(work: np.ndarray, l2_bytes, dram_bytes, *, tf32=False, on_chip_bytes=
         dram = np.where(fits, 0.0, dram)
     out["dram"] = dram
     out["cache"] = np.asarray(dram_bytes, dtype=float) + np.asarray(l2_bytes, dtype=float) + 0.0 * work[0]
+    out["cache_reread"] = np.asarray(l2_reread, dtype=float) + 0.0 * work[0]
     out["on_chip"] = np.asarray(on_chip_bytes, dtype=float) + 0.0 * work[0]
     return out
 
@@ -295,6 +355,9 @@ def summary(arr: EnergyArrays, table: EnergyTable, term_counts: Mapping[str, np.
                  f"stretches from {time_s:.4g} s to {float(arr.time_s[at]):.4g} s")
     if miss:
         note += f"; partial: excludes {', '.join(sorted(miss))} (unknown in the spec)"
+    fb = {t: k for t, k in (table.fallbacks[s] if table.fallbacks else {}).items() if t in used}
+    if fb:
+        note += "; " + ", ".join(f"{t} FLOPs charged at {table.keys[s][t]} ({k} unknown)" for t, k in sorted(fb.items()))
     if table.uncounted[s]:
         note += (f"; per-SM levels {', '.join(table.uncounted[s])} not charged (the cost model does not count "
                  "their traffic; it is folded into the per-FLOP energies)")
@@ -313,14 +376,16 @@ def summary(arr: EnergyArrays, table: EnergyTable, term_counts: Mapping[str, np.
 
 
 def estimate(cost, spec: Spec, *, tf32: bool = False, serial: bool = False, launch: str = "eager",
-             prefer: Prefer = "measured", tokens: float | None = None) -> dict:
+             prefer: Prefer = "measured", tokens: float | None = None, mma_sync: bool = False,
+             l2_reread: float = 0.0) -> dict:
     """The energy of one numeric Cost (one op call) on one spec at its achievable time (``achievable.py``),
     as ``summary`` gives it."""
     from .achievable import AchievableTable, achievable_work
     from .roofline import work_array
     w = work_array(cost)
-    a = achievable_work(w, AchievableTable.of([spec], prefer), tf32=tf32, serial=serial, launch=launch)
-    c = counts_of_achieved(w, a, tf32=tf32)
+    a = achievable_work(w, AchievableTable.of([spec], prefer), tf32=tf32, serial=serial, launch=launch,
+                        mma_sync=mma_sync, l2_reread=l2_reread)
+    c = counts_of_achieved(w, a, tf32=tf32, mma_sync=mma_sync, l2_reread=l2_reread)
     table = EnergyTable.of([spec], prefer)
     arr = energy(c, a.time, table)
     return summary(arr, table, c, float(a.time[0]), tokens)

@@ -121,6 +121,40 @@ def mamba1_scan_l2_rereads(dims: Mapping[str, int], dtype: str, mode: str) -> fl
     return {"fwd": per_pass, "bwd": per_pass + atomics, "fwdbwd": 2 * per_pass + atomics}[mode]
 
 
+# the row and column tile of mamba-ssm's SSD Triton kernels (_chunk_scan_fwd_kernel BLOCK_SIZE_M and
+# BLOCK_SIZE_N; autotuned among 32..256, 64 the middle of its configs), as analytic/ops/ssd/stages.py
+# assumes for their working sets
+SSD_TILE = 64
+
+
+def ssd_chunked_l2_rereads(dims: Mapping[str, int], dtype: str, mode: str) -> float:
+    """Bytes mamba-ssm's chunked SSD forward kernels (ssd_chunk_state.py, ssd_chunk_scan.py) read from L2
+    beyond the bytes the stage costs count (``analytic/ops/ssd/stages.py``: each intermediate read once).
+
+    Each program of a head loads its group's tiles, so the H / G heads of a group read the group's
+    operands again: ``_chunk_state_fwd_kernel`` B [C, N] per head (P and N in one program tile);
+    ``_chunk_scan_fwd_kernel`` (grid: C / SSD_TILE row blocks x ceil(P / SSD_TILE) column blocks per
+    chunk and head) C [SSD_TILE, N] per program, CB fp32 from column 0 to the end of its row block's
+    diagonal block (sum over the nm = C / SSD_TILE row blocks: SSD_TILE^2 nm (nm + 1) / 2 = C (C +
+    SSD_TILE) / 2 entries per chunk), the entering state [N, SSD_TILE] once per row block, and x rows up
+    to the diagonal block (C (nm + 1) / 2 rows per column block, one of them counted). Decode
+    (selective_state_update) reads each operand once: nothing. Backward: the forward of the measured
+    call plus the chunk-state recompute of the backward (its B re-reads); the backward kernels' own
+    re-reads are not counted."""
+    if mode == "decode":
+        return 0.0
+    b, l_, h, p, n, c, g = (int(dims[k]) for k in ("B", "L", "H", "P", "N", "C", "G"))
+    e = nbytes(dtype)
+    nc, nm, npb = l_ // c, max(c // SSD_TILE, 1), -(-p // SSD_TILE)
+    b_state = b * l_ * n * e * (h - g)
+    scan = (b * l_ * n * e * (h * npb - g)                               # C per program
+            + b * nc * (h * npb - g) * c * (c + SSD_TILE) / 2 * nbytes("fp32")  # CB up to the diagonal
+            + b * nc * h * n * p * e * (nm - 1)                          # entering state per row block
+            + b * l_ * h * p * e * ((nm + 1) / 2 - 1))                   # x rows up to the diagonal
+    fwd = b_state + scan
+    return {"fwd": fwd, "bwd": b_state, "fwdbwd": fwd + b_state}[mode]
+
+
 # mamba-ssm's selective scan: each state step of a block loads B, C (barriers around the shared-memory
 # transpose), then evaluates exp and the block scan: the same warps run the phases one after another
 MAMBA1_SCAN = Traits("cuda_extension", decode_host_class="triton", engines="serial",
@@ -186,7 +220,7 @@ TRAITS: dict[tuple[str, str], Traits] = {
     ("softmax", "torch_eager"): EAGER,
     **{(op, "triton"): AUTOTUNED for op in ("ssd_chunk_cumsum", "ssd_bmm", "ssd_chunk_state", "ssd_state_passing",
                                          "ssd_chunk_scan")},
-    ("ssd", "chunked"): AUTOTUNED,
+    ("ssd", "chunked"): dataclasses.replace(AUTOTUNED, l2_rereads=ssd_chunked_l2_rereads),
     ("ssd", "quadratic"): EAGER,
     ("ssd", "recurrent"): EAGER,
 }

@@ -4,8 +4,12 @@
 once (``workloads/evaluate.analyze``) and returns columns (numpy arrays), one row per
 (model, spec, phase, batch, length): analytic bounds, bottleneck, memory by class and the capacity
 verdict, and energy (``energy_j`` per step, ``energy_per_token_j``, ``avg_power_w``, with
-``energy_label``: the energy model of ``analytic/energy.py`` at the time bound, where the spec has an
-energy section; ``predict`` gives it at the achievable time). Rows that do not fit in device memory keep their time bound in ``time_s_ignoring_capacity``
+``energy_label``: the energy model of ``analytic/energy.py``, where the spec has an energy section). By
+default the energy is at the time bound, computed with the grid (a lower estimate of its static part);
+with ``achievable=True`` each row also gets the achievable estimate of the step time (``achievable_s``,
+``workloads/report.achievable_rows``) and its energy at that time, exactly as ``predict``'s
+``total.energy`` (one point analysis per row: ~10 ms each, so for grids of tens of thousands of rows
+leave it off). Rows that do not fit in device memory keep their time bound in ``time_s_ignoring_capacity``
 and have ``time_s`` = NaN (written as empty / null). ``state_residency`` (decode rows of models with a
 recurrent state): ``on chip (sram)`` where the spec's persistent on-chip level holds the whole state of
 the batch and serves its traffic, ``DRAM (exceeds sram)`` where it does not fit, ``DRAM`` on specs
@@ -50,15 +54,17 @@ from .workloads.phases import PHASES
 COLUMNS = ("model", "spec", "phase", "batch", "length", "time_s", "time_s_ignoring_capacity", "sum_s",
            "tokens_per_s", "bottleneck", "fits", "memory_total_bytes", "weights_bytes", "kv_cache_bytes",
            "state_bytes", "activations_bytes", "state_residency", "caveat", "time_s_host_gemms", "ceilings",
-           "energy_j", "energy_per_token_j", "avg_power_w", "energy_label")
+           "achievable_s", "energy_j", "energy_per_token_j", "avg_power_w", "energy_label")
 # Counts written as exact integers where whole (batch and length are always whole): 1048576 and
 # 1000000 must not both print as "1.05e+06".
 COUNT_COLUMNS = ("batch", "length", "memory_total_bytes", "weights_bytes", "kv_cache_bytes", "state_bytes",
                  "activations_bytes")
-LABEL_NOTE = ("analytic bound (roofline lower bound on time); memory: analytic estimate; energy: "
-              "energy_label (static power x the time bound + dynamic energy, analytic/energy.py: at the bound, "
-              "not the achievable time, so its static part is a lower estimate; predict and explore give the "
-              "energy at the achievable time)")
+LABEL_NOTE = ("analytic bound (roofline lower bound on time); achievable_s (with --achievable): analytic estimate "
+              "(achievable step time, as predict); memory: analytic estimate; energy: energy_label (static power x "
+              "the time bound, or with --achievable the achievable step time as predict, + dynamic energy, "
+              "analytic/energy.py)")
+AT_ACHIEVABLE = ("at the achievable time (static power x the achievable step time + dynamic energy per FLOP and "
+                 "per byte, analytic/energy.py, as predict's total.energy)")
 FORMATS = ("csv", "json", "parquet")
 
 
@@ -100,8 +106,10 @@ def _check_grid(name: str, values: Sequence[int], limit: int = 1 << 40) -> np.nd
 
 def sweep(models: Sequence[Model], specs: Sequence[Spec], phases: Sequence[str], batches: Sequence[int],
           lengths: Sequence[int], *, dtype: str = "bf16", prefer: str = "measured", launch: str | None = None,
-          bytes_basis: str = "executed", unsupported: list[str] | None = None) -> dict[str, np.ndarray]:
-    """Columns of the sweep (see ``COLUMNS``), one entry per (model, spec, phase, batch, length).
+          bytes_basis: str = "executed", unsupported: list[str] | None = None,
+          achievable: bool = False) -> dict[str, np.ndarray]:
+    """Columns of the sweep (see ``COLUMNS``), one entry per (model, spec, phase, batch, length);
+    ``achievable``: the achievable step time and the energy at it per row (module docstring).
 
     A (model, phase) the analytic model cannot cost (an op without a rule for that mode, a shape an
     op's kernel cannot run) raises, unless ``unsupported`` is a list: then its rows carry NaN times and
@@ -126,7 +134,8 @@ def sweep(models: Sequence[Model], specs: Sequence[Spec], phases: Sequence[str],
     for m in models:
         for p in phases:
             try:
-                r = analyze(m, p, table, b, ln, dtype=dtype, launch=launch, bytes_basis=bytes_basis, energy=True)
+                r = analyze(m, p, table, b, ln, dtype=dtype, launch=launch, bytes_basis=bytes_basis,
+                            energy=not achievable)
             except AnalyticError as exc:
                 if unsupported is None:
                     raise
@@ -160,13 +169,47 @@ def sweep(models: Sequence[Model], specs: Sequence[Spec], phases: Sequence[str],
                 np.full(nb * nl, np.nan) if c is None or c["time_s_host_gemms"] is None
                 else np.broadcast_to(c["time_s_host_gemms"], (nb, nl)).reshape(-1) for c in r.pim]))
             parts["ceilings"].append(kinds)
-            e = np.where(fits, r.energy_j.reshape(n), np.nan)
+            if achievable:
+                ach, e, power, notes = _achievable_energy(m, p, specs, b, ln, dtype=dtype, launch=launch,
+                                                          bytes_basis=bytes_basis)
+            else:
+                ach, e, notes = np.full(n, np.nan), r.energy_j.reshape(n), np.repeat(
+                    np.array(r.energy_note, dtype=object), nb * nl)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    power = e / t
+            e = np.where(fits, e, np.nan)
+            parts["achievable_s"].append(np.where(fits, ach, np.nan))
             with np.errstate(divide="ignore", invalid="ignore"):
                 parts["energy_j"].append(e)
                 parts["energy_per_token_j"].append(e / np.broadcast_to(r.tokens, r.time_s.shape).reshape(n))
-                parts["avg_power_w"].append(e / t)
-            parts["energy_label"].append(np.repeat(np.array(r.energy_note, dtype=object), nb * nl))
+                parts["avg_power_w"].append(np.where(fits, power, np.nan))
+            parts["energy_label"].append(notes)
     return {c: np.concatenate(v) if v else np.array([]) for c, v in parts.items()}
+
+
+def _achievable_energy(model: Model, phase: str, specs: Sequence[Spec], batches, lengths, **kw):
+    """Per row (spec, batch, length, in the sweep's order): the achievable step time, the energy at it,
+    the average power and the energy label, each point as ``predict`` computes it (one ``analyze`` of
+    the point with its calls, ``report.achievable_rows``, ``energy_step.step_energy``): NaN energy and the
+    reason where a spec has no energy section."""
+    from .energy import NO_ESTIMATE
+    from .workloads.energy_step import step_energy
+    from .workloads.report import achievable_rows
+    ach, energy, power, notes = [], [], [], []
+    for spec in specs:
+        table = SpecTable.of([spec], "measured")  # the attained ceilings of what runs, as predict's estimate
+        for bi in batches:
+            for li in lengths:
+                res = analyze(model, phase, table, [bi], [li], keep_calls=True, **kw)
+                ops = [{} for _ in res.calls.calls]
+                a = achievable_rows(res, spec, ops)
+                tokens = float(res.tokens[0, 0])
+                e = step_energy(res, spec, ops, a["time_s"], tokens)
+                ach.append(a["time_s"])
+                energy.append(np.nan if e["energy_j"] is None else e["energy_j"])
+                power.append(np.nan if e["avg_power_w"] is None else e["avg_power_w"])
+                notes.append(f"{e['label']} {AT_ACHIEVABLE}" if e["label"] else NO_ESTIMATE)
+    return np.array(ach), np.array(energy), np.array(power), np.array(notes, dtype=object)
 
 
 def _residency_column(model: Model, phase: str, r, n: int) -> np.ndarray:

@@ -65,6 +65,26 @@ def _calibrate_row(o: dict, profile, spec, dtype: str, backend: str | None):
     return Estimate(d["estimate_s"], d["lo_s"], d["hi_s"], d["label"]), fields
 
 
+def _calibrated_energy(profile, spec, t: dict, est_s: float | None) -> dict:
+    """The step's energy with the profile's energy section (``energy_profile.step_energy``) at the calibrated
+    time estimate (the achievable time where there is none), or a note why there is none."""
+    from .energy_profile import step_energy
+    section = profile.data.get("energy") or {}
+    counts = (t.get("energy") or {}).get("counts")
+    if "per_term" not in section:
+        return {"label": None, "note": section.get("note") or "the profile has no energy section (energy-fit --out "
+                                                              "or calibrate on results with energy windows writes one)"}
+    if profile.spec_id != spec.id:
+        return {"label": None, "note": f"not applied: the profile's energies were fitted on {profile.spec_id}, not "
+                                       f"{spec.id} (energy per operation does not transfer between devices)"}
+    if counts is None:
+        return {"label": None, "note": "no counts: the spec has no energy section"}
+    time_s = est_s if est_s else t["achievable"]["time_s"]
+    out = step_energy(section, counts, time_s, t.get("tokens"))
+    out["time_basis"] = "calibrated time estimate" if est_s else "achievable time (no calibrated time)"
+    return out
+
+
 def add_calibration(r: dict, profile, spec, backends: dict[str, str] | None = None) -> dict:
     """Add calibrated estimates to a prediction ``r`` of ``predict`` (in place; returns ``r``).
 
@@ -123,6 +143,8 @@ def add_calibration(r: dict, profile, spec, backends: dict[str, str] | None = No
     from .runtime_step import compose
     compose(r)  # under a runtime: the step composed from calibrated device times and the runtime's host
     target = transfer_label(profile.spec_id, spec.id)
+    # the calibrated time where the profile calibrates some op of the step; an all-bound sum is a lower bound
+    t["calibrated"]["energy"] = _calibrated_energy(profile, spec, t, est_s if cal else None)
     held = sorted({f"{g['key']['op']}/{g['key']['impl']} {g['key']['dtype']} {g['key']['mode']} ({g['key']['backend']})"
                    + (f" [pooled from {g['pooled_from']['level']}]" if g["status"] == "pooled" else "")
                    for g in profile.groups if g["status"] in ("calibrated", "pooled")})

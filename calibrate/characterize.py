@@ -52,8 +52,14 @@ REQUIREMENT = {
 HELD_OUT_RULE = ("leave one model out: each record predicted with launch.host.hf_module, launch.host.ssm_module and "
                  "launch.gemm_fixed derived (calibrate/runtime_host.py) from the other models' records only; "
                  "the calibrated profile was fitted on op-level kernel cases, none of them a whole model")
-ENERGY_NOT_AVAILABLE = ("not available: the model-level energy prediction needs the energy model (energy "
-                        "branch), not merged here")
+# Energy of a step, two predictions beside the measured window (``energy_row``): the analytic estimate
+# at the achievable time (``total.energy_j``), and the energy model alone at the measured window time
+# (static power x that time + the prediction's dynamic terms), which judges the energy model without the
+# time model's error; with a profile that has an energy section, the calibrated energies at the measured
+# time too (``energy_profile.step_energy``).
+ENERGY_AT_MEASURED = ("analytic estimate at the measured time: static power x the window's time per call + the "
+                      "step's dynamic energy per term (analytic/energy.py)")
+ENERGY_NONE = "not available: the spec has no energy section, or the record no energy window"
 
 
 def roof_class(bounds: dict[str, float], time_s: float) -> tuple[str | None, dict[str, float]]:
@@ -130,11 +136,36 @@ def characterize_record(rec: dict, prediction: dict) -> dict[str, Any]:
                                                "the profile covers none of the model's ops"),
         "not_modelled": sorted(ach.get("not_modelled") or {}),
         "energy_measured_j": energy.get("joules_per_call"), "avg_power_w": energy.get("avg_power_w"),
-        "energy_predicted_j": None, "energy_note": ENERGY_NOT_AVAILABLE,
+        **energy_row(energy, t, prediction.get("calibration_energy")),
         "clock_sm_mhz": ((rec.get("clocks") or {}).get("after") or {}).get("sm_clock_mhz"),
         "class_agreement_share": agreed / measured_total if measured_total > 0 else None,
         "parts": rows,
     }
+
+
+def energy_row(window: dict, t: dict, section: dict | None) -> dict[str, Any]:
+    """The energy columns of one record (the rule above ``ENERGY_AT_MEASURED``); ``window`` the record's
+    energy window, ``t`` the prediction's total, ``section`` a profile's energy section or None."""
+    e = t.get("energy") or {}
+    meas, wall = window.get("joules_per_call"), window.get("wall_s_per_call")
+    out = {"energy_predicted_j": None, "energy_error": None, "energy_at_measured_time_j": None,
+           "energy_at_measured_time_error": None, "energy_calibrated_at_measured_time_j": None,
+           "energy_calibrated_at_measured_time_error": None, "energy_note": ENERGY_NONE}
+    if not e.get("label") or not meas or not wall:
+        return out
+    static_w = e["static_j"] / e["time_s_after_power_limit"] if e["time_s_after_power_limit"] else 0.0
+    dyn = sum(e["dynamic_j"].values())
+    limit = e.get("power_limit_w") or float("inf")
+    at_meas = min(static_w * wall + dyn, limit * wall)  # a window at the limit: the time is already stretched
+    out.update(energy_predicted_j=t["energy_j"], energy_error=t["energy_j"] / meas - 1 if t["energy_j"] else None,
+               energy_at_measured_time_j=at_meas, energy_at_measured_time_error=at_meas / meas - 1,
+               energy_note=f"{e['label']} at the achievable time; {ENERGY_AT_MEASURED}")
+    if section and "per_term" in section:
+        from .energy_profile import step_energy
+        c = step_energy(section, e["counts"], wall)
+        cal = min(c["energy_j"], float(section["power_limit_w"]) * wall)
+        out.update(energy_calibrated_at_measured_time_j=cal, energy_calibrated_at_measured_time_error=cal / meas - 1)
+    return out
 
 
 def _stats(errors: Iterable[float | None]) -> dict[str, Any]:
@@ -151,7 +182,13 @@ def summarize(rows: list[dict]) -> dict[str, Any]:
     for phase in sorted({r["phase"] for r in rows}):
         sel = [r for r in rows if r["phase"] == phase]
         out["by_phase"][phase] = {"achievable": _stats(r["achievable_error"] for r in sel),
-                                  "calibrated": _stats(r["calibrated_error"] for r in sel)}
+                                  "calibrated": _stats(r["calibrated_error"] for r in sel),
+                                  "energy": _stats(r["energy_error"] for r in sel),
+                                  "energy_at_measured_time": _stats(r["energy_at_measured_time_error"] for r in sel),
+                                  "energy_calibrated_at_measured_time":
+                                      _stats(r["energy_calibrated_at_measured_time_error"] for r in sel)}
+    out["energy"] = {k: _stats(r[f"{k}_error"] for r in rows)
+                     for k in ("energy", "energy_at_measured_time", "energy_calibrated_at_measured_time")}
     w = [(r["class_agreement_share"], r["measured_s"]) for r in rows if r["class_agreement_share"] is not None]
     out["class_agreement_time_weighted"] = (sum(a * t for a, t in w) / sum(t for _, t in w)) if w else None
     out["targets"] = {"time_median_abs": 0.10, "time_p90_abs": 0.20, "energy_median_abs": 0.15,
@@ -189,6 +226,8 @@ def characterize(records: list[dict], spec_for, profile=None, held_out: bool = F
             if profile is not None:
                 from .apply import add_calibration
                 add_calibration(p, profile, spec)
+                if profile.spec_id == spec.id:  # energies per operation do not transfer between devices
+                    p["calibration_energy"] = profile.data.get("energy")
         except UserError as exc:
             skipped.append({"key": rec["key"], "status": "not_predicted", "reason": str(exc)})
             continue

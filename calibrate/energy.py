@@ -6,8 +6,9 @@ window's time per call, ``avg_power_w``). Its operations and bytes are those the
 (``analytic/energy.counts``) under the warm-cache rule of a measured window (no L2 flush between calls).
 
 Model, per call: E = P_static x T + sum_k e_k x n_k, with T the window's time per call (so that the fit
-judges the energy model, not the time model), n_k the call's count of term k (tensor FLOPs per dtype,
-vector FLOPs, transcendentals, DRAM bytes, bytes crossing the cache) and e_k its energy. Static power is
+judges the energy model, not the time model), n_k the call's count of term k (tensor FLOPs per dtype and
+tensor-instruction class, vector FLOPs, transcendentals, DRAM bytes, bytes crossing the cache, bytes
+re-read from it) and e_k its energy. Static power is
 fitted, not set to the idle reading: a working device runs at higher clocks and temperature than an
 idle one (the H200 idles at ~117-128 W; the fit is what the counted work leaves over).
 
@@ -19,8 +20,14 @@ it is predicted as min(P_static x T + dynamic, limit x T), which is the model's 
 
 Fit: non-negative least squares of E / E_measured (relative error; each shape weighs 1 however often
 it was measured), over the terms that at least ``MIN_CASES_PER_TERM`` fitted cases exercise. fp16 tensor
-FLOPs share the bf16 coefficient (one tensor-core datapath, one datasheet rate). A term the data do not
-determine (too few cases, or a fitted zero) is reported and left out of the fragment.
+FLOPs share the bf16 coefficient (one tensor-core datapath, one datasheet rate), for each instruction
+class. A term the data do not determine (too few cases, or a fitted zero) is reported; an mma.sync term
+left undetermined is charged at the full-rate coefficient (``EnergyFit.value``). Re-read bytes get their
+own coefficient although a spec charges them at its cache's: the workload cases cannot split DRAM from
+cache bytes (nearly every cache byte they count is a DRAM byte, so the ``cache`` coefficient carries part
+of the DRAM energy), while the re-reads are L2 traffic alone; on the H200 they fit at 40-54 pJ/B beside
+the probe's L2-resident read at 40.4 pJ/B. The fit is written as a calibration profile
+(``energy_profile.py``), never into a spec.
 
 Check: leave-shape-out (every case of a held-out shape predicted by a fit without it), per family:
 median and p90 absolute % error with bootstrap intervals over shapes (``BOOTSTRAP`` resamples, fixed
@@ -35,7 +42,6 @@ in-sample, and labelled so, where a spec's parameters were calibrated on these c
 
 from __future__ import annotations
 
-import datetime as _dt
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,12 +50,12 @@ from scipy.optimize import nnls
 from ..analytic import execution
 from ..analytic.cases import case_cost
 from ..analytic.energy import (
-    CALIBRATED_METHOD,
     TERM_UNITS,
     TERMS,
     EnergyTable,
     cache_level,
     counts,
+    fallback_term,
     label,
 )
 from ..analytic.roofline import spec_ceiling, work_array
@@ -60,7 +66,7 @@ from .join import Joined
 
 POWER_LIMITED_FRACTION = 0.95
 MIN_CASES_PER_TERM = 5
-TIED = {"tensor.fp16": "tensor.bf16"}
+TIED = {"tensor.fp16": "tensor.bf16", "tensor_mma_sync.fp16": "tensor_mma_sync.bf16"}
 BOOTSTRAP = 1000
 LEVEL = 0.8
 TARGET = {"median_ape_pct": 10.0, "p90_ape_pct": 25.0}  # issue #14, per family
@@ -84,6 +90,14 @@ class EnergyCase:
         return np.array([self.time_s] + [self.counts[t] for t in TERMS])
 
 
+def measured_call_traits(op: str, impl: str, dims, dtype: str, mode: str, backend: str | None) -> dict:
+    """The execution traits ``analytic/energy.counts`` charges one measured call by: fp32 matmuls on TF32,
+    tensor FLOPs issued as mma.sync, and the bytes re-read from the cache (``analytic/execution.py``)."""
+    return {"tf32": execution.fp32_matmul_on_tf32(op, impl, backend),
+            "mma_sync": execution.tensor_instr(op, impl, backend) == "mma_sync",
+            "l2_reread": execution.l2_reread_bytes(op, impl, dims, dtype, mode, backend)}
+
+
 def energy_cases(joined: Joined, spec: Spec) -> list[EnergyCase]:
     """The joined cases with an energy window, with the counts the energy model charges."""
     cache = cache_level(spec)
@@ -96,7 +110,7 @@ def energy_cases(joined: Joined, spec: Spec) -> list[EnergyCase]:
         cost = execution.as_measured(case_cost(c.op, c.dims, impl=c.impl, mode=c.mode, dtype=c.dtype), c.backend, c.mode)
         ach = c.bounds.achievable or {}
         n = counts(work_array(cost), ach.get("l2_bytes", 0.0), ach.get("dram_bytes", float(cost.executed_bytes)),
-                   tf32=execution.fp32_matmul_on_tf32(c.op, c.impl, c.backend), warm_l2=True,
+                   **measured_call_traits(c.op, c.impl, c.dims, c.dtype, c.mode, c.backend), warm_l2=True,
                    l2_capacity=np.nan if cap is None else cap)
         shape = f"{c.op}/{c.impl}/{c.backend}/{c.dtype}/{c.mode}/" + ",".join(f"{k}={v}" for k, v in sorted(c.dims.items()))
         out.append(EnergyCase(c.key, c.family, shape, c.source, e.get("started_utc"), float(e["joules_per_call"]),
@@ -124,10 +138,18 @@ class EnergyFit:
     n_fit: int                        # cases fitted on (not power-limited)
     limit_w: float
 
+    def value(self, t: str) -> float:
+        """A term's coefficient: its own value where given (a spec's), else its tied partner's (a fit), else
+        that of the term standing in for it (``analytic/energy.fallback_term``: an mma.sync FLOP the cases
+        do not determine is charged as a full-rate one), else 0."""
+        v = self.per_term.get(t, self.per_term.get(TIED.get(t, t)))
+        if (v is None or v == 0.0) and fallback_term(t) is not None:
+            return self.value(fallback_term(t))
+        return 0.0 if v is None else v
+
     def _coef(self) -> np.ndarray:
-        """[static, one per analytic/energy.TERMS]: a term's own value where given (a spec's), else its tied
-        partner's (a fit), else 0."""
-        return np.array([self.static_w] + [self.per_term.get(t, self.per_term.get(TIED.get(t, t), 0.0)) for t in TERMS])
+        """[static, one per analytic/energy.TERMS] (``value``)."""
+        return np.array([self.static_w] + [self.value(t) for t in TERMS])
 
     def predict(self, X: np.ndarray, time_s: np.ndarray) -> np.ndarray:
         """Energy per call of rows ``X`` (``EnergyCase.row``) at ``time_s``, a time that already includes
@@ -295,35 +317,3 @@ def fit_dict(f: EnergyFit) -> dict:
                          for t, v in f.per_term.items()},
             "undetermined": f.undetermined, "n_fit_cases": f.n_fit, "power_limit_w": f.limit_w,
             "tied": TIED}
-
-
-def _quantity(v: float, unit: str) -> str:
-    return f"{v * 1e12:.4g} p{unit}" if unit != "W" else f"{v:.4g} W"
-
-
-def fragment(f: EnergyFit, cases: list[EnergyCase], spec: Spec, sources: list[str]) -> dict:
-    """The fit as a ``measured:`` fragment (``hwspecs/fragment.py``), one entry per determined parameter,
-    dated by the last measurement it rests on, its method naming the cases."""
-    cache = cache_level(spec)
-    dates = sorted(c.started[:10] for c in cases if c.started)
-    date = dates[-1] if dates else _dt.date.today().isoformat()
-    method = (f"{CALIBRATED_METHOD} {f.n_fit} measured cases (NVML energy windows of >= 1 s below "
-              f"{POWER_LIMITED_FRACTION:.0%} of the power limit, {len(cases)} with energy in all; results "
-              f"{', '.join(sources)}): non-negative least squares of energy per call on static power x window time "
-              "and the counted FLOPs and bytes per term (calibrate/energy.py); leave-shape-out errors in the gap report")
-    keys = {"tensor.bf16": "energy.per_flop.tensor.bf16", "tensor.tf32": "energy.per_flop.tensor.tf32",
-            "tensor.fp8": "energy.per_flop.tensor.fp8", "vector.fp32": "energy.per_flop.vector.fp32",
-            "special_function": "energy.per_flop.special_function", "dram": "energy.per_byte.dram"}
-    if cache:
-        keys["cache"] = f"energy.per_byte.{cache}"
-    entries = [{"key": "energy.static_power", "value": _quantity(f.static_w, "W"), "date": date, "method": method}]
-    for t, v in f.per_term.items():
-        if v > 0 and t in keys:
-            unit = "J/B" if TERM_UNITS[t] == "B" else "J/FLOP"
-            entries.append({"key": keys[t], "value": _quantity(v, unit), "date": date, "method": method})
-            if t in TIED.values():
-                for tied, to in TIED.items():
-                    if to == t:
-                        entries.append({"key": f"energy.per_flop.{tied}", "value": _quantity(v, unit), "date": date,
-                                        "method": method + f" ({tied} shares the {t} coefficient)"})
-    return {"measured": entries, "meta": {"device": {"name": spec.device_names[0] if spec.device_names else None}}}

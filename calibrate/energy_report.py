@@ -27,8 +27,9 @@ def energy_markdown(ev: dict[str, Any] | None) -> list[str]:
     level = int(round(100 * ev["level"]))
     tgt = ev["target"]
     lines = ["", "## Energy (calibrated estimate; leave-shape-out)", "",
-             f"Model: energy per call = static power x time + energy per FLOP by engine and dtype + energy per byte at "
-             f"DRAM and at the cache (`analytic/energy.py`); fitted by non-negative least squares on {f['n_fit_cases']} "
+             f"Model: energy per call = static power x time + energy per FLOP by engine, dtype and tensor-instruction "
+             f"class (mma.sync apart) + energy per byte at DRAM, at the cache and re-read from the cache "
+             f"(`analytic/energy.py`); fitted by non-negative least squares on {f['n_fit_cases']} "
              f"cases below {100 * ev['power_limited_fraction']:.0f}% of the power limit ({f['power_limit_w']:g} W); "
              f"{ev['n_power_limited']} power-limited windows are predicted as min(model, limit x time). "
              f"Tied: {', '.join(f'{a} = {b}' for a, b in TIED.items())}.", ""]

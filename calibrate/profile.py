@@ -12,7 +12,9 @@ Layout (schema_version 1)::
                  speed between measurement sessions, added to host-bound intervals on a new machine),
      "groups": [ one record per group, see fit.py; status "calibrated", "pooled" (pool.py: estimated
                  from a pooled level, named in "pooled_from") or "not_calibrated" ],
-     "excluded": [ {"key", "file", "status", "reason"} ]}
+     "excluded": [ {"key", "file", "status", "reason"} ],
+     "energy": (optional) the energy fit on the results' NVML energy windows (energy_profile.py: static
+               power, J per unit of each term, the leave-shape-out check per family), or {"note": why not}}
 
 A profile is written once: an existing file is not replaced unless asked (``force``), so a profile
 named in a report keeps meaning what it meant.

@@ -39,8 +39,9 @@ Layout of a spec file::
                       place the energy model reads it), idle (power with nothing to run: lowest clocks)
     energy:           optional: static_power (W drawn while the device runs work, before any dynamic
                       term: clocks up, leakage at working temperature; empty launches measure it),
-                      per_flop {tensor: {dtype: J/FLOP}, vector: {dtype: J/FLOP},
-                      special_function: J per evaluation}, per_byte {level: J/B crossing that level}
+                      per_flop {tensor: {dtype: J/FLOP}, tensor_mma_sync (optional): {dtype: J/FLOP}
+                      of FLOPs issued as mma.sync, vector: {dtype: J/FLOP}, special_function: J per
+                      evaluation}, per_byte {level: J/B crossing that level}
                       (see ``analytic/energy.py`` for how each term is charged)
     interconnect:     optional list of links to other chips: {name, scope, direction, bandwidth, latency,
                       collectives, note}. ``scope``: scale_up (NVLink, Infinity Fabric: GPUs of one node),
@@ -233,11 +234,17 @@ class PowerSpec(_Strict):
     idle: Power
 
 
+ENERGY_ENGINES = ("tensor", "tensor_mma_sync", "vector", "special_function")
+
+
 class EnergyPerFlopByEngine(_Strict):
     """Dynamic energy per FLOP by engine and dtype (tensor cores, CUDA cores) and per transcendental
     evaluation (special-function units): the energy one more operation adds above static power."""
 
     tensor: dict[str, EnergyPerFlop] = Field(default_factory=dict)
+    # tensor FLOPs issued as the warp-level mma.sync (sm80 code on a device whose full rate needs another
+    # instruction; compute.tensor_mma_sync): more operand traffic per FLOP (analytic/energy.py)
+    tensor_mma_sync: dict[str, EnergyPerFlop] = Field(default_factory=dict)
     vector: dict[str, EnergyPerFlop] = Field(default_factory=dict)
     special_function: EnergyPerFlop | None = None
 
@@ -245,14 +252,14 @@ class EnergyPerFlopByEngine(_Strict):
     @classmethod
     def _engine_names(cls, v):
         if isinstance(v, dict):
-            _only_names(v, ("tensor", "vector", "special_function"), "engine(s)")
-            for eng in ("tensor", "vector"):
+            _only_names(v, ENERGY_ENGINES, "engine(s)")
+            for eng in ("tensor", "tensor_mma_sync", "vector"):
                 if isinstance(v.get(eng), dict) and ("value" in v[eng] or "unknown" in v[eng]):
                     raise ValueError(f"{eng}: expected energies per dtype, e.g. {eng}: {{bf16: {{value: '0.4 pJ/FLOP', "
                                      f"source: ...}}}}; got one value for the whole engine")
         return v
 
-    @field_validator("tensor", "vector", mode="before")
+    @field_validator("tensor", "tensor_mma_sync", "vector", mode="before")
     @classmethod
     def _dtypes(cls, v):
         return _only_names(v, DTYPES, "dtype(s)")
@@ -508,7 +515,7 @@ class Spec(_Strict):
         if self.energy is not None:
             if self.energy.static_power is not None:
                 yield "energy.static_power", self.energy.static_power
-            for eng in ("tensor", "vector"):
+            for eng in ("tensor", "tensor_mma_sync", "vector"):
                 for dt, d in getattr(self.energy.per_flop, eng).items():
                     yield f"energy.per_flop.{eng}.{dt}", d
             if self.energy.per_flop.special_function is not None:

@@ -16,9 +16,14 @@ Kernels, and what each one's energy per call is charged as (counts per call in b
 - ``dram``: ``copy_`` of ``DRAM_MIB`` MiB (much larger than L2) [read + written bytes crossing DRAM and L2].
 - ``gemm.<dtype>``: n x n x n matmuls, bf16, fp16, fp8 (``torch._scaled_mm``) and tf32 (fp32 with TF32
   allowed) [2 n^3 tensor FLOPs; 3 n^2 elements crossing DRAM and L2].
+- ``mma.<dtype>``: the probe's register-only ``mma.sync.m16n8k16`` loop (``_probe_mma``, the kernel that
+  measures ``compute.tensor_mma_sync``), bf16 and fp16 [its FLOPs, as mma.sync tensor FLOPs]. Its operands
+  never leave the registers, so it gives the instruction class's datapath and register-file energy; a
+  real sm80 kernel adds the ldmatrix traffic from shared memory, which the workload fit sees
+  (``analytic/energy.py``).
 
 Solved in that order (``solve``), each term's energy = (E - P_static x T - the terms already known) /
-its count: static, vector, special function, L2, DRAM, tensor per dtype. A GEMM window that runs at
+its count: static, vector, special function, L2, DRAM, tensor per dtype, mma.sync per dtype. A GEMM window that runs at
 the power limit (average power within ``POWER_LIMITED_FRACTION`` of it) measures the energy per FLOP
 at the clocks the limit allows; the method says so.
 """
@@ -39,10 +44,14 @@ GEMM_N = 8192
 FMA_NUMEL = 1 << 22
 FMA_ITERS = 4096
 POWER_LIMITED_FRACTION = 0.95
-ORDER = ("empty", "fma", "exp", "l2", "dram", "gemm.bf16", "gemm.fp16", "gemm.fp8", "gemm.tf32")
+MMA_DTYPES = ("bf16", "fp16")
+MMA_ITERS = 1 << 16
+ORDER = ("empty", "fma", "exp", "l2", "dram", "gemm.bf16", "gemm.fp16", "gemm.fp8", "gemm.tf32",
+         *(f"mma.{d}" for d in MMA_DTYPES))
 TERM_OF = {"fma": ("energy.per_flop.vector.fp32", "vector"), "exp": ("energy.per_flop.special_function", "sfu"),
            "l2": ("energy.per_byte.l2", "l2"), "dram": ("energy.per_byte.dram", "dram"),
-           **{f"gemm.{d}": (f"energy.per_flop.tensor.{d}", f"tensor.{d}") for d in ("bf16", "fp16", "fp8", "tf32")}}
+           **{f"gemm.{d}": (f"energy.per_flop.tensor.{d}", f"tensor.{d}") for d in ("bf16", "fp16", "fp8", "tf32")},
+           **{f"mma.{d}": (f"energy.per_flop.tensor_mma_sync.{d}", f"tensor_mma_sync.{d}") for d in MMA_DTYPES}}
 
 
 @dataclass(frozen=True)
@@ -186,12 +195,24 @@ def run_energy(ctx, attempt: Callable[[str, Callable[[], None]], None]) -> list[
         finally:
             torch.backends.cuda.matmul.allow_tf32 = prev
 
+    def mma(dt: str):
+        from . import _probe_mma
+        ext = _probe_mma.build()
+        blocks = torch.cuda.get_device_properties(ctx.device).multi_processor_count * _probe_mma.BLOCKS_PER_SM
+        out = torch.empty(blocks * 32 * _probe_mma.WARPS_PER_BLOCK, device=ctx.device)
+        window(f"mma.{dt}", lambda: ext.mma_loop(out, blocks, MMA_ITERS, dt == "bf16"),
+               {f"tensor_mma_sync.{dt}": float(_probe_mma.mma_flops(blocks, MMA_ITERS))},
+               f"register-only loop of mma.sync.aligned.m16n8k16 {dt} ({blocks} blocks x {_probe_mma.WARPS_PER_BLOCK} "
+               f"warps, {MMA_ITERS} rounds of {_probe_mma.CHAINS} per warp)")
+
     attempt("energy: empty launches", empty)
     attempt("energy: FMA and exp loops", fma_and_exp)
     attempt("energy: L2-resident reads", l2)
     attempt("energy: DRAM copy", dram)
     for dt in ("bf16", "fp16", "fp8", "tf32"):
         attempt(f"energy: {dt} GEMM", lambda dt=dt: gemm(dt))
+    for dt in MMA_DTYPES:
+        attempt(f"energy: {dt} mma.sync loop", lambda dt=dt: mma(dt))
     for key, value, method in solve(windows, limit):
         if math.isfinite(value) and value > 0:
             ctx.measure(key, value, method)

@@ -28,7 +28,7 @@ What is measured (every time through ``timing.time_call``; rate = work / median 
 
 - CUDA with NVML, ``--energy`` (instead of the rest): the energy kernels of ``measure/_probe_energy.py``,
   one >= 1 s NVML window each (empty launches, FMA loop, exp loop, L2-resident reads, DRAM copy, GEMM
-  per dtype) with idle power measured the same way, solved term by term into ``energy.static_power``,
+  per dtype, mma.sync loop per dtype) with idle power measured the same way, solved term by term into ``energy.static_power``,
   ``energy.per_flop.*`` and ``energy.per_byte.*``; the windows are under ``energy_windows``.
 
 - CUDA only, for the achievable-time model (issue #13; ``measure/_probe_achievable.py`` says how each

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates results/h200/2026-12-02/calibration/ from the stored H200 results (no GPU needed):
 # the calibrated profile, the gap report (Markdown and JSON, with its energy section) and its figures, and
-# the energy parameters fitted on the measured energy windows (energy-fit.yaml: the calibrated layer;
+# the energy parameters fitted on the measured energy windows (energy-fit.json, a calibration profile with
+# only an energy section; profile.json carries the same section fitted with the torchref results: the calibrated layer;
 # hwspecs/specs/h200-sxm.yaml holds the energy probe's measured values). Inputs: the default
 # suites of 2026-12-02 and the #13 suites of 2026-12-03 (more shapes per group; calls 1 and 2 of
 # results/h200/2026-12-03/achievable, measured on another machine of the same kind) and the matched-pairs
@@ -19,4 +20,5 @@ ssmbench gap --results "$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$
     --format md --out "$OUT/gap.md" --plot "$OUT/gap.png" --energy-plot "$OUT/energy.png"
 ssmbench gap --results "$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$MORE/call2" "$PAIRS" --hw h200-sxm --calibration "$OUT/profile.json" \
     --format json --out "$OUT/gap.json"
-ssmbench energy-fit --results "$IN/default" "$MORE/call1" "$MORE/call2" "$PAIRS" --hw h200-sxm --out "$OUT/energy-fit.yaml" --force > /dev/null
+ssmbench energy-fit --results "$IN/default" "$MORE/call1" "$MORE/call2" "$PAIRS" --hw h200-sxm --out "$OUT/energy-fit.json" --force > /dev/null
+rm -f "$OUT/energy-fit.yaml"  # the measured: fragment that energy-fit wrote before it wrote a profile

@@ -24,7 +24,7 @@ from .errors import UserError
 # the CLI's too): the one list, so that a misspelt option is named rather than swallowed.
 PREDICT_OPTIONS = ("dtype", "kv_dtype", "state_dtype", "prefer", "launch", "bytes_basis", "impls", "recompute",
                    "logits", "runtime")
-SWEEP_OPTIONS = ("dtype", "prefer", "launch", "bytes_basis")
+SWEEP_OPTIONS = ("dtype", "prefer", "launch", "bytes_basis", "achievable")
 
 
 def get_spec(spec):
@@ -217,7 +217,7 @@ def sweep(models, *, hw, phases: Sequence[str], batches: Sequence[int], lengths:
     tokens/s, bottleneck, memory by class in B; ``time_s`` None where it does not fit).
 
     models, hw: lists of ids / files / objects (one item alone is taken as a list of one).
-    options: ``SWEEP_OPTIONS`` (dtype, prefer, launch, bytes_basis), with the CLI's defaults.
+    options: ``SWEEP_OPTIONS`` (dtype, prefer, launch, bytes_basis, achievable), with the CLI's defaults.
     A (model, phase) the analytic model cannot cost raises ``UserError`` (``AnalyticError``) naming it."""
     from .analytic import sweep as analytic_sweep
     from .output import json_data

@@ -114,18 +114,23 @@ def test_unknown_parameters_are_named_never_zero():
     assert em.estimate(Cost(vector=1e6), plain)["energy_j"] is None
 
 
-def _synthetic_cases(params: dict[str, float], static: float, limit: float, n: int = 60, seed: int = 1):
+def _synthetic_cases(params: dict[str, float], static: float, limit: float, n: int = 60, seed: int = 1,
+                     mma: bool = True):
+    """Windows whose energy the model gives exactly from ``params`` (those at the limit are capped there);
+    every eighth one's tensor FLOPs are issued as mma.sync (``mma``), every fifth re-reads the cache."""
     from ssmbench.calibrate.energy import EnergyCase
 
     rng = np.random.default_rng(seed)
     cases = []
     for i in range(n):
         counts = {t: 0.0 for t in em.TERMS}
-        counts["tensor.bf16"] = rng.uniform(0, 1e12) * (i % 3 == 0)
+        tensor = "tensor_mma_sync.bf16" if mma and "tensor_mma_sync.bf16" in params and i % 8 == 0 else "tensor.bf16"
+        counts[tensor] = rng.uniform(0, 1e12) * (i % 3 == 0 or i % 8 == 0)
         counts["vector.fp32"] = rng.uniform(0, 1e10) * (i % 3 == 1)
         counts["special_function"] = rng.uniform(0, 1e9) * (i % 2 == 0)
         counts["dram"] = rng.uniform(1e6, 1e9)
         counts["cache"] = counts["dram"] + rng.uniform(0, 1e9) * (i % 4 == 0)
+        counts["cache_reread"] = rng.uniform(0, 1e10) * (i % 5 == 0) * ("cache_reread" in params)
         time_s = rng.uniform(1e-5, 1e-2)
         e = static * time_s + sum(params[t] * counts[t] for t in params)
         e = min(e, limit * time_s)  # a window at the limit measures limit x (stretched) time
@@ -203,7 +208,21 @@ def test_cli_predict_and_sweep_print_energy(capsys):
     t4 = next(r for r in rows if r["spec"] == "t4")
     assert h200["energy_j"] > 0 and "analytic estimate at the time bound" in h200["energy_label"]
     assert "energy at the achievable time" in h200["energy_label"]  # the sweep says what its energy is not
-    assert t4["energy_j"] is None and "no energy estimate" in t4["energy_label"]
+    assert t4["energy_j"] is None and "no energy estimate" in t4["energy_label"] and h200["achievable_s"] is None
+    # with --achievable the sweep's energy is predict's: the same point at the same achievable time
+    assert main(["sweep", "--models", "mamba2-130m", "--hw", "h200-sxm,t4", "--phases", "decode", "--batch", "1",
+                 "--seqlen", "512", "--json", "--achievable"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    rows = rows["rows"] if isinstance(rows, dict) else rows
+    h200 = next(r for r in rows if r["spec"] == "h200-sxm")
+    assert "analytic estimate at the achievable time" in h200["energy_label"]
+    assert next(r for r in rows if r["spec"] == "t4")["energy_j"] is None
+    assert main(["predict", "--model", "mamba2-130m", "--hw", "h200-sxm", "--phase", "decode", "--batch", "1",
+                 "--seqlen", "512", "--json"]) == 0
+    t = json.loads(capsys.readouterr().out)["total"]
+    assert h200["achievable_s"] == pytest.approx(t["achievable"]["time_s"], rel=1e-12)
+    assert h200["energy_j"] == pytest.approx(t["energy_j"], rel=1e-12)
+    assert h200["avg_power_w"] == pytest.approx(t["avg_power_w"], rel=1e-12)
 
 
 def test_spec_check_predicts_cases_with_the_specs_own_parameters_without_a_fit():

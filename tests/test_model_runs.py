@@ -122,7 +122,7 @@ def _synthetic_run(folder: Path) -> Path:
         prof = kernel_map.breakdown(kernels, 1)
         prof.update(steps=1, host_idle_s=max(0.0, t - prof["busy_s"]), method="synthetic")
         r.update(status="ok", time_s={"median": t, "p20": t, "p80": t, "p95": t, "mean": t, "min": t, "max": t, "n": 5},
-                 energy={"joules_per_call": 0.6 * t * 1000 / 1000, "avg_power_w": 600.0}, profile=prof,
+                 energy={"joules_per_call": 600.0 * t, "avg_power_w": 600.0, "wall_s_per_call": t}, profile=prof,
                  params=128989632, duration_s=1.0)
         w.add(r)
     skipped = new_record(entry, "train", "mamba-ssm", 64, 2048, "bf16")
@@ -163,12 +163,22 @@ def test_characterize_on_a_synthetic_run(tmp_path, capsys):
     parts = {p["part"]: p for p in pre["parts"]}
     assert parts["gemm"]["measured_share"] == pytest.approx(0.45) and parts["unmapped"]["predicted_class"] is None
     assert pre["achievable_error"] == pytest.approx(pre["achievable_s"] / 6e-3 - 1)
-    assert pre["calibrated_s"] is None and pre["energy_predicted_j"] is None and "not available" in pre["energy_note"]
+    assert pre["calibrated_s"] is None and pre["energy_calibrated_at_measured_time_j"] is None
+    # the energy model alone at the measured time: static power x the window's time + the predicted dynamic energy
+    from ssmbench.analytic.workloads.report import predict
+    from ssmbench.hwspecs import get_spec
+    e = predict(get_model("mamba2-130m"), get_spec("h200-sxm"), "prefill", 4, 2048, with_searches=False,
+                runtime="mamba-ssm", dtype="bf16")["total"]["energy"]
+    static_w = e["static_j"] / e["time_s_after_power_limit"]
+    assert pre["energy_at_measured_time_j"] == pytest.approx(min(static_w * 6e-3 + sum(e["dynamic_j"].values()),
+                                                                 700.0 * 6e-3))
+    assert pre["energy_at_measured_time_error"] == pytest.approx(pre["energy_at_measured_time_j"] / 3.6 - 1)
+    assert doc["summary"]["energy"]["energy_at_measured_time"]["n"] == 3
     assert 0 <= pre["class_agreement_share"] <= 1
     assert doc["summary"]["by_phase"]["train"]["achievable"]["n"] == 1
     assert main(["characterize", "--results", str(tmp_path / "runs")]) == 0
     md = capsys.readouterr().out
-    assert "| part |" in md and "what would move it" in md and "not available" in md
+    assert "| part |" in md and "what would move it" in md and "analytic estimate at the measured time" in md
 
 
 def test_characterize_names_a_folder_without_runs(tmp_path, capsys):

@@ -103,7 +103,7 @@ def _counts(ww, designs) -> dict[str, np.ndarray]:
         b = achievable_work(moved, designs.take(resident).table(), **kw)
         l2[resident], dram[resident] = b.l2_bytes, b.dram_bytes
         on_chip[resident] = ww.state_executed
-    c = counts(ww.work, l2, dram, tf32=ww.tf32, on_chip_bytes=on_chip)
+    c = counts(ww.work, l2, dram, tf32=ww.tf32, on_chip_bytes=on_chip, mma_sync=ww.mma_sync, l2_reread=ww.l2_reread)
     return {t: np.broadcast_to(np.asarray(v, dtype=float), dram.shape).sum(axis=1) for t, v in c.items()}
 
 

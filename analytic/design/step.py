@@ -31,6 +31,7 @@ from ...hwspecs import Spec
 from ..achievable import CLASSES, achievable_work
 from ..execution import fp32_matmul_on_tf32, serial_engines, tensor_instr
 from ..roofline import COL, SpecTable
+from ..workloads.energy_step import call_rereads
 from ..workloads.evaluate import analyze
 from ..workloads.models import Model
 from ..workloads.phases import PHASES
@@ -78,6 +79,7 @@ class WorkloadWork:
     tf32: np.ndarray  # [n_calls] fp32 matmuls on TF32 tensor cores
     serial: np.ndarray  # [n_calls] engine times add
     mma_sync: np.ndarray  # [n_calls] tensor FLOPs issued as mma.sync
+    l2_reread: np.ndarray  # [n_calls] bytes re-read from the device-wide cache (the energy model charges them)
     tokens: float
     memory_total: float  # bytes in device memory (weights, KV cache, state, activations, ...)
     state_bytes: float  # the recurrent state of the whole batch (0: none, or not decode)
@@ -99,7 +101,7 @@ class WorkloadWork:
                    np.array([fp32_matmul_on_tf32(c.call.op, c.call.impl) for c in cp.calls]),
                    np.array([serial_engines(c.call.op, c.call.impl) for c in cp.calls]),
                    np.array([tensor_instr(c.call.op, c.call.impl) == "mma_sync" for c in cp.calls]),
-                   float(res.tokens[0, 0]), float(res.memory_total[0, 0]), state,
+                   call_rereads(res), float(res.tokens[0, 0]), float(res.memory_total[0, 0]), state,
                    float(work[COL["working_set"]].max(initial=0.0)), step)
 
 

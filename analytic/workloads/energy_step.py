@@ -4,7 +4,10 @@ calls of a plan, at the step's achievable time.
 Each call contributes its operations and bytes as the achievable estimate charges them
 (``report.achievable_rows`` records per call the bytes served by the device-wide cache, by DRAM and,
 for a recurrent state kept on chip, by that level), with fp32 matmul FLOPs on TF32 where the
-implementation's matmuls run there (``execution.fp32_matmul_on_tf32``). Static power runs over the
+implementation's matmuls run there (``execution.fp32_matmul_on_tf32``), tensor FLOPs of mma.sync kernels
+on their own term (``execution.tensor_instr``) and the bytes a kernel re-reads from the cache
+(``execution.l2_reread_bytes`` at the call's dims and the step's dtype, times the call's count: the
+achievable step times them where they bind). Static power runs over the
 whole step's achievable time (the device stays clocked up while the host issues calls), and the power
 limit is checked on the step's average power. Tokens: those of the step (``GridResult.tokens``), so
 the energy per token of a training step is the step's energy over its B x L tokens.
@@ -15,8 +18,19 @@ from __future__ import annotations
 import numpy as np
 
 from ..energy import EnergyTable, counts, energy, summary
-from ..execution import fp32_matmul_on_tf32
-from .evaluate import GridResult
+from ..execution import fp32_matmul_on_tf32, l2_reread_bytes, tensor_instr
+from .evaluate import GridResult, call_shape
+
+
+def call_rereads(res: GridResult) -> np.ndarray:
+    """Bytes each call of the step re-reads from the device-wide cache at the first grid point [n_calls]
+    (``execution.l2_reread_bytes`` at the call's dims and the step's dtype, times its count)."""
+    out = []
+    for c in res.calls.calls:
+        call = c.call
+        dims = {k: round(v) for k, v in call_shape(call, res.phase, float(res.batch[0]), float(res.length[0])).items()}
+        out.append(call.count * l2_reread_bytes(call.op, call.impl, dims, res.dtype, call.mode))
+    return np.array(out, dtype=float)
 
 
 def step_energy(res: GridResult, spec, ops: list[dict], time_s: float, tokens: float | None) -> dict:
@@ -24,11 +38,14 @@ def step_energy(res: GridResult, spec, ops: list[dict], time_s: float, tokens: f
     are the step's op rows with their ``achievable`` entries (``report.achievable_rows``)."""
     table = EnergyTable.of([spec], "measured")  # the parameters of what runs, as the achievable time
     total: dict[str, np.ndarray] = {}
+    rereads = call_rereads(res)
     for i, c in enumerate(res.calls.calls):
         a = ops[i]["achievable"]
         w = np.array(res.call_work[i, :, 0, 0])
-        tf32 = fp32_matmul_on_tf32(c.call.op, c.call.impl)
-        part = counts(w, a["l2_bytes"], a["dram_bytes"], tf32=tf32, on_chip_bytes=a["on_chip_bytes"])
+        call = c.call
+        part = counts(w, a["l2_bytes"], a["dram_bytes"], tf32=fp32_matmul_on_tf32(call.op, call.impl),
+                      on_chip_bytes=a["on_chip_bytes"], mma_sync=tensor_instr(call.op, call.impl) == "mma_sync",
+                      l2_reread=rereads[i])
         for t, v in part.items():
             total[t] = total.get(t, 0.0) + np.asarray(v, dtype=float)
     arr = energy(total, np.array([time_s]), table)

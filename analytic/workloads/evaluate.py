@@ -34,11 +34,11 @@ Memory by class (bytes resident in device memory at the step's peak; analytic es
 - train only: gradients (parameters x dtype bytes) and Adam state (fp32 m and v, plus an fp32 master
   copy when the dtype is not fp32: 8 or 12 bytes per parameter; an assumption, stated in outputs).
 
-Energy (``analyze(..., energy=True)``, the sweep's energy columns; only where the spec has an ``energy:``
+Energy (``analyze(..., energy=True)``, the sweep's energy columns by default; only where the spec has an ``energy:``
 section): the energy model of ``analytic/energy.py`` at the time bound: static power x bound time plus
 FLOPs x J/FLOP per engine and dtype and as-executed bytes x J/B at DRAM and at the device-wide cache.
-Terms whose coefficient the spec lacks are listed as excluded. ``predict`` gives the energy at the
-achievable time instead (``energy_step.py``).
+Terms whose coefficient the spec lacks are listed as excluded. ``predict`` and ``sweep --achievable`` give the energy at
+the achievable time instead (``energy_step.py``).
 
 Where a spec keeps the recurrent state on chip (``placement.py``: a device-scope ``sram`` level that
 holds the whole state of the batch, decode only), the decode calls' state bytes move from DRAM to that

@@ -89,6 +89,10 @@ def cmd_calibrate(args) -> int:
                      progress=group_progress())
     settings = {"level": args.level, "min_shapes": args.min_shapes, "group_by": args.group_by}
     profile = build_profile(joined, groups, settings, command=["ssmbench"] + sys.argv[1:], skipped=found.skipped)
+    from ..calibrate.energy_profile import section_for
+    energy = section_for(joined, spec)
+    if energy is not None:  # the energy windows of the same results: predict --calibration applies them
+        profile["energy"] = energy
     path = write_profile(profile, args.out, force=args.force)
     summary = {
         "profile": str(path), "spec": spec.id, "results": [f["path"] for f in joined.files],

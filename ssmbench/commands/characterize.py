@@ -32,6 +32,13 @@ def markdown(doc: dict) -> str:
         for kind in ("achievable", "calibrated"):
             st = v[kind]
             out.append(f"| {phase} | {kind} estimate | {st['n']} | {_share(st['median_abs'])} | {_share(st['p90_abs'])} |")
+    out += ["", "| energy per step | n | median abs error | p90 abs error |", "|---|---|---|---|"]
+    for kind, text in (("energy", "analytic estimate at the achievable time"),
+                       ("energy_at_measured_time", "analytic estimate at the measured time"),
+                       ("energy_calibrated_at_measured_time", "calibrated estimate at the measured time")):
+        st = s["energy"][kind]
+        out.append(f"| {text} | {st['n']} | {_share(st['median_abs'])} | {_share(st['p90_abs'])} |")
+    out += ["", f"Energy target: median abs error <= {s['targets']['energy_median_abs']:.0%}.", ""]
     out += ["", f"Bottleneck-class agreement, weighted by measured time share: "
             f"{_share(s['class_agreement_time_weighted'])} (target {s['targets']['class_agreement']:.0%}).", ""]
     ho = doc.get("held_out")
@@ -46,13 +53,19 @@ def markdown(doc: dict) -> str:
                  "--held-out predicts each model with the other models' values)."), ""]
     out += ["## Model level", "",
             "| record | measurement | achievable estimate (host / device) | error | calibrated estimate | error | "
-            "energy (measurement) | energy (prediction) | class agreement |", "|---|---|---|---|---|---|---|---|---|"]
+            "energy (measurement) | energy at the measured time (analytic / calibrated estimate) | "
+            "class agreement |", "|---|---|---|---|---|---|---|---|---|"]
     for r in doc["records"]:
         e = si(r["energy_measured_j"], "J") if r["energy_measured_j"] is not None else "-"
+        pe = "-" if r["energy_at_measured_time_j"] is None else (
+            f"{si(r['energy_at_measured_time_j'], 'J')} ({_pct(r['energy_at_measured_time_error'])})"
+            + ("" if r["energy_calibrated_at_measured_time_j"] is None else
+               f" / {si(r['energy_calibrated_at_measured_time_j'], 'J')} "
+               f"({_pct(r['energy_calibrated_at_measured_time_error'])})"))
         cal = si(r["calibrated_s"], "s") if r["calibrated_s"] else f"- ({r['calibrated_note']})"
         out.append(f"| {r['key']} | {si(r['measured_s'], 's')} | {si(r['achievable_s'], 's')} "
                    f"({si(r['achievable_host_s'], 's')} / {si(r['achievable_gpu_s'], 's')}) | "
-                   f"{_pct(r['achievable_error'])} | {cal} | {_pct(r['calibrated_error'])} | {e} | not available | "
+                   f"{_pct(r['achievable_error'])} | {cal} | {_pct(r['calibrated_error'])} | {e} | {pe} | "
                    f"{_share(r['class_agreement_share'])} |")
     out += ["", f"Energy prediction: {doc['records'][0]['energy_note'] if doc['records'] else '-'}.", ""]
     for r in doc["records"]:

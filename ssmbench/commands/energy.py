@@ -1,14 +1,12 @@
 """Command ``energy-fit`` (``register(subparsers)``, see ssmbench/cli.py): fit a device's energy
 parameters on measured cases with energy windows (``calibrate/energy.py``), print the leave-shape-out
-check per family, and write the parameters as a ``measured:`` fragment that ``ssmbench specs new --from
-<spec> --probe <fragment>`` merges into a spec."""
+check per family, and write them as a calibration profile (``calibrate/energy_profile.py``: the
+calibrated layer, which ``predict --calibration`` applies; never a spec's ``measured:`` entries, which
+come from the isolating probe kernels of ``ssmbench probe --energy``)."""
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-
-import yaml
 
 from ..files import check_output_file
 
@@ -24,7 +22,8 @@ def register(subparsers) -> None:
     p.add_argument("--hw", required=True, metavar="SPEC", help="spec id or spec YAML file of the measuring device")
     p.add_argument("--allow-device-mismatch", action="store_true",
                    help="fit results measured on a device other than --hw")
-    p.add_argument("--out", metavar="FILE", help="write the fitted parameters as a measured: fragment (YAML)")
+    p.add_argument("--out", metavar="FILE", help="write the fitted parameters as a calibration profile (JSON) "
+                                                 "with an energy section, for predict --calibration")
     p.add_argument("--force", action="store_true", help="replace an existing --out file")
     p.add_argument("--plot", metavar="FILE", help="write the figure (measured vs held-out predicted energy)")
     p.add_argument("--json", action="store_true", help="print the fit and the check as JSON")
@@ -43,7 +42,7 @@ def cmd_energy_fit(args) -> int:
 
     if args.out:
         check_output_file(args.out, "--out", replace=args.force,
-                          refuse="energy fragments are not overwritten (choose a new file name, or --force)")
+                          refuse="calibrated profiles are not overwritten (choose a new file name, or --force)")
     if args.plot:
         check_path(args.plot, "--plot")
     spec = get_spec(args.hw)
@@ -52,10 +51,14 @@ def cmd_energy_fit(args) -> int:
     cases = ce.energy_cases(joined, spec)
     ev = ce.evaluate(cases, ce.power_limit(spec))
     if args.out:
-        full = ce.fit(cases, ce.power_limit(spec))
-        frag = ce.fragment(full, cases, spec, [str(p) for p in args.results])
-        Path(args.out).write_text(yaml.safe_dump(frag, sort_keys=False, width=120), encoding="utf-8")
-        print(f"wrote energy fragment {args.out} ({len(frag['measured'])} entries)", file=sys.stderr)
+        from ..calibrate.energy_profile import profile_section
+        from ..calibrate.profile import build_profile, write_profile
+        profile = build_profile(joined, [], {"level": ce.LEVEL, "min_shapes": None, "group_by": "energy"},
+                                command=["ssmbench"] + sys.argv[1:])
+        profile["energy"] = profile_section(ev)
+        path = write_profile(profile, args.out, force=args.force)
+        print(f"wrote calibration profile {path} (energy section: {len(ev['fit']['per_term'])} fitted terms and "
+              "static power; no time groups)", file=sys.stderr)
     if args.plot:
         energy_figure(ev, spec.id, args.plot)
         print(f"wrote energy figure {args.plot}", file=sys.stderr)

@@ -350,6 +350,13 @@ def _energy_rows(t: dict) -> list[list[str]]:
             [f"average power ({lab})", si(t["avg_power_w"], "W")
              + (f" (power-limited: time stretched to {si(e['time_s_after_power_limit'], 's')})" if e["power_limited"] else "")],
             ["energy: how", e["note"]]]
+    c = (t.get("calibrated") or {}).get("energy")
+    if c and c.get("label"):
+        rows.append([f"energy per step ({c['label']}, at the {c['time_basis']})", si(c["energy_j"], "J")
+                     + (f" ({si(c['avg_power_w'], 'W')} average; power-limited)" if c["power_limited"]
+                        else f" ({si(c['avg_power_w'], 'W')} average)")])
+    elif c:
+        rows.append(["energy (calibrated estimate)", c["note"]])
     return rows
 
 
@@ -493,7 +500,8 @@ def cmd_sweep(args) -> int:
     unsupported: list[str] = []
     precision = precision_from_args(args)
     cols = sweep.sweep(models, specs, phases, batches, lengths, dtype=precision, prefer=prefer,
-                       launch=args.launch, bytes_basis=args.bytes_basis, unsupported=unsupported)
+                       launch=args.launch, bytes_basis=args.bytes_basis, unsupported=unsupported,
+                       achievable=args.achievable)
     elapsed = time.perf_counter() - t0
     for line in unsupported:
         print(f"ssmbench: warning: not costed (rows left empty): {line}", file=sys.stderr)
@@ -501,6 +509,7 @@ def cmd_sweep(args) -> int:
             "batches": batches, "lengths": lengths, "dtype": args.dtype, "kv_dtype": precision.kv,
             "state_dtype": precision.state, "prefer": prefer, "ceilings": ceilings,
             "launch": args.launch or "graph for decode, eager otherwise", "bytes_basis": args.bytes_basis,
+            "energy_time": "achievable step time (as predict)" if args.achievable else "time bound",
             "length_meaning": "prompt length (prefill), sequence length (train), context length (decode)",
             "unsupported": unsupported}
     if fmt != "json":
@@ -574,6 +583,9 @@ def register(subparsers) -> None:
                    help="default: from --out's extension (.csv, .json, .parquet: needs pyarrow), else csv")
     p.add_argument("--out", help="output file (default: stdout)")
     p.add_argument("--json", action="store_true", help="print JSON to stdout")
+    p.add_argument("--achievable", action="store_true",
+                   help="add each row's achievable step time (achievable_s) and give its energy at that time, as "
+                        "predict does (about 10 ms per row; default: energy at the time bound)")
     common_options(p)
     precision_options(p)
     p.set_defaults(func=cmd_sweep)

@@ -30,7 +30,7 @@ per-row decay arithmetic repeats per tile, not counted):
 3. ``ssd_chunk_state``: states = x^T (B * exp(min(dA_last - dA_k, 0)) * dt_k) per chunk: 2 C P N
    tensor FLOPs; the scale per step (subtract, exp, multiply: 2 + 1 t.) and B scaled per (step, n)
    (1). Reads x, B (e), dt_out, dA_cumsum; writes states [B, nc, H, P, N] fp32 (class state).
-   B is re-read by each of the H/G heads of its group through L2 (not counted).
+   B is re-read by each of the H/G heads of its group through L2 (``execution.ssd_chunked_l2_rereads``).
 4. ``ssd_state_passing`` (grid (P N / BLOCK, B, H), sequential over chunks): s = exp(dA_last) s +
    states_c, 2 FLOPs per state element per chunk, one exp per (b, c, h). Reads the fp32 chunk states
    and the per-chunk dA_cumsum[..., -1] (fp32, strided: 4 B H nc bytes counted); writes the
