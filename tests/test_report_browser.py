@@ -46,9 +46,9 @@ def report(tmp_path_factory) -> Path:
 
 
 def test_report_in_chromium(report):
+    exe = _browser_or_skip()  # skips (or fails under SSMBENCH_REQUIRE_BROWSER=1) before the import below
     from playwright.sync_api import sync_playwright
 
-    exe = _browser_or_skip()
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=exe, args=["--no-sandbox"])
         page = browser.new_page(viewport={"width": 1366, "height": 768})  # a laptop screen
