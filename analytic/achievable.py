@@ -53,6 +53,9 @@ Terms, for one call of an op whose kernels launch back to back (``launches`` = n
   one-warp token recurrence, Mamba-3 SISO's chunk loop) takes at least
   T_chain = steps x ceil(programs / (SMs x programs per SM)) x compute.chain_step.<class>; it is one
   more term of the max below (a kernel with few programs leaves the engines idle while its chain runs).
+  FlashAttention-2's forward key-tile loop is such a chain whose step is its full tile's work at the
+  CTA's share of the SM's engines (``chain.TILE_LOOP``: no spec parameter beyond the engine rates),
+  with the causal grid's uneven CTAs scheduled longest-last.
 - GPU time: T_gpu = n x graph_node + max(T_tensor, T_vector, T_sfu, T_mem, T_l2 + T_reread, T_chain): the engines
   and the memory system overlap within a call; the per-kernel fixed costs do not. For a kernel whose
   phases run one after another on the same warps (FlashAttention-2's softmax between its two GEMMs;
@@ -85,7 +88,7 @@ import numpy as np
 
 from ..hwspecs import Spec
 from ..hwspecs.schema import CHAIN_CLASSES, COMPUTE_PATHS, DRAM_PATHS, HOST_CLASSES
-from .chain import Chain, chain_time
+from .chain import TILE_LOOP, Chain, chain_time, tile_step_time
 from .cost import Cost
 from .roofline import COL, TENSOR_DTYPES, Prefer, check_choice, spec_ceiling, work_array
 
@@ -295,7 +298,14 @@ def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarra
     top = np.where(serial, np.maximum(engines, np.maximum(stacked[3], stacked[4] - reread)), stacked.max(axis=0))
     chain_s = np.zeros(shape)
     if chain is not None:
-        step = table.chain_step[:, CHAIN_CLASSES.index(chain.cls)]
+        if chain.cls == TILE_LOOP:  # the step's work at the CTA's share of the SM's engines
+            d = TENSOR_DTYPES.index(chain.dtype)
+            rate_t = table.rate_tensor[:, d]
+            if chain.mma_sync:
+                rate_t = np.where(np.isnan(table.rate_mma_sync[:, d]), rate_t, table.rate_mma_sync[:, d])
+            step = tile_step_time(chain, table.sm_count, rate_t, table.rate_vector, table.rate_sfu)
+        else:
+            step = table.chain_step[:, CHAIN_CLASSES.index(chain.cls)]
         chain_s = np.broadcast_to(chain_time(chain, ps(table.sm_count), ps(step)), shape)
     chain_binds = (chain_s > 0) & (chain_s >= top)
     top = np.maximum(top, chain_s)

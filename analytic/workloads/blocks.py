@@ -193,9 +193,7 @@ def compose_achievable(rows: list[dict], spec, mode: str, launch: str, gpu_key: 
 
 def _counted(chain, count: int):
     """A call's chain run ``count`` times one after another (its kernel launched ``count`` times)."""
-    import dataclasses
-
-    return None if chain is None else dataclasses.replace(chain, steps=chain.steps * count)
+    return None if chain is None else chain.repeated(count)
 
 
 def composed_bound(op: str, dims: Mapping[str, int], spec, impl: str | None = None, mode: str = "fwd",
@@ -222,7 +220,7 @@ def composed_bound(op: str, dims: Mapping[str, int], spec, impl: str | None = No
         a = estimate(k, spec, tf32=t.fp32_matmul == "tf32", serial=t.engines == "serial", launch=launch,
                      mma_sync=t.tensor_instr == "mma_sync",
                      l2_reread=l2_reread_bytes(c.op, c.impl, c.dim_map(), dtype, c.mode, backend) * c.count,
-                     chain=_counted(chain_of(c.op, c.impl, c.dim_map(), c.mode, backend), c.count))
+                     chain=_counted(chain_of(c.op, c.impl, c.dim_map(), c.mode, backend, dtype), c.count))
         h = a.host_s if launch == "eager" else 0.0
         rows.append({"label": c.label.removeprefix("b."), "op": c.op, "impl": c.impl, "mode": c.mode,
                      "backend": backend, "count": c.count, "dims": call_dims(op, c, dims, mode, dtype),
