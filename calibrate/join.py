@@ -50,8 +50,10 @@ from ..measure.results import ResultFile, latest_by_key
 # the same bytes as DRAM (collinear) and launch overhead is fitted as a time per launch instead
 # (the H200 spec does not know launch.kernel); both still enter the reported analytic bound.
 RESOURCES = ("tensor", "vector", "special_function", "dram")
+# "chain": the achievable model's sequential chain (analytic/chain.py), a floor set by dependent steps
+# rather than by an engine's or the memory's throughput: counted with the fixed overhead
 RESOURCE_CLASS = {"tensor": "compute", "vector": "compute", "special_function": "compute", "dram": "memory",
-                  "cache": "memory", "l2": "memory", "launch": "fixed overhead"}
+                  "cache": "memory", "l2": "memory", "launch": "fixed overhead", "chain": "fixed overhead"}
 _MAX_LISTED = 12
 
 
