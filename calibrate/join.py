@@ -215,6 +215,23 @@ def _listing(items: list[str]) -> str:
     return "\n  " + "\n  ".join(head) + more
 
 
+def launch_regime(record: Mapping[str, Any], backend: str, op: str, mode: str) -> str:
+    """"graph" for a case timed as CUDA-graph replays, which pay no host issue time beyond one replay:
+    measure's ``timing.cuda_graph``, or a backend that replays a graph it captured itself in this mode
+    (``Backend.graph_modes``: the block backends' decode step, whose records say cuda_graph false);
+    else "eager". A backend no longer registered counts as eager unless its timing says otherwise."""
+    if (record.get("timing") or {}).get("cuda_graph"):
+        return "graph"
+    from ..measure.backends import base
+    from ..measure.backends.base import UnknownBackend
+
+    try:
+        b = base.get_backend(backend, op)
+    except UnknownBackend:
+        return "eager"
+    return "graph" if mode in b.graph_modes else "eager"
+
+
 def session_of(rf: ResultFile) -> str:
     """The measurement session of a result file: ``gpu:<uuid>`` (meta.device.uuid, the machine it ran on;
     files of one lease share it), else ``file:<sha256 prefix>`` (a file without a UUID is its own session)."""
@@ -269,8 +286,7 @@ def join(results: list[ResultFile], spec: Spec, prefer: str = "measured", allow_
             try:
                 case = rec.case
                 family = case_family(case.op)
-                # a case timed as CUDA-graph replays (measure's timing.cuda_graph) pays no host issue time
-                regime = "graph" if (rec.raw.get("timing") or {}).get("cuda_graph") else "eager"
+                regime = launch_regime(rec.raw, case.backend, case.op, case.mode)
                 b = resource_bounds(spec, case.op, case.impl, case.dims, case.dtype, case.mode, prefer, case.backend,
                                     regime, rec.raw.get("timing"))
             except UserError as exc:  # unknown op, implementation, mode, dtype or dims: the analytic model says which

@@ -49,6 +49,9 @@ class Backend:
     prepare: Callable[..., Prepared]  # (case, torch.device, seed) -> Prepared; raises Unavailable
     description: str = ""
     dtypes: tuple[str, ...] = CASE_DTYPES  # added by measure-core: dtypes the backend accepts
+    # modes whose run() replays a CUDA graph the backend captured itself: the record's timing says
+    # cuda_graph false (the timing loop adds no graph of its own), yet the call is one graph replay
+    graph_modes: tuple[str, ...] = ()
 
     def __post_init__(self):
         bad_modes = [m for m in self.modes if m not in MODES]
@@ -63,6 +66,9 @@ class Backend:
         if bad_dt or not self.dtypes:
             raise ValueError(f"backend {self.name} ({self.op}): dtypes {list(self.dtypes)} must be a non-empty "
                              f"subset of {list(CASE_DTYPES)}")
+        if not set(self.graph_modes) <= set(self.modes):
+            raise ValueError(f"backend {self.name} ({self.op}): graph_modes {list(self.graph_modes)} must be a "
+                             f"subset of its modes {list(self.modes)}")
         if not callable(self.prepare):
             raise ValueError(f"backend {self.name} ({self.op}): prepare must be callable")
 

@@ -377,4 +377,5 @@ for _name, _op, _impl, _fn, _dtypes in (
         ("torch.attention_block", "block:attention", "sdpa", _attention, ("bf16", "fp16", "fp32")),
         ("torch.gated_mlp", "block:gated_mlp", "eager", _mlp, ("bf16", "fp16", "fp32"))):
     register_backend(Backend(name=_name, op=_op, impl=_impl, modes=("fwd", "fwdbwd", "decode"), devices=("cuda",),
-                             prepare=_fn, dtypes=_dtypes, description=(__doc__ or "").split("\n")[0]))
+                             prepare=_fn, dtypes=_dtypes, description=(__doc__ or "").split("\n")[0],
+                             graph_modes=("decode",)))
