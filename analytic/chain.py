@@ -176,6 +176,8 @@ def fa2_fwd_chain(causal: bool):
         rows, heads, is_causal = (int(dims["L"]), h, causal) if mode == "fwd" else (1, h, False)
         if mode == "decode" and g < h:
             rows, heads = h // g, g
+        if min(b, heads, rows, s, p) <= 0:  # a call with a zero dimension runs no kernel
+            return None
         bm, bn = next(t for d, t in FA2_FWD_TILES if p <= d) if p <= FA2_FWD_TILES[-1][0] else FA2_FWD_TILES[-1][1]
         n_m, n_all = math.ceil(rows / bm), math.ceil(s / bn)
         per_tile = [min(n_all, math.ceil((s - rows + (m + 1) * bm) / bn)) if is_causal else n_all for m in range(n_m)]

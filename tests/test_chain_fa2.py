@@ -39,6 +39,8 @@ def test_decode_packs_the_query_heads_of_a_kv_head_into_one_tile():
     assert c.step_work[0] == 4 * 128 * 128 * 64  # the whole tile, 4 of its 128 rows real
     assert CAUSAL({**d, "G": 32}, "decode").programs == 4 * 32
     assert CAUSAL(d, "bwd") is None
+    # the part of a windowed attention beyond its window, for a prompt within it, runs no kernel
+    assert CAUSAL({"B": 1, "H": 4, "G": 4, "L": 0, "S": 0, "P": 64}, "fwd") is None
 
 
 def test_schedule_longest_last_and_one_wave():
