@@ -20,6 +20,18 @@ Terms, for one call of an op whose kernels launch back to back (``launches`` = n
   when one kernel's traffic fits in half of it (the other half is left to the streaming operands):
   those bytes cross L2 (T_l2 = bytes / memory.l2.bandwidth) instead of DRAM. Compulsory bytes
   always cross DRAM (the measurements flush L2 between calls).
+- **Software kernel paths** (``Cost.path``): bytes that ATen's non-vectorized kernels move
+  (``memory.dram.path.<p>``: a broadcast elementwise op, a dtype-converting copy, a reduction along
+  the last dimension; ``hwspecs.schema.DRAM_PATHS``) cross DRAM at that path's attained bandwidth,
+  the rest at memory.dram.bandwidth (the copy's, which contiguous vectorized kernels reach):
+  T_dram_bytes = (B_dram - sum_p B_p) / BW + sum_p B_p / BW_p, each path's bytes scaled by the
+  share of the executed bytes that DRAM (not L2) serves. FLOPs of a kernel with its own attained
+  rate (``compute.path.<p>``: PyTorch's depthwise convolution) take FLOPs_p / rate_p on the
+  vector engine instead of FLOPs_p / compute.vector.fp32. Source: the probe's ``aten_paths`` and
+  ``conv_depthwise`` (``measure/_probe_achievable.py``); the measured cases they explain are the
+  eager norms and softmax (1.35-1.9x over their DRAM term at copy bandwidth, 2026-12-02
+  calibration-torchref) and ``torch.conv1d`` (0.16x). A path the spec does not know leaves its work
+  at the engine's or memory's rate and is named under ``not_modelled``.
 - **Memory latency** (Little's law): a kernel cannot stream before its first loads return, so each
   kernel pays one DRAM load-to-use latency before bandwidth binds: T_mem = n x memory.dram.latency +
   DRAM bytes / memory.dram.bandwidth. For a kernel that moves fewer bytes than the device keeps in
@@ -48,6 +60,9 @@ Terms, for one call of an op whose kernels launch back to back (``launches`` = n
   one-warp token recurrence, Mamba-3 SISO's chunk loop) takes at least
   T_chain = steps x ceil(programs / (SMs x programs per SM)) x compute.chain_step.<class>; it is one
   more term of the max below (a kernel with few programs leaves the engines idle while its chain runs).
+  FlashAttention-2's forward key-tile loop is such a chain whose step is its full tile's work at the
+  CTA's share of the SM's engines (``chain.TILE_LOOP``: no spec parameter beyond the engine rates),
+  with the causal grid's uneven CTAs scheduled longest-last.
 - GPU time: T_gpu = n x graph_node + n_cublas x gemm_fixed + max(T_tensor, T_vector, T_sfu, T_mem, T_l2 + T_reread, T_chain): the engines
   and the memory system overlap within a call; the per-kernel fixed costs do not. For a kernel whose
   phases run one after another on the same warps (FlashAttention-2's softmax between its two GEMMs;
@@ -79,8 +94,8 @@ from typing import Sequence
 import numpy as np
 
 from ..hwspecs import Spec
-from ..hwspecs.schema import CHAIN_CLASSES, HOST_CLASSES
-from .chain import Chain, chain_time
+from ..hwspecs.schema import CHAIN_CLASSES, COMPUTE_PATHS, DRAM_PATHS, HOST_CLASSES
+from .chain import TILE_LOOP, Chain, chain_time, tile_step_time
 from .cost import Cost
 from .roofline import COL, TENSOR_DTYPES, Prefer, check_choice, spec_ceiling, work_array
 
@@ -117,11 +132,14 @@ class AchievableTable:
     sm_count: np.ndarray      # compute.sm_count
     chain_step: np.ndarray    # [S, len(CHAIN_CLASSES)] compute.chain_step.<class>; NaN where unknown
     missing: tuple[dict[str, str], ...]  # per spec: parameter -> why unknown
+    # [S, len(DRAM_PATHS)] memory.dram.path.<p>, [S, len(COMPUTE_PATHS)] compute.path.<p>; None: all unknown
+    path_bw: np.ndarray | None = None
+    path_rate: np.ndarray | None = None
 
     @classmethod
     def of(cls, specs: Sequence[Spec], prefer: Prefer = "measured") -> "AchievableTable":
         rows: dict[str, list] = {k: [] for k in ("tensor", "mma", "vector", "sfu", "dram", "lat", "l2", "l2cap",
-                                                 "node", "gemm", "host", "sms", "chain")}
+                                                 "node", "gemm", "host", "sms", "chain", "pbw", "prate")}
         missing = []
         for spec in specs:
             miss: dict[str, str] = {}
@@ -151,13 +169,15 @@ class AchievableTable:
             rows["host"].append([get(f"launch.host.{c}") for c in HOST_CLASSES])
             rows["sms"].append(get("compute.sm_count"))
             rows["chain"].append([get(f"compute.chain_step.{c}") for c in CHAIN_CLASSES])
+            rows["pbw"].append([get(f"memory.dram.path.{p}") for p in DRAM_PATHS])
+            rows["prate"].append([get(f"compute.path.{p}") for p in COMPUTE_PATHS])
             missing.append(miss)
         arr = {k: np.array(v, dtype=float) for k, v in rows.items()}
         return cls(tuple(s.id for s in specs), arr["tensor"].reshape(len(specs), -1),
                    arr["mma"].reshape(len(specs), -1), arr["vector"], arr["sfu"],
                    arr["dram"], arr["lat"], arr["l2"], arr["l2cap"], arr["node"], arr["gemm"],
                    arr["host"].reshape(len(specs), -1), arr["sms"], arr["chain"].reshape(len(specs), -1),
-                   tuple(missing))
+                   tuple(missing), arr["pbw"].reshape(len(specs), -1), arr["prate"].reshape(len(specs), -1))
 
 
 def _mma_sync_rate(spec: Spec, dtype: str, prefer: Prefer, miss: dict[str, str]) -> float:
@@ -203,6 +223,17 @@ def _z(a: np.ndarray) -> np.ndarray:
     return np.nan_to_num(a, nan=0.0)
 
 
+def path_spec_key(path: str) -> str:
+    """The spec key of a ``Cost.path`` key: dram.<p> -> memory.dram.path.<p>, compute.<p> -> compute.path.<p>."""
+    engine, name = path.split(".", 1)
+    return f"memory.dram.path.{name}" if engine == "dram" else f"compute.path.{name}"
+
+
+def _path_column(a: np.ndarray | None, i: int, n_specs: int) -> np.ndarray:
+    """Column i of a table's path parameters [S, n_paths]; NaN (unknown) where the table has none."""
+    return np.full(n_specs, np.nan) if a is None else a[:, i]
+
+
 def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarray | bool = False,
                     serial: np.ndarray | bool = False, launch: str = "eager", graph_replays: float = 1.0,
                     mma_sync: np.ndarray | bool = False, l2_reread: np.ndarray | float = 0.0,
@@ -239,6 +270,10 @@ def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarra
     # fp32 matmul FLOPs move to TF32 only where the spec knows a TF32 rate
     moved = np.where(np.isnan(tf32_rate), 0.0, on_tf32)
     vector = (work[COL["vector"]] - moved) * _z(1.0 / ps(table.rate_vector))
+    for i, p in enumerate(COMPUTE_PATHS):  # FLOPs of a kernel path at its own attained rate, where known
+        rate = ps(_path_column(table.path_rate, i, len(table.spec_ids)))
+        flops = np.where(np.isnan(rate), 0.0, work[COL[f"path.compute.{p}"]])
+        vector = vector + flops * (_z(1.0 / rate) - _z(1.0 / ps(table.rate_vector)))
     sfu = work[COL["special_function"]] * _z(1.0 / ps(table.rate_sfu))
 
     launches = work[COL["launches"]]
@@ -253,6 +288,11 @@ def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarra
     l2 = l2_bytes * _z(1.0 / ps(table.l2_bw))
     reread = np.asarray(l2_reread, dtype=float) * _z(1.0 / ps(table.l2_bw))
     dram = launches * _z(ps(table.dram_latency)) + dram_bytes * _z(1.0 / ps(table.dram_bw))
+    served = np.where(executed > 0, dram_bytes / np.where(executed > 0, executed, 1.0), 0.0)  # DRAM's share
+    for i, p in enumerate(DRAM_PATHS):  # bytes of ATen's non-vectorized kernels at their path's bandwidth
+        bw = ps(_path_column(table.path_bw, i, len(table.spec_ids)))
+        moved_b = np.where(np.isnan(bw), 0.0, work[COL[f"path.dram.{p}"]] * served)
+        dram = dram + moved_b * (_z(1.0 / bw) - _z(1.0 / ps(table.dram_bw)))
 
     node = launches * _z(ps(table.node_s)) + work[COL["host.cublas"]] * _z(ps(table.gemm_s))
     fixed = node + launches * _z(ps(table.dram_latency))
@@ -267,7 +307,14 @@ def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarra
     top = np.where(serial, np.maximum(engines, np.maximum(stacked[3], stacked[4] - reread)), stacked.max(axis=0))
     chain_s = np.zeros(shape)
     if chain is not None:
-        step = table.chain_step[:, CHAIN_CLASSES.index(chain.cls)]
+        if chain.cls == TILE_LOOP:  # the step's work at the CTA's share of the SM's engines
+            d = TENSOR_DTYPES.index(chain.dtype)
+            rate_t = table.rate_tensor[:, d]
+            if chain.mma_sync:
+                rate_t = np.where(np.isnan(table.rate_mma_sync[:, d]), rate_t, table.rate_mma_sync[:, d])
+            step = tile_step_time(chain, table.sm_count, rate_t, table.rate_vector, table.rate_sfu)
+        else:
+            step = table.chain_step[:, CHAIN_CLASSES.index(chain.cls)]
         chain_s = np.broadcast_to(chain_time(chain, ps(table.sm_count), ps(step)), shape)
     chain_binds = (chain_s > 0) & (chain_s >= top)
     top = np.maximum(top, chain_s)
@@ -328,6 +375,12 @@ def estimate(cost: Cost, spec: Spec, *, tf32: bool = False, serial: bool = False
     # a chain class's step is named only where the work has that chain; the SM count only with a chain
     miss = {k: v for k, v in miss.items() if not (k.startswith("compute.chain_step.") or k == "compute.sm_count")
             or (chain is not None and k in (chain.key, "compute.sm_count"))}
+    # a software path's rate is named only where the work runs through it; its work then stays at the
+    # engine's or the memory's rate
+    used_paths = {path_spec_key(k) for k, v in cost.path.items() if float(v) > 0}
+    miss = {k: (v if k not in used_paths else f"{v}; its work is timed at the "
+                + ("memory.dram.bandwidth" if k.startswith("memory.") else "compute.vector.fp32") + " rate")
+            for k, v in miss.items() if not k.startswith(("memory.dram.path.", "compute.path.")) or k in used_paths}
     used_mma = {f"compute.tensor_mma_sync.{d}" for d, v in cost.tensor.items() if mma_sync and float(v) > 0}
     miss = {k: v for k, v in miss.items() if not k.startswith("compute.tensor_mma_sync.") or k in used_mma}
     if not float(cost.host.get("cublas", 0)) > 0:  # the GEMM fixed time is named only with a cuBLAS kernel

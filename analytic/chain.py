@@ -38,10 +38,37 @@ Kernel classes (grids and loops read from the kernels' sources):
   one chunk through both. Programs per SM: 1, as measured: at B = 4 the H = 64 grid (256 programs)
   takes 1.79 x (L = 2048) and 1.86 x (L = 8192) the time of the H = 32 grid (128 programs), two waves
   against one (results/h200/2026-12-02/default/run-20261202T172122.267473Z-1902.jsonl).
+
+A third class has no spec parameter: its step time follows from the engines (``TILE_LOOP``).
+FlashAttention-2's forward kernel (``flash_fwd_kernel``, csrc/flash_attn/src/flash_fwd_kernel.h,
+the kernel PyTorch's SDPA flash backend vendors) runs one CTA per (query tile of kBlockM rows, batch,
+head), grid (ceil(L / kBlockM), B, H) with the query tile fastest; each CTA loops over its key tiles
+of kBlockN (``FA2_FWD_TILES``): QK^T, the online softmax, PV, one after another on the same four
+warps. One step is one key tile of the full kBlockM x kBlockN tile (rows beyond L are computed and
+discarded: a decode's one query row costs a whole tile), and its time is that tile's work at the
+CTA's share of its SM, t_step = programs_per_sm x (tile tensor FLOPs / (mma.sync rate / SMs) +
+tile exponentials / (special-function rate / SMs) + tile vector FLOPs / (vector rate / SMs)): the
+CTAs resident on an SM share its engines, and a CTA alone on an SM does not run faster (its warps
+wait on their own dependent steps; on the H200 the lone CTAs of L = 512, S = 2048, B = 1, H = 32
+(128 CTAs) took 117 us for 32 steps: 3.6 us per step against 2.55 us at the two-CTA share).
+Programs per SM: 2, the register file's limit (the fp32 accumulators O [kBlockM, P] and S
+[kBlockM, kBlockN] over 128 threads: 128 + 64 registers per thread at P = 128, tile 128 x 64, so
+65536 / (128 x 192) = 2.7 CTAs before operands and addresses). Causal CTAs (bottom-right aligned)
+differ in length: the query tile m sees min(ceil((S - L + (m + 1) kBlockM) / kBlockN), ceil(S /
+kBlockN)) key tiles. The block scheduler hands CTAs out in grid order, the longest query tile of the
+last head last, so that one starts when the others have spread the rest of the work over every slot:
+T = ((total steps - longest) / slots + longest) x t_step (Graham's bound for list scheduling, reached
+because the longest job comes last); with no more CTAs than slots, T = longest x t_step. A grid
+smaller than 0.8 x 2 x SMs query tiles of 64 rows makes FlashAttention split the key loop over more
+CTAs (``num_splits_heuristic``, csrc/flash_attn/flash_api.cpp): the split kernel's chain is then not
+modelled (on the 19 split H200 decode cases the throughput terms exceed it).
+On the 2026-12-02/03 H200 SDPA-flash cases this term takes the achievable estimate's median |error|
+over forward and decode from 36 % to 16 %.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -59,6 +86,14 @@ SM90_MAX_BLOCKS_PER_SM = 32
 SISO_CHUNK = 64
 # fla fused_recurrent: the value block of one program (BV = min(8, next_pow2(V)))
 FLA_RECURRENT_BV = 8
+# The chain class whose step time follows from the engine rates, not from a spec parameter
+TILE_LOOP = "tile_loop"
+# FlashAttention-2 forward CTAs per SM (module docstring: the register file's limit)
+FA2_FWD_CTAS_PER_SM = 2
+# flash_api.cpp num_splits_heuristic: one split when batch x heads x 64-row query blocks >= 0.8 x the
+# SM count it is given (set_params_splitkv passes 2 x multiProcessorCount)
+FA2_SPLIT_FILL = 0.8 * 2
+FA2_SPLIT_BLOCK_M = 64
 
 
 @dataclass(frozen=True)
@@ -70,22 +105,90 @@ class Chain:
     steps: float
     programs: float
     programs_per_sm: float
+    # TILE_LOOP only: steps summed over the programs when they differ (the longest, ``steps``, is
+    # dispatched last); one step's work (tensor FLOPs, vector FLOPs, transcendentals) at the CTA's
+    # share of its SM, the tensor FLOPs at the mma.sync rate of ``dtype`` where ``mma_sync``; the grid
+    # (in 64-row query blocks) below which the kernel splits its key loop (the chain is then 0)
+    total_steps: float | None = None
+    step_work: tuple[float, float, float] | None = None
+    dtype: str = "bf16"
+    mma_sync: bool = False
+    split_grid: float | None = None
 
     def __post_init__(self):
-        if self.cls not in CHAIN_CLASSES:
-            raise ValueError(f"unknown chain class {self.cls!r}; known: {CHAIN_CLASSES}")
+        if self.cls not in CHAIN_CLASSES + (TILE_LOOP,):
+            raise ValueError(f"unknown chain class {self.cls!r}; known: {CHAIN_CLASSES + (TILE_LOOP,)}")
+        if (self.cls == TILE_LOOP) != (self.step_work is not None):
+            raise ValueError(f"chain class {self.cls!r}: step_work is given exactly for {TILE_LOOP!r}")
+
+    def repeated(self, count) -> Chain:
+        """The chain of ``count`` launches of this kernel one after another."""
+        total = None if self.total_steps is None else self.total_steps * count
+        return dataclasses.replace(self, steps=self.steps * count, total_steps=total)
 
     @property
     def key(self) -> str:
-        return f"compute.chain_step.{self.cls}"
+        """The spec key of the step time ("" for TILE_LOOP: derived from the engine rates)."""
+        return "" if self.cls == TILE_LOOP else f"compute.chain_step.{self.cls}"
 
 
 def chain_time(chain: Chain, sm_count, step_s):
-    """T_chain = steps x ceil(programs / (sm_count x programs_per_sm)) x step_s (module docstring);
-    ``sm_count`` and ``step_s`` may be arrays (one per spec); an unknown (NaN) step gives 0."""
-    slots = np.asarray(sm_count, dtype=float) * chain.programs_per_sm
-    waves = np.ceil(chain.programs / slots)
-    return np.nan_to_num(chain.steps * waves * np.asarray(step_s, dtype=float), nan=0.0)
+    """T_chain = steps x ceil(programs / (sm_count x programs_per_sm)) x step_s, or for programs of
+    different lengths ((total - longest) / slots + longest) x step_s (module docstring); ``sm_count``
+    and ``step_s`` may be arrays (one per spec); an unknown (NaN) step gives 0."""
+    sms = np.asarray(sm_count, dtype=float)
+    slots = sms * chain.programs_per_sm
+    if chain.total_steps is None:
+        steps = chain.steps * np.ceil(chain.programs / slots)
+    else:
+        steps = np.where(chain.programs <= slots, chain.steps,
+                         (chain.total_steps - chain.steps) / slots + chain.steps)
+    if chain.split_grid is not None:  # the kernel splits its key loop on a small grid: not modelled
+        steps = np.where(chain.split_grid < FA2_SPLIT_FILL * sms, 0.0, steps)
+    return np.nan_to_num(steps * np.asarray(step_s, dtype=float), nan=0.0)
+
+
+def tile_step_time(chain: Chain, sm_count, rate_tensor, rate_vector, rate_sfu):
+    """The TILE_LOOP step time: one step's work at the CTA's share of an SM's engines, the phases one
+    after another (module docstring); arguments may be arrays (one per spec); NaN where a rate the
+    step needs is unknown."""
+    tf, vf, sf = chain.step_work
+    per_sm = np.asarray(sm_count, dtype=float) * chain.programs_per_sm  # rate / SMs / programs per SM
+
+    def t(work, rate):
+        return 0.0 if work == 0 else work * per_sm / np.asarray(rate, dtype=float)
+
+    return t(tf, rate_tensor) + t(vf, rate_vector) + t(sf, rate_sfu)
+
+
+def fa2_fwd_chain(causal: bool):
+    """FlashAttention-2's forward kernel as SDPA's flash backend runs it (module docstring): prefill
+    (dims B, H, G, L, S, P) and decode (L = 1; with G < H the kernel packs the H / G query heads of a
+    KV head into the query tile's rows, flash_api.cpp ``seqlenq_ngroups_swapped``)."""
+
+    def chain(dims: Mapping[str, int], mode: str) -> Chain | None:
+        # imports the registry, which imports this module
+        from .ops.attention.common import FA2_FWD_TILES
+
+        if mode not in ("fwd", "decode"):
+            return None
+        b, h, g, p, s = (int(dims[k]) for k in ("B", "H", "G", "P", "S"))
+        rows, heads, is_causal = (int(dims["L"]), h, causal) if mode == "fwd" else (1, h, False)
+        if mode == "decode" and g < h:
+            rows, heads = h // g, g
+        if min(b, heads, rows, s, p) <= 0:  # a call with a zero dimension runs no kernel
+            return None
+        bm, bn = next(t for d, t in FA2_FWD_TILES if p <= d) if p <= FA2_FWD_TILES[-1][0] else FA2_FWD_TILES[-1][1]
+        n_m, n_all = math.ceil(rows / bm), math.ceil(s / bn)
+        per_tile = [min(n_all, math.ceil((s - rows + (m + 1) * bm) / bn)) if is_causal else n_all for m in range(n_m)]
+        # one key tile: QK^T and PV over the full tile; the online softmax's 4 vector + 1 exp per entry
+        # and its per-row rescale (P + 3 vector, 1 exp) (ops/attention/common.online_softmax)
+        work = (2 * 2.0 * bm * bn * p, 4.0 * bm * bn + (p + 3.0) * bm, float(bm * bn + bm))
+        return Chain(TILE_LOOP, max(per_tile), b * heads * n_m, FA2_FWD_CTAS_PER_SM,
+                     total_steps=float(b * heads * sum(per_tile)), step_work=work, mma_sync=True,
+                     split_grid=float(b * heads * math.ceil(rows / FA2_SPLIT_BLOCK_M)))
+
+    return chain
 
 
 def _next_pow2(n: int) -> int:

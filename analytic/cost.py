@@ -16,6 +16,12 @@ Fields (conventions in ``conventions.py``):
   ``hwspecs.schema.HOST_CLASSES``: an eager PyTorch op, a Triton launch, a CUDA-extension call, ...);
   the registry fills it from the implementation's execution traits (``execution.py``) when a rule
   leaves it empty, so composites (blocks, models) sum the host work of their parts.
+- ``path``: work that runs through a software kernel path whose attained rate differs from the
+  engine or memory ceiling it uses (``PATH_KEYS``): ``dram.<p>`` bytes (already part of the
+  as-executed bytes) moved by ATen's non-vectorized kernels (``hwspecs.schema.DRAM_PATHS``:
+  broadcast, cast_copy, reduction), ``compute.<p>`` FLOPs (already part of ``vector``) of a kernel
+  with its own attained rate (``hwspecs.schema.COMPUTE_PATHS``: conv_depthwise). The roofline bound
+  ignores it (datasheet peaks); the achievable model times that work at the path's attained rate.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from typing import Any, Mapping
 import numpy as np
 import sympy as sp
 
-from ..hwspecs.schema import HOST_CLASSES
+from ..hwspecs.schema import COMPUTE_PATHS, DRAM_PATHS, HOST_CLASSES
 from .conventions import TENSOR_CLASSES
 
 
@@ -55,7 +61,9 @@ def _max(a: Any, b: Any) -> Any:
     return max(a, b)
 
 
-_MAP_FIELDS = ("tensor", "read", "write", "extra_read", "extra_write", "host")
+_MAP_FIELDS = ("tensor", "read", "write", "extra_read", "extra_write", "host", "path")
+# Cost.path keys: bytes through an ATen DRAM path, FLOPs through a compute path (module docstring)
+PATH_KEYS = tuple(f"dram.{p}" for p in DRAM_PATHS) + tuple(f"compute.{p}" for p in COMPUTE_PATHS)
 _SCALAR_FIELDS = ("vector", "transcendental", "launches")
 
 
@@ -71,11 +79,15 @@ class Cost:
     launches: Any = 0
     working_set: Any = 0
     host: Mapping[str, Any] = field(default_factory=dict)
+    path: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
         bad_host = set(self.host) - set(HOST_CLASSES)
         if bad_host:
             raise ValueError(f"Cost.host: unknown backend class(es) {sorted(bad_host)}; known: {HOST_CLASSES}")
+        bad_path = set(self.path) - set(PATH_KEYS)
+        if bad_path:
+            raise ValueError(f"Cost.path: unknown kernel path(s) {sorted(bad_path)}; known: {PATH_KEYS}")
         for name in ("read", "write", "extra_read", "extra_write"):
             bad = set(getattr(self, name)) - set(TENSOR_CLASSES)
             if bad:

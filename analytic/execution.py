@@ -50,7 +50,7 @@ from typing import Literal
 
 from ..hwspecs.schema import HOST_CLASSES
 from .cases import is_composite
-from .chain import Chain, fla_recurrent_chain, mamba3_siso_chain
+from .chain import Chain, fa2_fwd_chain, fla_recurrent_chain, mamba3_siso_chain
 from .conventions import nbytes
 from .cost import Cost
 
@@ -164,7 +164,9 @@ MAMBA1_SCAN = Traits("cuda_extension", decode_host_class="triton", engines="seri
 TRAITS: dict[tuple[str, str], Traits] = {
     **{(op, impl): t for op in ("attention_causal", "attention_full") for impl, t in (
         ("naive", EAGER),          # matmul, softmax, matmul as PyTorch ops
-        ("fa2", FA2),              # torch SDPA: one dispatched op (cuDNN backend: see BACKEND_TRAITS)
+        # torch SDPA: one dispatched op (cuDNN and memory-efficient backends: see BACKEND_TRAITS); its
+        # forward's key-tile loop is a chain (chain.fa2_fwd_chain)
+        ("fa2", dataclasses.replace(FA2, chain=fa2_fwd_chain(op == "attention_causal"))),
         ("fa3", EXTENSION),        # flash-attn's Hopper extension (flash_attn_interface)
         ("splitkv", FA2_EXTENSION),  # flash_attn_with_kvcache
     )},
@@ -227,7 +229,9 @@ TRAITS: dict[tuple[str, str], Traits] = {
 
 # Measured backends that execute an implementation differently from what it implies: SDPA's cuDNN
 # backend runs cuDNN's own Hopper kernels (engines overlapped) behind cuDNN's call path.
-BACKEND_TRAITS = {"torch.sdpa.cudnn": Traits("cudnn")}
+# The memory-efficient backend runs CUTLASS's sm80 kernels (mma.sync, phases in sequence) with its own
+# grid and loop, not FlashAttention-2's: no FA2 chain.
+BACKEND_TRAITS = {"torch.sdpa.cudnn": Traits("cudnn"), "torch.sdpa.efficient": FA2}
 
 
 def traits(op: str, impl: str, backend: str | None = None) -> Traits:
@@ -320,13 +324,18 @@ def l2_reread_bytes(op: str, impl: str, dims: Mapping[str, int], dtype: str, mod
     return 0.0 if fn is None else float(fn(dims, dtype, mode))
 
 
-def chain_of(op: str, impl: str, dims: Mapping[str, int], mode: str, backend: str | None = None) -> Chain | None:
+def chain_of(op: str, impl: str, dims: Mapping[str, int], mode: str, backend: str | None = None,
+             dtype: str | None = None) -> Chain | None:
     """The sequential chain of one call of ``op``/``impl`` (None for composites and for
-    implementations without ``Traits.chain``)."""
+    implementations without ``Traits.chain``); ``dtype``: the storage dtype, whose tensor rate a chain
+    with a computed step (``chain.TILE_LOOP``) uses (bf16 where not given)."""
     if is_composite(op):
         return None
     fn = traits(op, impl, backend).chain
-    return None if fn is None else fn(dims, mode)
+    c = None if fn is None else fn(dims, mode)
+    if c is not None and c.step_work is not None and dtype in ("bf16", "fp16"):
+        c = dataclasses.replace(c, dtype=dtype)
+    return c
 
 
 def as_measured(cost: Cost, backend: str | None, mode: str | None = None, op: str | None = None,

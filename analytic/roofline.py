@@ -47,7 +47,7 @@ from ..errors import UserError
 from ..hwspecs import Spec, ceiling
 from ..hwspecs.ceilings import Ceiling
 from ..hwspecs.schema import HOST_CLASSES
-from .cost import Cost
+from .cost import PATH_KEYS, Cost
 
 LABEL = "analytic bound"
 Prefer = Literal["measured", "datasheet"]
@@ -62,7 +62,7 @@ TENSOR_DTYPES = ("fp64", "tf32", "bf16", "fp16", "fp8", "int8")
 # counts host-issued calls per backend class (achievable model only).
 WORK_COLUMNS = tuple(f"tensor.{d}" for d in TENSOR_DTYPES) + (
     "vector", "special_function", "dram.compulsory", "dram.executed", "launches", "working_set",
-    "tensor.fp32") + tuple(f"host.{c}" for c in HOST_CLASSES)
+    "tensor.fp32") + tuple(f"host.{c}" for c in HOST_CLASSES) + tuple(f"path.{k}" for k in PATH_KEYS)
 COL = {name: i for i, name in enumerate(WORK_COLUMNS)}
 # Time resources, in the order ties are broken for the bottleneck label.
 RESOURCES = ("tensor", "vector", "special_function", "dram", "cache", "launch")
@@ -240,6 +240,8 @@ def work_array(cost: Cost, dtype_of_fp32: str = "vector") -> np.ndarray:
     cols[COL["working_set"]] = cost.working_set
     for c, v in cost.host.items():
         cols[COL[f"host.{c}"]] = v
+    for k, v in cost.path.items():
+        cols[COL[f"path.{k}"]] = v
     arrays = [np.asarray(c, dtype=float) for c in cols]
     shape = np.broadcast_shapes(*(a.shape for a in arrays))
     return np.stack([np.broadcast_to(a, shape) for a in arrays])

@@ -51,8 +51,10 @@ from ..measure.results import ResultFile, latest_by_key
 # the same bytes as DRAM (collinear) and launch overhead is fitted as a time per launch instead
 # (the H200 spec does not know launch.kernel); both still enter the reported analytic bound.
 RESOURCES = ("tensor", "vector", "special_function", "dram")
+# "chain": the achievable model's sequential chain (analytic/chain.py), a floor set by dependent steps
+# rather than by an engine's or the memory's throughput: counted with the fixed overhead
 RESOURCE_CLASS = {"tensor": "compute", "vector": "compute", "special_function": "compute", "dram": "memory",
-                  "cache": "memory", "l2": "memory", "launch": "fixed overhead"}
+                  "cache": "memory", "l2": "memory", "launch": "fixed overhead", "chain": "fixed overhead"}
 _MAX_LISTED = 12
 
 
@@ -124,7 +126,7 @@ def resource_bounds(spec: Spec, op: str, impl: str, dims: Mapping[str, int], dty
                               serial=execution.serial_engines(op, impl, backend), launch=launch,
                               mma_sync=execution.tensor_instr(op, impl, backend) == "mma_sync",
                               l2_reread=execution.l2_reread_bytes(op, impl, dims, dtype, mode, backend),
-                              chain=execution.chain_of(op, impl, dims, mode, backend))
+                              chain=execution.chain_of(op, impl, dims, mode, backend, dtype))
     times = {b.resource: float(b.time_s) for b in proj.bounds if b.time_s is not None and b.time_s > 0}
     unknown = tuple(b.resource for b in proj.bounds if b.time_s is None)
     tensor_dtypes = [d for d, v in c.tensor.items() if d in roofline.TENSOR_DTYPES and float(v) > 0]

@@ -68,8 +68,10 @@ PRIOR_WEIGHT = 0.05
 LOSS_SCALE = 0.1                   # soft-L1 scale on log-time residuals (~10%)
 TOL = 1e-7                         # optimiser tolerances: far below timing noise
 P_MAX = 16.0                       # overlap exponent: 1 = fixed time adds, 16 = nearly max()
-# Resources of the achievable model (analytic/achievable.py GPU_RESOURCES).
-ACH_RESOURCES = ("tensor", "vector", "special_function", "dram", "l2")
+# Resources of the achievable model (analytic/achievable.py GPU_RESOURCES), and its sequential chain
+# (analytic/chain.py): one more term of the device-side max, with its own attained fraction, so that a
+# chain that binds is not read as per-kernel fixed time.
+ACH_RESOURCES = ("tensor", "vector", "special_function", "dram", "l2", "chain")
 # Host issue time per kernel launch taken where the spec models neither launch.host.* (the
 # achievable estimate's host term is then 0) nor launch.kernel: the order of an eager PyTorch op's
 # dispatch on a current server CPU. ``achievable_eff`` scales it by h, so it is a starting point,
@@ -101,7 +103,7 @@ def achievable_terms(bounds: list[Bounds], T: np.ndarray, launches: np.ndarray):
             for j, r in enumerate(ACH_RESOURCES):
                 A[i, j] = T[i, RESOURCES.index(r)] if r in RESOURCES else 0.0
             continue
-        times = a.get("times_s") or {}
+        times = {**(a.get("times_s") or {}), "chain": a.get("chain_s")}
         A[i] = [float(times.get(r) or 0.0) for r in ACH_RESOURCES]
         fixed[i] = max(float(a.get("gpu_s") or 0.0) - A[i].max(), 0.0)
         if float(a.get("host_s") or 0.0) > 0:

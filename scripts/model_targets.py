@@ -1,7 +1,7 @@
 """Print where the time model stands against the targets of issue #13, from stored data only.
 
 Usage: python scripts/model_targets.py [--gap results/h200/2026-12-02/calibration/gap.json]
-                                       [--blocks DIR ...] [--hw h200-sxm]
+                                       [--blocks DIR ...] [--hw h200-sxm] [--tail]
 
 Reads the gap report that ``scripts/calibrate_h200.sh`` writes (``ssmbench gap --format json``) and
 composes the measured blocks from their ops (``scripts/block_gap.py``). Prints, each with its label:
@@ -11,7 +11,8 @@ composes the measured blocks from their ops (``scripts/block_gap.py``). Prints, 
   |err| and 80 % interval coverage, overall and per family (targets 5 %, 15 %, 75-90 %);
 - whole blocks composed from their ops with the achievable estimate (target median <= 10 %), and
   composed from their ops' measurements the same way (the plan and composition alone);
-- the cases measured faster than the datasheet bound (must be none).
+- the cases measured faster than the datasheet bound (must be none);
+- with ``--tail``, who makes the p90 tail of both errors, per family and group (``model_tail.py``).
 A benchmark script: it prints figures and never fails on a missed target (they are not asserted).
 """
 
@@ -42,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hw", default="h200-sxm")
     ap.add_argument("--op-results", action="append", default=["results/h200/2026-12-03/achievable/call1", "results/h200/2026-12-03/achievable/call2"],
                     help="more op measurements for the measurement-composed blocks (block_gap.py --ops measured)")
+    ap.add_argument("--tail", action="store_true", help="also print the p90-tail tables (scripts/model_tail.py)")
     a = ap.parse_args(argv)
     path = Path(a.gap)
     if not path.is_file():
@@ -91,6 +93,10 @@ def main(argv: list[str] | None = None) -> int:
     if s["oracle_median_abs_error_pct"] is not None:
         print(f"[measurement-composed, op measurements through the same composition: plan and composition "
               f"alone] median |err| {s['oracle_median_abs_error_pct']:.1f} %")
+    if a.tail:
+        import model_tail
+
+        print("\n".join(model_tail.tail_tables(rep)))
     return 0
 
 

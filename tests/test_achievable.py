@@ -212,3 +212,22 @@ def test_targets_script_prints_labelled_figures_and_rejects_a_bad_gap_file(tmp_p
     r = subprocess.run([sys.executable, str(script), "--gap", str(tmp_path / "none.json")], cwd=root,
                        capture_output=True, text=True)
     assert r.returncode == 2 and "no gap report" in r.stderr
+
+
+def test_tail_tables_count_the_cases_beyond_the_p90_per_family_and_group():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    import model_tail
+
+    # 9 cases: achievable errors 10, 20, ..., 90 % (estimate too fast), the last two in family "b"
+    cases = [{"key": f"op/x/be/bf16/fwd/L={i}", "family": "b" if i >= 7 else "a", "group": "g-b" if i >= 7 else "g-a",
+              "measured_s": 1.0, "achievable_s": 1.0 - 0.1 * (i + 1), "achievable_ape_pct": 10.0 * (i + 1),
+              "achievable_bottleneck": "dram"} for i in range(9)]
+    lines = model_tail.tail_tables({"cases": cases})
+    assert lines[0].startswith("[achievable estimate] 9 cases: median |err| 50.0 %, p90 82.0 %")
+    fam_b = next(x for x in lines if x.strip().startswith("b "))
+    assert "n=   2" in fam_b and "tail   1" in fam_b and ">25 %   2" in fam_b
+    assert any("1/  2" in x and "g-b" in x for x in lines)
+    assert not any("calibrated" in x for x in lines)  # no held-out errors in these cases

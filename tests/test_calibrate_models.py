@@ -90,7 +90,7 @@ def test_terms_add_up_to_prediction_and_round_trip(name):
     fit = MODELS[name]().fit(X, y)
     terms = fit.terms(X)
     # achievable_eff adds the l2 term of the achievable model
-    assert set(RESOURCES) | {"fixed"} <= set(terms) <= set(RESOURCES) | {"fixed", "l2"}
+    assert set(RESOURCES) | {"fixed"} <= set(terms) <= set(RESOURCES) | {"fixed", "l2", "chain"}
     np.testing.assert_allclose(sum(terms.values()), fit.predict(X), rtol=1e-9)
     assert all(np.all(v >= 0) for v in terms.values())
     again = model_from_dict(fit.to_dict())

@@ -88,7 +88,7 @@ def test_chunk_matches_the_cost_rule():
     assert ch.SISO_CHUNK == SISO_CHUNK
 
 
-def test_traits_attach_chains_to_the_two_kernels_only():
+def test_traits_attach_chains_to_the_recurrent_kernels():
     dims = {"B": 1, "H": 16, "L": 4096, "P": 128, "Pv": 128}
     assert execution.chain_of("gated_delta_rule", "recurrent", dims, "fwd").programs == 16 * 16
     assert execution.chain_of("gated_delta_rule", "chunked", {**dims, "C": 64}, "fwd") is None

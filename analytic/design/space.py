@@ -34,7 +34,13 @@ import numpy as np
 
 from ...errors import UserError
 from ...hwspecs import Spec, units
-from ...hwspecs.schema import CHAIN_CLASSES, HOST_CLASSES, value_kind
+from ...hwspecs.schema import (
+    CHAIN_CLASSES,
+    COMPUTE_PATHS,
+    DRAM_PATHS,
+    HOST_CLASSES,
+    value_kind,
+)
 from ..achievable import AchievableTable
 from ..roofline import ON_CHIP_LEVELS, TENSOR_DTYPES, spec_ceiling
 from ..workloads.placement import PERSISTENT_LEVEL
@@ -310,7 +316,14 @@ class Designs:
             # design point takes its base spec's (NaN where the base knows none)
             chain_step=np.stack([np.full(self.n, _base_value(self.base, f"compute.chain_step.{c}"))
                                  for c in CHAIN_CLASSES], axis=1),
-            missing=({},) * self.n)
+            missing=({},) * self.n,
+            # software kernel paths (ATen's kernels, PyTorch's depthwise convolution) are software on the
+            # base's memory and engines: the base's attained fraction of its copy bandwidth (vector rate),
+            # applied to the design point's
+            path_bw=np.stack([_base_value(self.base, f"memory.dram.path.{p}") / _base_value(self.base, "memory.dram.bandwidth")
+                              * col("memory.dram.bandwidth") for p in DRAM_PATHS], axis=1).reshape(self.n, -1),
+            path_rate=np.stack([_base_value(self.base, f"compute.path.{p}") / _base_value(self.base, "compute.vector.fp32")
+                                * col("compute.vector.fp32") for p in COMPUTE_PATHS], axis=1).reshape(self.n, -1))
 
 
 def _base_value(spec: Spec, key: str) -> float:

@@ -7,7 +7,8 @@ design point is then a row of ``AchievableTable`` and ``achievable.achievable_wo
 on all of them in one call. The step composes the calls exactly as ``predict`` does
 (``report.achievable_rows``):
 
-- per call c: host_c and gpu_c from ``achievable_work`` (under CUDA-graph replay host_c = 0); where the
+- per call c: host_c and gpu_c from ``achievable_work`` (under CUDA-graph replay host_c = 0), with the
+  sequential chain of its kernel (``chain.py``) where it has one, as ``predict`` charges it; where the
   design keeps the recurrent state on chip (``placement.py``: a persistent on-chip level that holds the
   whole state of the batch, decode only) the call's state bytes leave DRAM and its device time is at
   least its per-kernel fixed time + state bytes / that level's bandwidth;
@@ -29,10 +30,11 @@ import numpy as np
 from ...errors import UserError
 from ...hwspecs import Spec
 from ..achievable import CLASSES, achievable_work
-from ..execution import fp32_matmul_on_tf32, serial_engines, tensor_instr
+from ..chain import Chain
+from ..execution import chain_of, fp32_matmul_on_tf32, serial_engines, tensor_instr
 from ..roofline import COL, SpecTable
 from ..workloads.energy_step import call_rereads
-from ..workloads.evaluate import analyze
+from ..workloads.evaluate import analyze, call_shape
 from ..workloads.models import Model
 from ..workloads.phases import PHASES
 from ..workloads.precision import as_precision
@@ -85,6 +87,8 @@ class WorkloadWork:
     state_bytes: float  # the recurrent state of the whole batch (0: none, or not decode)
     working_set: float  # the largest on-chip working set of one op call
     step_host_classes: tuple[str, ...] = field(default=())  # host calls of the step itself
+    # (call index, its sequential chain, its kernel run count times in a row) as predict charges it
+    chains: tuple[tuple[int, Chain], ...] = field(default=())
 
     @classmethod
     def of(cls, w: Workload, base: Spec) -> WorkloadWork:
@@ -97,12 +101,18 @@ class WorkloadWork:
         per_seq = w.model.state_bytes_per_sequence(prec.state)
         state = float(w.batch * per_seq) if w.phase == "decode" else 0.0
         step = ("cuda_graph",) if res.launch == "graph" else (("autograd",) if w.phase == "train" else ())
+        chains = []
+        for i, c in enumerate(cp.calls):
+            ch = chain_of(c.call.op, c.call.impl, {k: round(v) for k, v in call_shape(
+                c.call, res.phase, float(w.batch), float(w.length)).items()}, c.call.mode)
+            if ch is not None:
+                chains.append((i, ch.repeated(c.call.count)))
         return cls(w, res.launch, tuple(c.call.label for c in cp.calls), work, state_c, state_e,
                    np.array([fp32_matmul_on_tf32(c.call.op, c.call.impl) for c in cp.calls]),
                    np.array([serial_engines(c.call.op, c.call.impl) for c in cp.calls]),
                    np.array([tensor_instr(c.call.op, c.call.impl) == "mma_sync" for c in cp.calls]),
                    call_rereads(res), float(res.tokens[0, 0]), float(res.memory_total[0, 0]), state,
-                   float(work[COL["working_set"]].max(initial=0.0)), step)
+                   float(work[COL["working_set"]].max(initial=0.0)), step, tuple(chains))
 
 
 @dataclass(frozen=True)
@@ -142,6 +152,12 @@ def _chunk(ww: WorkloadWork, d: Designs) -> Step:
         g = np.where(ww.state_executed > 0, np.maximum(b.gpu, node + ww.state_executed / state_bw[resident, None]),
                      b.gpu)
         host[resident], gpu[resident], cls[resident] = b.host, g, b.bottleneck
+    for i, chain in ww.chains:  # device time n x node + max(engines, memory, chain): at least node + chain
+        one = achievable_work(ww.work[:, i:i + 1], d.table(), tf32=ww.tf32[i:i + 1], serial=ww.serial[i:i + 1],
+                              launch=ww.launch, graph_replays=0.0, mma_sync=ww.mma_sync[i:i + 1], chain=chain)
+        binds = one.gpu[:, 0] > gpu[:, i]
+        gpu[:, i] = np.where(binds, one.gpu[:, 0], gpu[:, i])
+        cls[:, i] = np.where(binds, one.bottleneck[:, 0], cls[:, i])
     h = host.sum(axis=1)
     for c in ww.step_host_classes:  # unknown host cost: no term (the estimate's not_modelled names it)
         h = h + np.nan_to_num(d.array(f"launch.host.{c}"))

@@ -71,7 +71,7 @@ def _term_columns(key: str) -> tuple[int, ...]:
     if key.startswith("tensor."):
         dt = key.split(".", 1)[1]
         return (COL["vector"], COL["tensor.fp32"]) if dt == "fp32" else (COL[f"tensor.{dt}"],)
-    if key.startswith("host."):
+    if key.startswith(("host.", "path.")):
         return (COL[key],)
     if key in ("vector", "launches", "working_set"):
         return (COL[key],)

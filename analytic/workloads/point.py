@@ -33,7 +33,6 @@ its own constants: nothing stale is reused.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from collections.abc import Sequence
@@ -364,7 +363,7 @@ def step_achievable(pp: _PointPlan, work: list[list[float]], table: SpecTable, s
             continue
         one = achievable_work(w[:, i:i + 1], table, tf32=pp.tf32[i:i + 1], serial=pp.serial[i:i + 1], launch=launch,
                               graph_replays=0.0, mma_sync=pp.mma_sync[i:i + 1],
-                              chain=dataclasses.replace(chain, steps=chain.steps * c.count))
+                              chain=chain.repeated(c.count))
         hs[i], gs[i], ks[i] = float(one.host[0, 0]), float(one.gpu[0, 0]), int(one.bottleneck[0, 0])
     host = gpu = 0.0
     by_class: dict[str, float] = {}

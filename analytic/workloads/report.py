@@ -21,13 +21,19 @@ the mean context is at most the mean time: the result is still a lower bound. Wi
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from ...errors import UserError
 from ..registry import AnalyticError, get_op
-from ..roofline import COL, LABEL, RESOURCES, TENSOR_DTYPES, SpecTable, describe, not_bounded_reasons
+from ..roofline import (
+    COL,
+    LABEL,
+    RESOURCES,
+    TENSOR_DTYPES,
+    SpecTable,
+    describe,
+    not_bounded_reasons,
+)
 from .energy_step import step_energy
 from .evaluate import COMPUTE_RESOURCES, GridResult, analyze, call_shape
 from .models import Model
@@ -244,8 +250,8 @@ def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dic
         chain = chain_of(c.call.op, c.call.impl, {k: round(v) for k, v in call_shape(
             c.call, res.phase, float(res.batch[0]), float(res.length[0])).items()}, c.call.mode)
         if chain is not None:
-            chain = dataclasses.replace(chain, steps=chain.steps * c.call.count)
-            chain_keys |= {chain.key, "compute.sm_count"}
+            chain = chain.repeated(c.call.count)
+            chain_keys |= {k for k in (chain.key, "compute.sm_count") if k}
         state_bytes = 0.0
         if resident:  # the state lives in the spec's persistent on-chip level (placement.py), not in DRAM
             state_c, state_e = (float(x[i, 0, 0]) for x in res.call_state)

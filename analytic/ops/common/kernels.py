@@ -47,7 +47,7 @@ from typing import Any, Iterable, Mapping
 import sympy as sp
 
 from ...conventions import BYTES_PER_ELEMENT, STATE_DTYPE, TENSOR_CLASSES
-from ...cost import Cost
+from ...cost import PATH_KEYS, Cost
 
 # Elements per operand that one thread block of a streaming kernel holds: Triton's usual
 # BLOCK_SIZE = 1024; PyTorch's vectorized elementwise loop holds 128 threads x 4 elements x unroll 2.
@@ -94,6 +94,22 @@ class Kernel:
     working_set: Any = None  # None: see the module docstring (streaming, or unmodelled)
     tensor: Mapping[str, Any] = field(default_factory=dict)  # {tensor dtype: FLOPs} per launch
     count: Any = 1
+    # the software path it runs through where its attained rate is not the engine's or the memory's
+    # (``cost.PATH_KEYS``): "dram.<p>" puts its bytes, "compute.<p>" its vector FLOPs in Cost.path
+    path: str | None = None
+
+    def __post_init__(self):
+        if self.path is not None and self.path not in PATH_KEYS:
+            raise ValueError(f"kernel {self.name}: unknown path {self.path!r}; known: {PATH_KEYS}")
+
+    @property
+    def path_work(self) -> Any:
+        """One launch's work through ``path``: bytes read + written (dram), vector FLOPs (compute)."""
+        if self.path is None:
+            return 0
+        if self.path.startswith("dram."):
+            return sum((t.nbytes for t in (*self.reads, *self.writes)), 0)
+        return self.vector
 
 
 def stream_working_set(tensors: Iterable[Tensor]) -> int:
@@ -152,6 +168,10 @@ def kernel_chain(kernels: Iterable[Kernel], inputs: Iterable[Tensor], outputs: I
             tensor[d] = tensor.get(d, 0) + k.count * v
     ws = [k.working_set if k.working_set is not None else stream_working_set((*k.reads, *k.writes))
           for k in kernels if k.working_set is not None or stream_working_sets]
+    path: dict[str, Any] = {}
+    for k in kernels:
+        if k.path is not None:
+            path[k.path] = path.get(k.path, 0) + k.count * k.path_work
     return Cost(
         tensor={d: v for d, v in tensor.items() if v != 0},
         vector=sum((k.count * k.vector for k in kernels), 0),
@@ -162,6 +182,7 @@ def kernel_chain(kernels: Iterable[Kernel], inputs: Iterable[Tensor], outputs: I
         extra_write=_subtract(executed_write, compulsory_write),
         launches=sum((k.count for k in kernels), 0),
         working_set=(sp.Max(*ws) if len(ws) > 1 else ws[0]) if ws else 0,
+        path=path,
     )
 
 

@@ -31,7 +31,9 @@ Implementations:
   csrc/causal_conv1d.cpp checks ``width >= 2 && width <= 4`` in its fwd, bwd and update entry
   points); ``torch_conv`` takes any K.
 - ``torch_conv``: ``F.silu(F.conv1d(x, w[:, None], bias, padding=K - 1, groups=E)[..., :L])``: the
-  conv (one cuDNN depthwise kernel) writes the full [B, E, L + K - 1] output, of which the slice
+  conv (one depthwise kernel: the H200 byte audit, results/h200/2026-12-02/byte_audit, names
+  PyTorch's ``conv_depthwise2d_forward_kernel_generic``, instruction-bound far below the vector rate:
+  its FLOPs run through ``compute.path.conv_depthwise``, ``Cost.path``) writes the full [B, E, L + K - 1] output, of which the slice
   keeps L; silu reads the slice and writes out (2 launches). The conv computes all L + K - 1 outputs:
   (2K + 1) FLOPs each (bias added, not used as the initial value). Backward through autograd:
   silu_backward (1), slice_backward = zeros [B, E, L + K - 1] + copy into the slice (2), cuDNN
@@ -141,7 +143,7 @@ def _torch_conv(mode: str, dtype: str) -> Cost:
         full = Tensor("conv_full", "intermediates", n_full, e)  # [B, E, L + K - 1]
         sliced = Tensor("conv_slice", "intermediates", n, e)  # [B, E, L] view of full
         return kernel_chain([
-            Kernel("cudnn depthwise conv1d", (x, w, b), (full,), (2 * K + 1) * n_full),
+            Kernel("depthwise conv1d", (x, w, b), (full,), (2 * K + 1) * n_full, path="compute.conv_depthwise"),
             Kernel("aten.silu", (sliced,), (out,), SILU[0] * n, SILU[1] * n),
         ], [x, w, b], [out], stream_working_sets=False)
     if mode == "bwd":

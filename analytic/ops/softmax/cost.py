@@ -76,11 +76,12 @@ def _eager(dtype: str) -> Cost:
     x, y = _act("x", dtype), _act("y", dtype)
     m, s = Tensor("max", "intermediates", R, nbytes(dtype)), Tensor("sum", "intermediates", R, nbytes(dtype))
     xm, ex = Tensor("x_minus_max", "intermediates", N, nbytes(dtype)), Tensor("exp", "intermediates", N, nbytes(dtype))
-    kernels = [Kernel("aten.amax", (x,), (m,), N),
-               Kernel("aten.sub", (x, m), (xm,), N),
+    # ATen paths (Cost.path): two reductions along the last dim, two ops broadcasting a [.., 1] statistic
+    kernels = [Kernel("aten.amax", (x,), (m,), N, path="dram.reduction"),
+               Kernel("aten.sub", (x, m), (xm,), N, path="dram.broadcast"),
                Kernel("aten.exp", (xm,), (ex,), 0, N),
-               Kernel("aten.sum", (ex,), (s,), N),
-               Kernel("aten.div", (ex, s), (y,), N)]
+               Kernel("aten.sum", (ex,), (s,), N, path="dram.reduction"),
+               Kernel("aten.div", (ex, s), (y,), N, path="dram.broadcast")]
     return kernel_chain(kernels, [x], [y])
 
 

@@ -1,0 +1,126 @@
+"""Software kernel paths (Cost.path, analytic/achievable.py): ATen's non-vectorized kernels move their
+bytes at memory.dram.path.<p>, PyTorch's depthwise convolution runs its FLOPs at
+compute.path.conv_depthwise; an unknown path leaves the work at the memory's or engine's rate and is
+named. Formulas on the toy spec of test_achievable."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from ssmbench.analytic.achievable import estimate
+from ssmbench.analytic.cases import case_cost
+from ssmbench.analytic.cost import Cost
+from ssmbench.analytic.ops.common.kernels import Kernel, Tensor, kernel_chain
+from ssmbench.analytic.roofline import project
+from ssmbench.hwspecs import parse_spec
+from test_achievable import LATENCY
+from test_roofline import DRAM_BW, VECTOR, spec_data
+
+PATH_BW = 0.5e12  # B/s, half the toy's 1 TB/s copy bandwidth
+CONV_RATE = 1e12  # FLOP/s
+
+
+def path_spec(**paths):
+    data = spec_data()
+    data["memory"]["dram"]["latency"] = {"value": "1 us", "source": "a"}
+    data["launch"]["host"] = {"torch_eager": {"value": "5 us", "source": "a"}}
+    data["memory"]["dram"]["path"] = {p: {"value": v, "source": "a"} for p, v in paths.items() if p != "conv"}
+    if "conv" in paths:
+        data["compute"]["path"] = {"conv_depthwise": {"value": paths["conv"], "source": "a"}}
+    return parse_spec(data)
+
+
+def test_kernel_paths_add_their_bytes_and_flops_to_cost_path():
+    x = Tensor("x", "activations", 100, 2)
+    y = Tensor("y", "activations", 100, 4)
+    s = Tensor("s", "intermediates", 10, 4)
+    c = kernel_chain([Kernel("cast", (x,), (y,), path="dram.cast_copy"),
+                      Kernel("mean", (y,), (s,), 100, path="dram.reduction", count=2),
+                      Kernel("conv", (y,), (s,), 30, path="compute.conv_depthwise")], [x], [s])
+    assert c.path == {"dram.cast_copy": 600, "dram.reduction": 2 * 440, "compute.conv_depthwise": 30}
+    assert (c + c).path["dram.cast_copy"] == 1200 and (3 * c).path["compute.conv_depthwise"] == 90
+    with pytest.raises(ValueError, match="unknown path"):
+        Kernel("k", path="dram.strided")
+    with pytest.raises(ValueError, match="unknown kernel path"):
+        Cost(path={"l2.broadcast": 1})
+
+
+def test_path_bytes_cross_dram_at_the_path_bandwidth_and_the_bound_ignores_them():
+    c = Cost(read={"activations": 1e9}, write={"activations": 1e9}, launches=1, path={"dram.broadcast": 1.5e9})
+    spec = path_spec(broadcast="0.5 TB/s")
+    e = estimate(c, spec)
+    assert e.times_s["dram"] == pytest.approx(LATENCY + 0.5e9 / DRAM_BW + 1.5e9 / PATH_BW)
+    assert "memory.dram.path.broadcast" not in e.not_modelled
+    # the bound stays at datasheet/attained copy bandwidth: a true lower bound
+    assert project(c, spec).time_s == pytest.approx(project(Cost(read={"activations": 1e9},
+                                                                     write={"activations": 1e9}, launches=1),
+                                                                spec).time_s)
+
+
+def test_unknown_path_keeps_the_copy_bandwidth_and_is_named_only_where_used():
+    spec = path_spec()
+    c = Cost(read={"activations": 1e9}, launches=1, path={"dram.reduction": 1e9})
+    e = estimate(c, spec)
+    assert e.times_s["dram"] == pytest.approx(LATENCY + 1e9 / DRAM_BW)
+    assert "memory.dram.path.reduction" in e.not_modelled
+    assert "memory.dram.bandwidth" in e.not_modelled["memory.dram.path.reduction"]
+    plain = estimate(Cost(read={"activations": 1e9}, launches=1), spec)
+    assert not any(k.startswith(("memory.dram.path.", "compute.path.")) for k in plain.not_modelled)
+
+
+def test_conv_depthwise_flops_run_at_the_path_rate():
+    c = Cost(vector=3e9, launches=1, path={"compute.conv_depthwise": 2e9})
+    e = estimate(c, path_spec(conv="1 TFLOP/s"))
+    assert e.times_s["vector"] == pytest.approx(1e9 / VECTOR + 2e9 / CONV_RATE)
+
+
+def test_path_bytes_served_by_l2_are_not_charged_at_the_path_bandwidth():
+    # 2 MB executed per kernel fits the toy's 10 MB L2: the extra (intermediate) half is L2's
+    c = Cost(read={"activations": 1e6}, extra_read={"intermediates": 1e6}, launches=1,
+             path={"dram.cast_copy": 2e6})
+    e = estimate(c, path_spec(cast_copy="0.5 TB/s"))
+    assert e.l2_bytes == pytest.approx(1e6)
+    assert e.times_s["dram"] == pytest.approx(LATENCY + 1e6 / PATH_BW)
+
+
+@pytest.mark.parametrize("op,impl,paths", [
+    ("rmsnorm", "torch_eager", {"dram.cast_copy", "dram.reduction", "dram.broadcast"}),
+    ("layernorm", "torch_eager", {"dram.cast_copy", "dram.reduction", "dram.broadcast"}),
+    ("softmax", "torch_eager", {"dram.reduction", "dram.broadcast"}),
+    ("rmsnorm", "fused", set()),
+])
+def test_eager_norms_and_softmax_name_their_aten_paths(op, impl, paths):
+    dims = {"B": 2, "L": 8, "D": 64} if op != "softmax" else {"B": 2, "H": 2, "L": 8, "S": 64}
+    c = case_cost(op, dims, impl=impl, mode="fwd", dtype="bf16")
+    assert set(c.path) == paths
+    assert sum(v for k, v in c.path.items() if k.startswith("dram.")) <= c.executed_bytes
+
+
+def test_rmsnorm_path_bytes_are_the_kernels_bytes():
+    # bf16 x [R, D]: two casts (2 + 4 B each way), mean of the fp32 squares (4 B in, 4 B per row out),
+    # x * rstd (4 + 4 B, 4 B per row) and w * x (2 + 2 B, 2 B per weight element)
+    r, d = 16, 64
+    c = case_cost("rmsnorm", {"B": 1, "L": r, "D": d}, impl="torch_eager", mode="fwd", dtype="bf16")
+    n = r * d
+    assert c.path["dram.cast_copy"] == 2 * 6 * n
+    assert c.path["dram.reduction"] == 4 * n + 4 * r
+    assert c.path["dram.broadcast"] == (8 * n + 4 * r) + (4 * n + 2 * d)
+
+
+def test_torch_conv_forward_runs_its_conv_on_the_depthwise_path():
+    dims = {"B": 1, "E": 8, "L": 32, "K": 4}
+    c = case_cost("conv1d", dims, impl="torch_conv", mode="fwd", dtype="bf16")
+    assert c.path == {"compute.conv_depthwise": (2 * 4 + 1) * 8 * (32 + 3)}
+    assert np.isclose(float(c.vector), c.path["compute.conv_depthwise"] + 3 * 8 * 32)
+
+
+def test_a_design_point_keeps_the_base_paths_share_of_its_bandwidth_and_rate():
+    from ssmbench.analytic.design import space
+
+    base = path_spec(broadcast="0.5 TB/s", conv="1 TFLOP/s")
+    t = space.Designs.of(base, {"memory.dram.bandwidth": np.array([1e12, 2e12]),
+                                "compute.vector.fp32": np.array([VECTOR, 2 * VECTOR])}).table()
+    col = list(space.DRAM_PATHS).index("broadcast")
+    assert t.path_bw[:, col] == pytest.approx([PATH_BW, 2 * PATH_BW])
+    assert t.path_rate[:, 0] == pytest.approx([CONV_RATE, 2 * CONV_RATE])
+    assert np.isnan(t.path_bw[:, list(space.DRAM_PATHS).index("reduction")]).all()
