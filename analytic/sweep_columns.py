@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .energy import NO_ESTIMATE, TERMS, counts, energy, label, not_modelled
 from . import sweep_fast as sf
+from .energy import NO_ESTIMATE, TERMS, counts, energy, label, not_modelled
 from .registry import AnalyticError
 from .roofline import COL, RESOURCES, SpecTable
 from .workloads.batch import evaluate_plans
@@ -60,7 +60,7 @@ def columns(models, specs, phases, b: np.ndarray, ln: np.ndarray, table: SpecTab
             entries.append((m, p, cp, len(plans), None if fwd is None else len(plans) + 1))
             plans += [cp] + ([fwd] if fwd is not None else [])
             grid_of += [PHASES.index(p)] * (1 + (fwd is not None))
-    batch = evaluate_plans(plans, grids, grid_of, shape)
+    batch = evaluate_plans(plans, grids, grid_of, shape, columns=sf.WORK_NEEDED)
     for k, (m, p, cp, i, j) in enumerate(entries):
         if cp is not None and (i in batch.failed or j in batch.failed):
             try:
@@ -123,8 +123,16 @@ def columns(models, specs, phases, b: np.ndarray, ln: np.ndarray, table: SpecTab
                      specs, b, ln, S, P, caveat)
 
 
+def _used(c: dict, n: int) -> list[frozenset]:
+    """Per plan the energy terms with counts > 0 somewhere on its grid (``energy.energy``'s rule, per plan)."""
+    flags = {t: (np.asarray(c[t]).reshape(n, -1) > 0).any(axis=1) for t in TERMS}
+    return [frozenset(t for t in TERMS if flags[t][i]) for i in range(n)]
+
+
 def _energy(bd: sf.Bounds, pl: sf.Plans, table: SpecTable, moved: dict, n: int, S: int):
-    """Energy [n_plans, S, P] at the time bound and its note per (plan, spec), as ``evaluate._energy``."""
+    """Energy [n_plans, S, P] at the time bound and its note per (plan, spec), as ``evaluate._energy``:
+    one ``energy`` call for every plan and spec, and one per spec that serves state bytes on chip (those
+    bytes moved from DRAM to the level, where they are; its other plans get the same numbers)."""
     et = _energy_table(table)
     tot = pl.tot
     executed = tot[COL["dram.executed"]]
@@ -132,7 +140,7 @@ def _energy(bd: sf.Bounds, pl: sf.Plans, table: SpecTable, moved: dict, n: int, 
     c = counts(tot, 0.0, executed, on_chip_bytes=0.0)
     arr = energy(c, time, et)
     out = np.moveaxis(arr.energy_j, 0, 1).copy()  # [n, S, P]
-    used = [{t for t in TERMS if np.any(c[t][i] > 0)} for i in range(n)]
+    used = _used(c, n)
     used_by = {s: used for s in range(S)}
     for s in sorted({s for _, s in moved}):
         on = np.zeros_like(executed)
@@ -140,14 +148,13 @@ def _energy(bd: sf.Bounds, pl: sf.Plans, table: SpecTable, moved: dict, n: int, 
             if s2 == s:
                 on[i] = v
         cs = counts(tot, 0.0, executed - on, on_chip_bytes=on)
-        one = et.row(s)
-        out[:, s] = energy(cs, time[s:s + 1], one).energy_j[0]
-        used_by[s] = [{t for t in TERMS if np.any(cs[t][i] > 0)} for i in range(n)]
-    notes = [[_note(et, s, used_by[s][i]) for s in range(S)] for i in range(n)]
-    return out, notes
-
-
-_NOTES: dict[tuple, str] = {}
+        out[:, s] = energy(cs, time[s:s + 1], et.row(s)).energy_j[0]
+        used_by[s] = _used(cs, n)
+    notes: dict[tuple, str] = {}
+    for s in range(S):
+        for u in set(used_by[s]):
+            notes[(s, u)] = _note(et, s, set(u))
+    return out, [[notes[(s, used_by[s][i])] for s in range(S)] for i in range(n)]
 
 
 def _note(et, s: int, used: set[str]) -> str:
@@ -162,57 +169,62 @@ def _assemble(names, entries, ok, bd, mem, fits, tokens, energy_j, notes, res, h
               caveat) -> dict[str, np.ndarray]:
     E, n = len(entries), len(entries) * S * P
     okr = np.array(ok, dtype=int)
+    every = len(ok) == E  # no unsupported pair: the arrays are the columns as they are
 
-    def full(fill, dtype=float):
-        return np.full((E, S, P), fill, dtype=dtype)
-
-    def put(a, v):
+    def put(v, fill=np.nan, dtype=float):
+        if every:
+            return np.ascontiguousarray(v, dtype=dtype).reshape(n)
+        a = np.full((E, S, P), fill, dtype=dtype)
         a[okr] = v
         return a.reshape(n)
 
-    t, fit = bd.time, fits
+    t = bd.time
     tok = tokens[:, None, :]
     with np.errstate(divide="ignore", invalid="ignore"):
-        tps = np.where(fit, tok / t, np.nan)
-        e = np.where(fit, energy_j, np.nan)
-        ept = e / tok
-        power = e / t
-    cols = {
-        "model": np.repeat(np.array([en[0].id for en in entries], dtype=object), S * P),
-        "spec": np.tile(np.repeat(np.array([s.id for s in specs], dtype=object), P), E),
-        "phase": np.repeat(np.array([en[1] for en in entries], dtype=object), S * P),
-        "batch": np.tile(np.repeat(b, len(ln)), S * E).astype(np.int64),
-        "length": np.tile(ln, len(b) * S * E).astype(np.int64),
-        "time_s": put(full(np.nan), np.where(fit, t, np.nan)),
-        "time_s_ignoring_capacity": put(full(np.nan), t),
-        "sum_s": put(full(np.nan), bd.sum),
-        "tokens_per_s": put(full(np.nan), tps),
-        "fits": put(full(False, bool), fit),
-        "energy_j": put(full(np.nan), e),
-        "energy_per_token_j": put(full(np.nan), ept),
-        "avg_power_w": put(full(np.nan), power),
-        "ceilings": np.tile(np.repeat(kinds, P), E),
-    }
-    bott = np.full((E, S, P), "unsupported", dtype=object)
-    bott[okr] = NAMES[bd.bottleneck]
-    cols["bottleneck"] = bott.reshape(n) if len(ok) < E else NAMES[bd.bottleneck].reshape(n)
+        e = np.where(fits, energy_j, np.nan)
+        cols = {
+            "time_s": put(np.where(fits, t, np.nan)), "time_s_ignoring_capacity": put(t), "sum_s": put(bd.sum),
+            "tokens_per_s": put(np.where(fits, tok / t, np.nan)), "fits": put(fits, False, bool),
+            "energy_j": put(e), "energy_per_token_j": put(e / tok), "avg_power_w": put(e / t),
+        }
+    cols["model"] = np.repeat(np.array([en[0].id for en in entries], dtype=object), S * P)
+    cols["spec"] = np.tile(np.repeat(np.array([s.id for s in specs], dtype=object), P), E)
+    cols["phase"] = np.repeat(np.array([en[1] for en in entries], dtype=object), S * P)
+    cols["batch"] = np.tile(np.repeat(b, len(ln)), S * E).astype(np.int64)
+    cols["length"] = np.tile(ln, len(b) * S * E).astype(np.int64)
+    cols["ceilings"] = np.tile(np.repeat(kinds, P), E)
+    if every:
+        cols["bottleneck"] = NAMES[bd.bottleneck].reshape(n)
+    else:
+        bott = np.full((E, S, P), "unsupported", dtype=object)
+        bott[okr] = NAMES[bd.bottleneck]
+        cols["bottleneck"] = bott.reshape(n)
     for c, key in (("memory_total_bytes", "total"), ("weights_bytes", "weights"), ("kv_cache_bytes", "kv_cache"),
                    ("state_bytes", "state"), ("activations_bytes", "activations")):
-        cols[c] = put(full(np.nan), np.broadcast_to(mem[key][:, None, :], (len(ok), S, P)))
-    where = np.full((E, S, P), "", dtype=object)
+        cols[c] = put(np.broadcast_to(mem[key][:, None, :], (len(ok), S, P)))
+    # state residency as codes into a few strings: "", then per spec (on chip, DRAM) texts
+    texts, code = [""], np.zeros((E, S, P), dtype=np.intp)
     for i, rs in res.items():
         for s, r in enumerate(rs):
-            where[ok[i], s] = np.where(r.resident, f"on chip ({r.level})",
-                                       "DRAM" if r.level is None or r.capacity is None
-                                       else f"DRAM (exceeds {r.level})").reshape(P)
-    cols["state_residency"] = where.reshape(n)
-    cav = np.full((E, S, P), "", dtype=object)
-    host = full(np.nan)
+            off = "DRAM" if r.level is None or r.capacity is None else f"DRAM (exceeds {r.level})"
+            pair = (f"on chip ({r.level})", off)
+            if pair[0] not in texts:
+                texts.append(pair[0])
+            if off not in texts:
+                texts.append(off)
+            code[ok[i], s] = np.where(r.resident.reshape(P), texts.index(pair[0]), texts.index(off))
+    cols["state_residency"] = np.array(texts, dtype=object)[code.reshape(n)]
+    cav = np.zeros((E, S), dtype=np.intp)
+    host = np.full((E, S, P), np.nan)
+    words = [""]
     for s, h in hosts:
-        cav[okr, s] = caveat(h.key)
+        words.append(caveat(h.key))
+        cav[okr, s] = len(words) - 1
         host[okr, s] = bd.host_gemms[s]
-    cols["caveat"], cols["time_s_host_gemms"] = cav.reshape(n), host.reshape(n)
+    cols["caveat"] = np.repeat(np.array(words, dtype=object)[cav.reshape(-1)], P)
+    cols["time_s_host_gemms"] = host.reshape(n)
     lab = np.full((E, S), "", dtype=object)
-    lab[okr] = np.array(notes, dtype=object).reshape(len(ok), S) if ok else lab[okr]
+    if ok:
+        lab[okr] = np.array(notes, dtype=object).reshape(len(ok), S)
     cols["energy_label"] = np.repeat(lab.reshape(-1), P)
     return {c: cols[c] for c in names}

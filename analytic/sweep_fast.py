@@ -40,6 +40,7 @@ NCOL = len(WORK_COLUMNS)
 TENSOR_COLS = tuple(COL[f"tensor.{d}"] for d in TENSOR_DTYPES)
 TIME_COLS = TENSOR_COLS + tuple(COL[c] for c in ("vector", "special_function", "dram.compulsory",
                                                  "dram.executed", "launches"))
+WORK_NEEDED = tuple(sorted(set(TIME_COLS) | {COL["tensor.fp32"]}))  # what the bounds and the energy read
 
 
 class NotCovered(Exception):
@@ -82,9 +83,8 @@ def plans_of(index: list[np.ndarray], work: np.ndarray, regimes: list[str]) -> P
     P = work.shape[-1]
     pl.tot = np.zeros((NCOL, len(index), P))
     if len(order):
-        cols = sorted(set(TIME_COLS) | {COL["tensor.fp32"]})
-        # calls in order, as W.sum(axis=0)
-        pl.tot[cols] = np.moveaxis(gb.segment_sums(np.moveaxis(work[cols][:, order], 1, 0), starts), 0, 1)
+        for c in WORK_NEEDED:  # calls in order, as W.sum(axis=0)
+            pl.tot[c] = gb.segment_sums(work[c][order], starts)
     return pl
 
 
@@ -131,35 +131,23 @@ def bounds(work: np.ndarray, pl: Plans, table: SpecTable, bytes_basis: str, host
     nonzero = np.zeros((NCOL, work.shape[1]), dtype=bool)
     for c in TIME_COLS:
         nonzero[c] = work[c].any(axis=1)
-    some = (sum(work[c] for c in TENSOR_COLS) > 0) | (work[COL["vector"]] > 0) | (
-        work[COL["special_function"]] > 0) | (work[COL["dram.executed"]] > 0) | (work[COL["launches"]] > 0)
-    tensor = sum(work[c] for c in TENSOR_COLS) > 0 if hosts else None
+    used = [c for c in TENSOR_COLS if nonzero[c].any()]  # tensor dtypes some call uses
+    tensor = sum(work[c] for c in used) > 0 if used else np.zeros(work.shape[1:], dtype=bool)
+    some = tensor | (work[COL["vector"]] > 0) | (work[COL["special_function"]] > 0) | (
+        work[COL["dram.executed"]] > 0) | (work[COL["launches"]] > 0)
     known = [s for s, h in hosts if h.value is not None]
     for regime in dict.fromkeys(pl.regimes):
         idx = np.array([i for i, r in enumerate(pl.regimes) if r == regime])
         sel, _ = pl.calls(idx)
         plan_of = np.repeat(np.arange(len(idx)), pl.sizes[idx])
         rows = gb.make_rows(_kinds(table, regime, bytes_basis, hosts), nonzero, sel)
-        pr = gb.project(work, rows, plan_of, len(idx))
-        time, M = pr.time, pr.M
-        # NaN: a call with work and no resource of known ceiling (project_work), only possible where one
-        # of its rows has an unknown ceiling
-        call_nan = None
-        if pr.unknown.any():
-            call_nan = np.zeros(M.shape, dtype=bool)
-            i, v = np.nonzero(pr.unknown)
-            call_nan[i, v] = (M[i, v] == 0) & some[sel[pr.order[i]]]
-            plan_nan = np.zeros(time.shape, dtype=bool)
-            np.logical_or.at(plan_nan, (plan_of[pr.order[i]], v), call_nan[i, v])
-            time = np.where(plan_nan, np.nan, time)
-        out.time[idx] = time[:, :S]
-        out.bottleneck[idx] = np.where(np.isnan(time), -1, pr.shares.argmax(axis=-1))[:, :S]
+        pr = gb.project(work, rows, plan_of, len(idx), values=tuple(s for s in known) + tuple(
+            S + h for h in range(len(known))), some=some[sel])
+        out.time[idx] = pr.time[:, :S]
+        out.bottleneck[idx] = np.where(np.isnan(pr.time), -1, gb.first_max(pr.shares))[:, :S]
         for h, s in enumerate(known):
-            plain, host = M[:, s], M[:, S + h]
-            if call_nan is not None:
-                plain, host = np.where(call_nan[:, s], np.nan, plain), np.where(call_nan[:, S + h], np.nan, host)
-            mixed = np.where(tensor[sel[pr.order]], host, plain)
-            out.host_gemms[s][idx] = gb.plan_sum(mixed, plan_of[pr.order], len(idx))
+            mixed = np.where(tensor[sel], pr.values[S + h], pr.values[s])
+            out.host_gemms[s][idx] = gb.plan_sum(mixed, plan_of, len(idx))
         out.sum[idx] = sum_bound(table, pl.tot[:, idx], regime, bytes_basis)
     return out
 
@@ -178,7 +166,10 @@ def state_on_chip(out: Bounds, work: np.ndarray, state: tuple[np.ndarray, np.nda
     P = work.shape[-1]
     ex, st_e, st_c, xm = COL["dram.executed"], NCOL, NCOL + 1, NCOL + 2
     se, sc = state[1][sel], state[0][sel]
-    Wr = np.concatenate([work[:, sel], np.stack([se, sc, work[ex, sel] - se])])  # [NCOL + 3, n_sel, P]
+    Wr = np.zeros((NCOL + 3, len(sel), P))  # the work columns the bound reads, then the state columns
+    for c in TIME_COLS:
+        Wr[c] = work[c][sel]
+    Wr[NCOL:] = np.stack([se, sc, Wr[ex] - se])
     one = SpecTable.of([table.specs[s].spec], table.specs[s].prefer)
     inv_level = np.array([1.0 / level.bandwidth])
     base_col, state_col = (ex, st_e) if bytes_basis == "executed" else (COL["dram.compulsory"], st_c)
@@ -192,8 +183,8 @@ def state_on_chip(out: Bounds, work: np.ndarray, state: tuple[np.ndarray, np.nda
                         gb.RowKind(xm, one.inv_cache, np.array([gb.R["cache"]]), needs=ex),
                         gb.RowKind(ex, inv_level, np.array([gb.R["cache"]])), std[-1]]
     rows = gb.make_rows(kinds, Wr.any(axis=2), np.arange(len(sel)))
-    pr = gb.project(Wr, rows, np.repeat(np.arange(len(idx)), pl.sizes[idx]), len(idx))
-    time, bott = pr.time, pr.shares.argmax(axis=-1)[:, 0]
+    pr = gb.project(Wr, rows, np.repeat(np.arange(len(idx)), pl.sizes[idx]), len(idx))  # NaN: plain variant's
+    time, bott = pr.time, gb.first_max(pr.shares)[:, 0]
     cache = gb.segment_sums(np.maximum(Wr[xm] * one.inv_cache[0], Wr[ex] * inv_level[0]), starts)
     state_tot = gb.segment_sums(Wr[state_col], starts)
     tot = pl.tot[:, idx]

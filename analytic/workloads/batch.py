@@ -35,15 +35,45 @@ BYTE_KEYS = ("live", "saved", "weights", "state_compulsory", "state_executed")
 LAYOUT_CACHE_LIMIT = 64  # layouts kept (one per distinct list of plans); a full cache is emptied
 
 
+class Columns:
+    """The work columns a batch computed, indexed like the full [NCOL, n_calls, *shape] array of
+    ``WORK_COLUMNS`` (a column it did not compute reads as zeros): ``w[c]``, ``w[cols, calls]``."""
+
+    def __init__(self, work: np.ndarray, columns: tuple[int, ...]):
+        self.array = work
+        self.slot = np.full(NCOL, -1)
+        self.slot[list(columns)] = np.arange(len(columns))
+        self.shape = (NCOL,) + work.shape[1:]
+
+    def __getitem__(self, key):
+        if isinstance(key, tuple):
+            cols, rest = key[0], key[1:]
+            slot = self.slot[cols]
+            if np.any(slot < 0):
+                out = np.zeros(np.broadcast_shapes(np.shape(cols), *(np.shape(r) for r in rest))
+                               + self.shape[1 + len(rest):])
+                ok = slot >= 0
+                out[ok] = self.array[(slot[ok],) + tuple(np.asarray(r)[ok] for r in rest)]
+                return out
+            return self.array[(slot,) + rest]
+        if self.slot[key] < 0:
+            return np.zeros(self.shape[1:])
+        return self.array[self.slot[key]]
+
+    def reshape(self, *shape) -> Columns:
+        return Columns(self.array.reshape((len(self.array),) + tuple(shape[1:])),
+                       tuple(np.nonzero(self.slot >= 0)[0][np.argsort(self.slot[self.slot >= 0])]))
+
+
 @dataclass(frozen=True)
 class Batch:
-    """The work of several plans on one grid. ``work`` [NCOL, n_calls, nb, nl] (x multiplicity, as
-    ``evaluate_plan``; column-major, so that columns no call fills are never touched); the calls are
-    stored by cost function (each function's calls side by side), and ``index[k]`` lists plan k's calls
-    in plan order; ``bytes`` per key of ``BYTE_KEYS`` [n_calls, nb, nl] (one call, as ``CallBytes``);
-    ``failed``: plans with a failing constraint check."""
+    """The work of several plans on one grid. ``work`` (``Columns``: [NCOL, n_calls, nb, nl], x
+    multiplicity, as ``evaluate_plan``; only the columns asked for are computed, each element written
+    once); the calls are stored by cost function (each function's calls side by side), and
+    ``index[k]`` lists plan k's calls in plan order; ``bytes`` per key of ``BYTE_KEYS`` [n_calls, nb,
+    nl] (one call, as ``CallBytes``); ``failed``: plans with a failing constraint check."""
 
-    work: np.ndarray
+    work: Columns
     bytes: dict[str, np.ndarray]
     index: tuple[np.ndarray, ...]
     failed: frozenset[int]
@@ -51,7 +81,7 @@ class Batch:
 
     def plan_work(self, k: int) -> np.ndarray:
         """Plan k's work [n_calls, NCOL, nb, nl], as ``evaluate_plan`` returns it."""
-        return np.moveaxis(self.work[:, self.index[k]], 0, 1)
+        return np.stack([self.work[c][self.index[k]] for c in range(NCOL)], axis=1)
 
     def call_bytes(self, k: int) -> CallBytes:
         return CallBytes(**{key: v[self.index[k]] for key, v in self.bytes.items()})
@@ -144,13 +174,15 @@ def _values(d: _Dim, grids: list[dict], shape: tuple[int, ...], bases: dict) -> 
 
 
 def evaluate_plans(plans: list[CompiledPlan], grids: list[dict], grid_of: list[int],
-                   shape: tuple[int, ...]) -> Batch:
-    """``evaluate_plan(plans[k], grids[grid_of[k]], shape)`` for every k, as one ``Batch``."""
+                   shape: tuple[int, ...], columns: tuple[int, ...] | None = None) -> Batch:
+    """``evaluate_plan(plans[k], grids[grid_of[k]], shape)`` for every k, as one ``Batch``; ``columns``:
+    the work columns to compute (indices into ``WORK_COLUMNS``; default all)."""
     groups, index, n = layout(tuple(plans), tuple(grid_of))
-    W = np.zeros((NCOL, n) + shape)
-    per = {k: np.zeros((n,) + shape) for k in BYTE_KEYS}
+    columns = tuple(range(NCOL)) if columns is None else tuple(columns)
+    W = np.empty((len(columns), n) + shape)
+    per = {k: np.empty((n,) + shape) for k in BYTE_KEYS}
     failed: set[int] = set()
-    counts = np.zeros(n)
+    counts = np.empty(n)
     bases: dict[tuple, np.ndarray] = {}
     col = (-1,) + (1,) * len(shape)
     for g in groups:
@@ -175,13 +207,16 @@ def evaluate_plans(plans: list[CompiledPlan], grids: list[dict], grid_of: list[i
         cols: dict[int, np.ndarray] = {}
         for ti, c in first.cols:  # evaluate_plan's order: terms summed per column, then x multiplicity
             cols[c] = cols[c] + term[ti] if c in cols else term[ti]
-        for c, v in cols.items():
-            W[c, rows] = v * g.counts.reshape(col) if ADDITIVE[c] else v
-        for key, terms in (("live", first.live), ("saved", first.saved), ("weights", first.weights)):
+        for i, c in enumerate(columns):  # every element written once: the column's value or zero
+            if c in cols:
+                W[i, rows] = cols[c] * g.counts.reshape(col) if ADDITIVE[c] else cols[c]
+            else:
+                W[i, rows] = 0.0
+        state_c = [ti for ti, compulsory in first.state if compulsory]
+        for key, terms in (("live", first.live), ("saved", first.saved), ("weights", first.weights),
+                           ("state_executed", [ti for ti, _ in first.state]), ("state_compulsory", state_c)):
+            total = 0.0  # evaluate_plan's order: 0 + the first term + the next ...
             for ti in terms:
-                per[key][rows] += term[ti]
-        for ti, compulsory in first.state:
-            per["state_executed"][rows] += term[ti]
-            if compulsory:
-                per["state_compulsory"][rows] += term[ti]
-    return Batch(W, per, index, frozenset(failed), counts)
+                total = total + term[ti]
+            per[key][rows] = total
+    return Batch(Columns(W, columns), per, index, frozenset(failed), counts)

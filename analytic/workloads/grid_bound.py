@@ -106,7 +106,8 @@ def make_rows(kinds: list[RowKind], nonzero: np.ndarray, order: np.ndarray) -> R
     extra = []
     tensor = np.array([k.tensor for k in kinds])
     adds = [k.add_to for k in kinds]
-    if tensor.any() or any(a is not None for a in adds):
+    several = np.bincount(rows_pos[tensor[rows_kind]], minlength=nc).max(initial=0) > 1
+    if several or any(a is not None for a in adds):
         first: dict[tuple[int, int], int] = {}
         for i, (p, k) in enumerate(zip(rows_pos.tolist(), rows_kind.tolist())):
             if tensor[k]:
@@ -128,68 +129,145 @@ def segment_sums(a: np.ndarray, starts: np.ndarray) -> np.ndarray:
     return np.stack([a[i:j].sum(axis=0) for i, j in zip(starts.tolist(), ends.tolist())])
 
 
-CHUNK = 1 << 17  # elements of a [calls, rows, specs, points] block: about 1 MiB, to stay in cache
+CHUNK = 1 << 15  # elements of a block worked on at once: 256 KiB, to stay in cache
+MARGIN = 1e-9  # relative: a row dominates another by at least this much, far beyond rounding
 
 
 @dataclass(frozen=True)
 class Projected:
-    """Per call (calls grouped by their number of rows: call ``order[i]`` at position i) the bound
-    ``M`` [nc, V, P] and the code of its resource ``code`` (7 - index); per plan the seconds each
-    resource bounds ``shares`` [n_plans, V, P, len(RESOURCES)] and the time (their sum); ``unknown``
-    [nc, V]: the call has a row of unknown ceiling on that spec."""
+    """Per plan the seconds each resource bounds ``shares`` [len(RESOURCES), n_plans, V, P] and the time
+    (their sum) [n_plans, V, P], NaN where a call has work and no resource of known ceiling;
+    ``values[v]`` [nc, P]: each call's bound on spec v, for the v asked for (NaN as above)."""
 
-    order: np.ndarray
-    M: np.ndarray
-    code: np.ndarray
-    unknown: np.ndarray
     time: np.ndarray
     shares: np.ndarray
+    values: dict[int, np.ndarray]
 
 
-def project(work: np.ndarray, rows: Rows, plan_of: np.ndarray, n_plans: int) -> Projected:
-    """The bound of every call of ``rows`` (``plan_of``: each call's plan) and per plan the time and the
-    shares (module docstring). ``work`` [n_cols, n_calls_all, P]. Calls with the same number of rows
-    r are taken together, in blocks [n, r, V, P] of about ``CHUNK`` elements reduced over r."""
+def _dominant(Wr: np.ndarray, rows: Rows, per_call: np.ndarray, plain: np.ndarray) -> np.ndarray:
+    """[nc, V]: the row that bounds the call on spec v at every point of the grid, by at least
+    ``MARGIN`` against each other row, or -1. Row a dominates row b on spec v where
+    coef_a[v] x min_p(w_a[p] / w_b[p]) > coef_b[v] x (1 + MARGIN) (points where w_b = 0 left out); only
+    for ``plain`` calls (no row added into another) and rows of known ceiling (coef > 0)."""
+    nc, V = len(per_call), rows.coef.shape[1]
+    dom = np.full((nc, V), -1)
+    P = Wr.shape[1]
+    for r in np.unique(per_call).tolist():
+        every = np.nonzero((per_call == r) & plain)[0]
+        step = max(1, CHUNK // (r * r * P))
+        for a in range(0, len(every), step):
+            _dominant_block(Wr, rows, every[a:a + step], r, dom)
+    return dom
+
+
+def _dominant_block(Wr: np.ndarray, rows: Rows, calls: np.ndarray, r: int, dom: np.ndarray) -> None:
+    """``_dominant`` for the calls ``calls``, each with ``r`` rows, written into ``dom``."""
+    ridx = rows.call_starts[calls][:, None] + np.arange(r)  # [n, r]
+    c = rows.coef[ridx]  # [n, r, V]
+    if r == 1:
+        dom[calls] = np.where(c[:, 0] > 0, ridx, -1)
+        return
+    w = Wr[ridx]  # [n, r, P]
+    with np.errstate(divide="ignore", invalid="ignore"):  # x / 0 = inf; 0 / 0 = NaN, which fmin skips
+        least = np.fmin.reduce(w[:, :, None, :] / w[:, None, :, :], axis=-1)  # [n, a, b]
+    beats = c[:, :, None, :] * least[:, :, :, None] > c[:, None, :, :] * (1 + MARGIN)  # [n, a, b, V]
+    beats |= np.eye(r, dtype=bool)[None, :, :, None]
+    wins = beats.all(axis=2) & (c > 0)  # [n, a, V]
+    dom[calls] = np.where(wins.any(axis=1), np.take_along_axis(ridx, wins.argmax(axis=1), axis=1), -1)
+
+
+def _blocks(sizes: np.ndarray, P: int):
+    """(r, positions) of the items with ``r`` rows, in blocks of about ``CHUNK`` elements."""
+    for r in np.unique(sizes).tolist():
+        every = np.nonzero(sizes == r)[0]
+        step = max(1, CHUNK // (r * P))
+        for a in range(0, len(every), step):
+            yield r, every[a:a + step]
+
+
+def project(work: np.ndarray, rows: Rows, plan_of: np.ndarray, n_plans: int, values: tuple[int, ...] = (),
+            some: np.ndarray | None = None) -> Projected:
+    """The bound of every call of ``rows`` and per plan the time and the shares (module docstring).
+    ``work`` [n_cols, n_calls_all, P]; ``plan_of``: each call's plan (calls ordered by plan); ``some``
+    [nc, P]: the call has work there (NaN where it has and no row gets a time; None: never NaN).
+
+    Where one row bounds a call on a spec at every point (``_dominant``), the call's bound there is that
+    row's time, added per plan by one matrix product per plan; the other (call, spec) pairs take the
+    row max with the resource in the low bits, per pair, and a ``np.bincount``."""
     nr, V = rows.coef.shape
     P = work.shape[-1]
     nc = len(rows.call_starts)
+    R6 = len(RESOURCES)
     per_call = np.diff(np.append(rows.call_starts, nr))
-    order = np.argsort(per_call, kind="stable")
-    M = np.empty((nc, V, P))
-    unknown = np.empty((nc, V), dtype=bool)
-    extra: dict[int, list[tuple[int, int]]] = {}
     call_of_row = np.repeat(np.arange(nc), per_call)
-    for i, j in rows.extra:
-        extra.setdefault(int(call_of_row[i]), []).append((i, j))
-    at = 0
-    for r in np.unique(per_call).tolist():
-        calls = order[at:at + int((per_call == r).sum())]
-        step = max(1, CHUNK // (r * V * P))
-        for a in range(0, len(calls), step):
-            cs = calls[a:a + step]
-            ridx = (rows.call_starts[cs][:, None] + np.arange(r)).reshape(-1)
-            T = rows.coef[ridx][:, :, None] * work[rows.col[ridx], rows.call[ridx]][:, None, :]  # [n * r, V, P]
-            for c in set(cs.tolist()) & set(extra):
-                local = {g: k for k, g in enumerate(ridx.tolist())}
-                for i, j in extra[c]:
-                    T[local[j]] += T[local[i]]
+    plain = np.ones(nc, dtype=bool)
+    if rows.extra:
+        plain[call_of_row[[i for i, _ in rows.extra]]] = False
+    Wr = work[rows.col, rows.call]  # [nr, P]
+    dom = _dominant(Wr, rows, per_call, plain)
+    res_of = (LOW - rows.code[:, :, 0]).astype(int)  # [nr, V]
+    # dominated pairs: per plan, shares += (coef one-hot by resource)^T @ work
+    A = np.zeros((nr, R6, V))
+    dc, dv = np.nonzero(dom >= 0)
+    dr = dom[dc, dv]
+    A[dr, res_of[dr, dv], dv] = rows.coef[dr, dv]
+    shares = np.empty((R6, n_plans, V, P))  # resource first: sums and comparisons over contiguous blocks
+    row_plan = plan_of[call_of_row]
+    bounds_ = np.searchsorted(row_plan, np.arange(n_plans + 1))
+    for k in range(n_plans):
+        a, b = bounds_[k], bounds_[k + 1]
+        shares[:, k] = (A[a:b].reshape(b - a, R6 * V).T @ Wr[a:b]).reshape(R6, V, P)
+    # the other pairs, one row max each
+    pc, pv = np.nonzero(dom < 0)
+    plan_nan = np.zeros((n_plans, V, P), dtype=bool)
+    exact = {}
+    if len(pc):
+        extra: dict[int, list[tuple[int, int]]] = {}
+        for i, j in rows.extra:
+            c = int(call_of_row[i])
+            extra.setdefault(c, []).append((i - int(rows.call_starts[c]), j - int(rows.call_starts[c])))
+        Mp = np.empty((len(pc), P))
+        code = np.empty((len(pc), P), dtype=np.int64)
+        for r, sel in _blocks(per_call[pc], P):
+            ridx = rows.call_starts[pc[sel]][:, None] + np.arange(r)  # [n, r]
+            v = pv[sel][:, None]
+            T = rows.coef[ridx, v][:, :, None] * Wr[ridx]  # [n, r, P]
+            for c in set(pc[sel].tolist()) & set(extra):
+                at = np.nonzero(pc[sel] == c)[0]
+                for li, lj in extra[c]:
+                    T[at, lj] += T[at, li]
             Ti = T.view(np.int64)
             Ti &= CLEAR
-            Ti |= rows.code[ridx]
-            np.max(T.reshape(len(cs), r, V, P), axis=1, out=M[at + a:at + a + len(cs)])
-        unknown[at:at + len(calls)] = (rows.coef[(rows.call_starts[calls][:, None] + np.arange(r)).reshape(-1)] == 0
-                                       ).reshape(len(calls), r, V).any(axis=1)
-        at += len(calls)
-    Mi = M.view(np.int64)
-    code = Mi & LOW
-    Mi &= CLEAR
-    slots = 8
-    key = np.add.outer(plan_of[order] * (V * P * slots), np.arange(V * P) * slots).reshape(M.shape)
-    key += code
-    bins = np.bincount(key.reshape(-1), weights=M.reshape(-1), minlength=n_plans * V * P * slots)
-    bins = bins.reshape(n_plans, V, P, slots)
-    shares = bins[..., LOW:LOW - len(RESOURCES):-1]  # code 7 - r: resource r in RESOURCES order
-    return Projected(order, M, code, unknown, shares.sum(axis=-1), shares)
+            Ti |= rows.code[ridx, v]
+            M = T.max(axis=1)
+            Mi = M.view(np.int64)
+            code[sel] = Mi & LOW
+            Mi &= CLEAR
+            Mp[sel] = M
+        key = code * (n_plans * V * P) + np.add.outer((plan_of[pc] * V + pv) * P, np.arange(P))
+        bins = np.bincount(key.reshape(-1), weights=Mp.reshape(-1), minlength=8 * n_plans * V * P)
+        shares += bins.reshape(8, n_plans, V, P)[LOW:LOW - R6:-1]  # code 7 - r: RESOURCES order
+        if some is not None:
+            unknown = rows.coef == 0
+            risky = np.zeros((nc, V), dtype=bool)
+            np.logical_or.at(risky, call_of_row, unknown)
+            at = np.nonzero(risky[pc, pv])[0]
+            if len(at):
+                flags = (Mp[at] == 0) & some[pc[at]]
+                np.logical_or.at(plan_nan, (plan_of[pc[at]], pv[at]), flags)
+                Mp[at] = np.where(flags, np.nan, Mp[at])
+        exact = {v: (pc[pv == v], Mp[pv == v]) for v in values}
+    time = shares.sum(axis=0)
+    time[plan_nan] = np.nan
+    out = {}
+    for v in values:
+        vals = np.empty((nc, P))
+        c = np.nonzero(dom[:, v] >= 0)[0]
+        vals[c] = rows.coef[dom[c, v], v][:, None] * Wr[dom[c, v]]
+        if v in exact:
+            vals[exact[v][0]] = exact[v][1]
+        out[v] = vals
+    return Projected(time, shares, out)
 
 
 def plan_sum(values: np.ndarray, plan_of: np.ndarray, n_plans: int) -> np.ndarray:
@@ -197,3 +275,14 @@ def plan_sum(values: np.ndarray, plan_of: np.ndarray, n_plans: int) -> np.ndarra
     P = values.shape[1]
     key = np.add.outer(plan_of * P, np.arange(P)).reshape(-1)
     return np.bincount(key, weights=values.reshape(-1), minlength=n_plans * P).reshape(n_plans, P)
+
+
+def first_max(shares: np.ndarray) -> np.ndarray:
+    """The index of the largest along axis 0, the first of equals (``argmax``), by comparisons over whole
+    blocks."""
+    best, at = shares[0].copy(), np.zeros(shares.shape[1:], dtype=int)
+    for r in range(1, len(shares)):
+        more = shares[r] > best
+        at[more] = r
+        np.maximum(best, shares[r], out=best)
+    return at
