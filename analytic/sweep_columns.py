@@ -27,7 +27,7 @@ from .workloads.evaluate import (
     phase_grid,
 )
 from .workloads.phases import PHASES, plan
-from .workloads.placement import state_residency
+from .workloads.placement import StateResidency, persistent_level
 from .workloads.precision import as_precision
 
 NAMES = np.array(list(RESOURCES) + ["none"])  # GridResult.bottleneck_names
@@ -87,10 +87,12 @@ def columns(models, specs, phases, b: np.ndarray, ln: np.ndarray, table: SpecTab
     cnt = batch.counts[:, None]
     state = (batch.bytes["state_compulsory"].reshape(n_calls, P) * cnt,
              batch.bytes["state_executed"].reshape(n_calls, P) * cnt)
+    levels = [persistent_level(sc) for sc in table.specs]  # once per spec, not per plan
     for i, k in enumerate(ok):
         m, p = entries[k][:2]
-        if p == "decode" and m.state_bytes_per_sequence(prec.state) > 0:
-            res[i] = state_residency(m, p, table, prec.state, b.reshape(-1, 1), shape)
+        per_seq = m.state_bytes_per_sequence(prec.state)
+        if p == "decode" and per_seq > 0:
+            res[i] = _residency(table, levels, per_seq, b, shape)
     for s in range(S):
         if any(r[s].resident.any() for r in res.values()):
             if s in dict(hosts):
@@ -112,8 +114,11 @@ def columns(models, specs, phases, b: np.ndarray, ln: np.ndarray, table: SpecTab
         for c in mem_cols:
             mem[c][i] = mb[c].reshape(P)
         mem["total"][i] = total.reshape(P)
-        in_dram = total.reshape(1, P) - (np.stack([np.where(r.resident, mb["state"], 0.0).reshape(P) for r in res[i]])
-                                         if i in res else 0.0)
+        on_chip = np.zeros((S, P))  # a resident state lives on chip, not in device memory
+        for s, r in enumerate(res.get(i, ())):
+            if r.resident.any():
+                on_chip[s] = np.where(r.resident, mb["state"], 0.0).reshape(P)
+        in_dram = total.reshape(1, P) - on_chip
         fits[i] = ~(in_dram > cap)
 
     energy_j, notes = _energy(bd, pl, table, moved, len(ok), S)
@@ -121,6 +126,18 @@ def columns(models, specs, phases, b: np.ndarray, ln: np.ndarray, table: SpecTab
                         + np.zeros(shape)).reshape(P) for k in ok]) if ok else np.zeros((0, P))
     return _assemble(column_names, entries, ok, bd, mem, fits, tokens, energy_j, notes, res, hosts, kinds,
                      specs, b, ln, S, P, caveat)
+
+
+def _residency(table: SpecTable, levels: list, per_seq: int, b: np.ndarray, shape) -> list[StateResidency]:
+    """``placement.state_residency`` of a decode plan whose model has a recurrent state, with each
+    spec's persistent level looked up once (``levels``: ``persistent_level`` per spec)."""
+    state = np.broadcast_to(b.reshape(-1, 1) * float(per_seq), shape).astype(float)
+    nowhere = np.zeros(shape, dtype=bool)
+    out = []
+    for sc, (level, cap, bw, why) in zip(table.specs, levels):
+        resident = (state <= cap) if level is not None and not why else nowhere
+        out.append(StateResidency(sc.spec.id, level, cap, bw, state, resident, why))
+    return out
 
 
 def _used(c: dict, n: int) -> list[frozenset]:
