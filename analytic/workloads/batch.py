@@ -199,11 +199,12 @@ def evaluate_plans(plans: list[CompiledPlan], grids: list[dict], grid_of: list[i
             if not d.positive:
                 runs = runs * (a > 0)
         vals = first.fn(*args)
-        # x * 1.0 is x: where every member runs everywhere, the product by ``runs`` is a broadcast
+        # x * 1.0 is x: where every member runs everywhere, the product by ``runs`` is left out (the
+        # assignments below broadcast)
         ones = bool(runs.all())
         used = {ti for ti, _ in first.cols} | set(first.live) | set(first.saved) | set(first.weights) | {
             ti for ti, _ in first.state}
-        term = {ti: np.broadcast_to(vals[ti], runs.shape) if ones else vals[ti] * runs for ti in used}
+        term = {ti: vals[ti] if ones else vals[ti] * runs for ti in used}
         cols: dict[int, np.ndarray] = {}
         for ti, c in first.cols:  # evaluate_plan's order: terms summed per column, then x multiplicity
             cols[c] = cols[c] + term[ti] if c in cols else term[ti]

@@ -144,24 +144,29 @@ class Projected:
     values: dict[int, np.ndarray]
 
 
-def _dominant(Wr: np.ndarray, rows: Rows, per_call: np.ndarray, plain: np.ndarray) -> np.ndarray:
-    """[nc, V]: the row that bounds the call on spec v at every point of the grid, by at least
-    ``MARGIN`` against each other row, or -1. Row a dominates row b on spec v where
+def _dominant(Wr: np.ndarray, rows: Rows, per_call: np.ndarray, plain: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """([nc, V] the row that bounds the call on spec v at every point of the grid, by at least
+    ``MARGIN`` against each other row, or -1; [nr, V] whether a row may be the max on spec v somewhere,
+    i.e. no other row beats it so everywhere). Row a beats row b on spec v where
     coef_a[v] x min_p(w_a[p] / w_b[p]) > coef_b[v] x (1 + MARGIN) (points where w_b = 0 left out); only
-    for ``plain`` calls (no row added into another) and rows of known ceiling (coef > 0)."""
+    for ``plain`` calls (no row added into another; the others keep every row); a dominant row has a
+    known ceiling (coef > 0)."""
     nc, V = len(per_call), rows.coef.shape[1]
     dom = np.full((nc, V), -1)
+    alive = np.ones(rows.coef.shape, dtype=bool)
     P = Wr.shape[1]
     for r in np.unique(per_call).tolist():
         every = np.nonzero((per_call == r) & plain)[0]
         step = max(1, CHUNK // (r * r * P))
         for a in range(0, len(every), step):
-            _dominant_block(Wr, rows, every[a:a + step], r, dom)
-    return dom
+            _dominant_block(Wr, rows, every[a:a + step], r, dom, alive)
+    return dom, alive
 
 
-def _dominant_block(Wr: np.ndarray, rows: Rows, calls: np.ndarray, r: int, dom: np.ndarray) -> None:
-    """``_dominant`` for the calls ``calls``, each with ``r`` rows, written into ``dom``."""
+def _dominant_block(Wr: np.ndarray, rows: Rows, calls: np.ndarray, r: int, dom: np.ndarray,
+                    alive: np.ndarray) -> None:
+    """``_dominant`` for the calls ``calls``, each with ``r`` rows, written into ``dom`` and ``alive``."""
     ridx = rows.call_starts[calls][:, None] + np.arange(r)  # [n, r]
     c = rows.coef[ridx]  # [n, r, V]
     if r == 1:
@@ -171,8 +176,10 @@ def _dominant_block(Wr: np.ndarray, rows: Rows, calls: np.ndarray, r: int, dom: 
     with np.errstate(divide="ignore", invalid="ignore"):  # x / 0 = inf; 0 / 0 = NaN, which fmin skips
         least = np.fmin.reduce(w[:, :, None, :] / w[:, None, :, :], axis=-1)  # [n, a, b]
     beats = c[:, :, None, :] * least[:, :, :, None] > c[:, None, :, :] * (1 + MARGIN)  # [n, a, b, V]
-    beats |= np.eye(r, dtype=bool)[None, :, :, None]
-    wins = beats.all(axis=2) & (c > 0)  # [n, a, V]
+    beats &= ~np.eye(r, dtype=bool)[None, :, :, None]
+    alive[ridx] = ~beats.any(axis=1)
+    wins = beats.sum(axis=2) == r - 1  # [n, a, V]: beats every other row
+    wins &= c > 0
     dom[calls] = np.where(wins.any(axis=1), np.take_along_axis(ridx, wins.argmax(axis=1), axis=1), -1)
 
 
@@ -204,7 +211,7 @@ def project(work: np.ndarray, rows: Rows, plan_of: np.ndarray, n_plans: int, val
     if rows.extra:
         plain[call_of_row[[i for i, _ in rows.extra]]] = False
     Wr = work[rows.col, rows.call]  # [nr, P]
-    dom = _dominant(Wr, rows, per_call, plain)
+    dom, alive = _dominant(Wr, rows, per_call, plain)
     res_of = (LOW - rows.code[:, :, 0]).astype(int)  # [nr, V]
     # dominated pairs: per plan, shares += (coef one-hot by resource)^T @ work
     A = np.zeros((nr, R6, V))
@@ -228,8 +235,15 @@ def project(work: np.ndarray, rows: Rows, plan_of: np.ndarray, n_plans: int, val
             extra.setdefault(c, []).append((i - int(rows.call_starts[c]), j - int(rows.call_starts[c])))
         Mp = np.empty((len(pc), P))
         code = np.empty((len(pc), P), dtype=np.int64)
-        for r, sel in _blocks(per_call[pc], P):
-            ridx = rows.call_starts[pc[sel]][:, None] + np.arange(r)  # [n, r]
+        # the rows that may be the max (a row beaten everywhere by another drops out: it can be neither
+        # the max nor tied with it); a call with a row added into another keeps all of them, in place
+        first = rows.call_starts[pc]
+        rmax = int(per_call.max())
+        cand = first[:, None] + np.arange(rmax)  # [n_pairs, rmax]
+        inside = np.arange(rmax)[None, :] < per_call[pc][:, None]
+        live = inside & alive[np.minimum(cand, nr - 1), pv[:, None]]
+        for r, sel in _blocks(live.sum(axis=1), P):
+            ridx = cand[sel][live[sel]].reshape(-1, r)  # [n, r], in row order
             v = pv[sel][:, None]
             T = rows.coef[ridx, v][:, :, None] * Wr[ridx]  # [n, r, P]
             for c in set(pc[sel].tolist()) & set(extra):
@@ -248,9 +262,10 @@ def project(work: np.ndarray, rows: Rows, plan_of: np.ndarray, n_plans: int, val
         bins = np.bincount(key.reshape(-1), weights=Mp.reshape(-1), minlength=8 * n_plans * V * P)
         shares += bins.reshape(8, n_plans, V, P)[LOW:LOW - R6:-1]  # code 7 - r: RESOURCES order
         if some is not None:
-            unknown = rows.coef == 0
-            risky = np.zeros((nc, V), dtype=bool)
-            np.logical_or.at(risky, call_of_row, unknown)
+            unknown = np.cumsum(rows.coef == 0, axis=0)  # per call: a row of unknown ceiling?
+            ends = np.append(rows.call_starts[1:], nr) - 1
+            before = np.where(rows.call_starts[:, None] > 0, unknown[rows.call_starts - 1], 0)
+            risky = unknown[ends] - before > 0  # [nc, V]
             at = np.nonzero(risky[pc, pv])[0]
             if len(at):
                 flags = (Mp[at] == 0) & some[pc[at]]
