@@ -262,13 +262,15 @@ def project(work: np.ndarray, rows: Rows, plan_of: np.ndarray, n_plans: int, val
         bins = np.bincount(key.reshape(-1), weights=Mp.reshape(-1), minlength=8 * n_plans * V * P)
         shares += bins.reshape(8, n_plans, V, P)[LOW:LOW - R6:-1]  # code 7 - r: RESOURCES order
         if some is not None:
-            unknown = np.cumsum(rows.coef == 0, axis=0)  # per call: a row of unknown ceiling?
+            unknown = np.cumsum(rows.coef.T == 0, axis=1)  # [V, nr]; per call: a row of unknown ceiling?
             ends = np.append(rows.call_starts[1:], nr) - 1
-            before = np.where(rows.call_starts[:, None] > 0, unknown[rows.call_starts - 1], 0)
-            risky = unknown[ends] - before > 0  # [nc, V]
+            before = np.where(rows.call_starts[None, :] > 0, unknown[:, rows.call_starts - 1], 0)
+            risky = (unknown[:, ends] - before > 0).T  # [nc, V]
             at = np.nonzero(risky[pc, pv])[0]
             if len(at):
                 flags = (Mp[at] == 0) & some[pc[at]]
+                hit = flags.any(axis=1)
+                at, flags = at[hit], flags[hit]
                 np.logical_or.at(plan_nan, (plan_of[pc[at]], pv[at]), flags)
                 Mp[at] = np.where(flags, np.nan, Mp[at])
         exact = {v: (pc[pv == v], Mp[pv == v]) for v in values}
