@@ -347,25 +347,27 @@ def step_achievable(pp: _PointPlan, work: list[list[float]], table: SpecTable, s
                     phase: str, batch: float = 1.0, length: float = 1.0) -> dict:
     """The step's achievable estimate as ``report.achievable_rows`` (no runtime, state in DRAM), from one
     ``achievable_work`` call over the plan's calls; a call with a sequential chain (``execution.chain_of``
-    at this point, its count times in a row, as ``achievable_rows`` charges it) is estimated again on its
-    own with that chain, since ``achievable_work`` takes one chain for all its elements."""
-    from ..achievable import CLASSES, achievable_work, host_cost
+    at this point, its count times in a row, as ``achievable_rows`` charges it) brings its chain's time
+    (``chain.chain_time``, the term ``achievable_work`` adds for a chain) as its element of ``chain_s``."""
+    from ..achievable import CHAIN_CLASSES, CLASSES, achievable_work, host_cost
+    from ..chain import chain_time
     from ..execution import chain_of
     from .evaluate import call_shape
 
     table = _achievable_table(table, s)
     w = np.array(work).T  # [n_cols, n_calls]
-    a = achievable_work(w, table, tf32=pp.tf32, serial=pp.serial, launch=launch, graph_replays=0.0,
-                        mma_sync=pp.mma_sync)
-    hs, gs, ks = a.host[0].tolist(), a.gpu[0].tolist(), a.bottleneck[0].tolist()
+    chain_s = None
     for i, c in pp.chained:
         chain = chain_of(c.op, c.impl, {k: round(v) for k, v in call_shape(c, phase, batch, length).items()}, c.mode)
         if chain is None:
             continue
-        one = achievable_work(w[:, i:i + 1], table, tf32=pp.tf32[i:i + 1], serial=pp.serial[i:i + 1], launch=launch,
-                              graph_replays=0.0, mma_sync=pp.mma_sync[i:i + 1],
-                              chain=dataclasses.replace(chain, steps=chain.steps * c.count))
-        hs[i], gs[i], ks[i] = float(one.host[0, 0]), float(one.gpu[0, 0]), int(one.bottleneck[0, 0])
+        if chain_s is None:
+            chain_s = np.zeros((1, w.shape[1]))
+        step = table.chain_step[:, CHAIN_CLASSES.index(chain.cls)]
+        chain_s[:, i] = chain_time(dataclasses.replace(chain, steps=chain.steps * c.count), table.sm_count, step)
+    a = achievable_work(w, table, tf32=pp.tf32, serial=pp.serial, launch=launch, graph_replays=0.0,
+                        mma_sync=pp.mma_sync, chain_s=chain_s)
+    hs, gs, ks = a.host[0].tolist(), a.gpu[0].tolist(), a.bottleneck[0].tolist()
     host = gpu = 0.0
     by_class: dict[str, float] = {}
     for h, g, k in zip(hs, gs, ks):
