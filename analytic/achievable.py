@@ -220,7 +220,11 @@ class Achieved:
 
 
 def _z(a: np.ndarray) -> np.ndarray:
-    return np.nan_to_num(a, nan=0.0)
+    """``np.nan_to_num(a, nan=0.0)`` (NaN: unknown, counted as 0), without its cost where ``a`` holds no
+    infinity (the common case: ``nan_to_num`` spends most of a one-point estimate's time)."""
+    a = np.asarray(a, dtype=float)
+    out = np.where(np.isnan(a), 0.0, a)
+    return np.nan_to_num(a, nan=0.0) if np.isinf(out).any() else out
 
 
 def path_spec_key(path: str) -> str:
@@ -237,14 +241,16 @@ def _path_column(a: np.ndarray | None, i: int, n_specs: int) -> np.ndarray:
 def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarray | bool = False,
                     serial: np.ndarray | bool = False, launch: str = "eager", graph_replays: float = 1.0,
                     mma_sync: np.ndarray | bool = False, l2_reread: np.ndarray | float = 0.0,
-                    chain: Chain | None = None) -> Achieved:
+                    chain: Chain | None = None, chain_s: np.ndarray | None = None) -> Achieved:
     """Achievable time of ``work`` [len(WORK_COLUMNS), *shape] on every spec of ``table``.
 
     ``tf32``: where fp32 matmul FLOPs run on TF32 tensor cores; ``serial``: where the engine times
     (tensor, vector, special function) add instead of overlapping (``execution.Traits.engines``).
     ``mma_sync``: where the tensor FLOPs are issued as mma.sync (``execution.Traits.tensor_instr``);
     ``l2_reread``: bytes re-read from the device-wide cache (``execution.l2_reread_bytes``);
-    ``chain``: the sequential chain of the work's kernel (``execution.chain_of``), one for all elements.
+    ``chain``: the sequential chain of the work's kernel (``execution.chain_of``), one for all elements;
+    ``chain_s`` instead: each element's chain time (``chain.chain_time`` of its own chain; 0 where none),
+    broadcastable to [n_specs, *shape], for work whose elements are different kernels.
     Each is a bool (a number), or an array over the work shape (one implementation per element).
     ``graph_replays``: CUDA-graph replays the host issues for the work under ``launch="graph"`` (one
     per measured call; 0 for one op of a model step whose single replay is counted once for the step)."""
@@ -305,7 +311,6 @@ def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarra
     # tensor + vector + special_function (+ the re-read phase), when they run one after another
     engines = stacked[:3].sum(axis=0) + reread
     top = np.where(serial, np.maximum(engines, np.maximum(stacked[3], stacked[4] - reread)), stacked.max(axis=0))
-    chain_s = np.zeros(shape)
     if chain is not None:
         if chain.cls == TILE_LOOP:  # the step's work at the CTA's share of the SM's engines
             d = TENSOR_DTYPES.index(chain.dtype)
@@ -316,6 +321,8 @@ def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarra
         else:
             step = table.chain_step[:, CHAIN_CLASSES.index(chain.cls)]
         chain_s = np.broadcast_to(chain_time(chain, ps(table.sm_count), ps(step)), shape)
+    else:
+        chain_s = np.zeros(shape) if chain_s is None else np.broadcast_to(np.asarray(chain_s, dtype=float), shape)
     chain_binds = (chain_s > 0) & (chain_s >= top)
     top = np.maximum(top, chain_s)
     gpu = node + top

@@ -314,21 +314,26 @@ def energy(term_counts: Mapping[str, np.ndarray], time_s: np.ndarray, table: Ene
     total = np.where(ps(table.has_section), static + e_dyn, np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
         power = np.where(stretched > 0, total / stretched, np.nan)
-    missing = []
-    for s in range(S):
-        miss: dict[str, str] = {}
-        if table.has_section[s]:
-            if np.isnan(table.static_w[s]):
-                miss["energy.static_power"] = table.origins[s].get("energy.static_power", "unknown")
-            for t in TERMS:
-                if np.any(np.asarray(term_counts[t]) > 0) and np.isnan(table.per_term[t][s]):
-                    key = table.keys[s].get(t)
-                    miss[key or f"energy.per_byte.<{t} level>"] = (
-                        table.origins[s].get(key, "unknown") if key else "the spec has no such level")
-            if np.isnan(table.limit_w[s]):
-                miss["power.tdp"] = "power limit unknown: no stretch check"
-        missing.append(miss)
-    return EnergyArrays(total, stretched, static, dyn, power, np.broadcast_to(limited, shape), tuple(missing))
+    used = {t for t in TERMS if np.any(np.asarray(term_counts[t]) > 0)}
+    missing = tuple(not_modelled(table, s, used) for s in range(S))
+    return EnergyArrays(total, stretched, static, dyn, power, np.broadcast_to(limited, shape), missing)
+
+
+def not_modelled(table: EnergyTable, s: int, used: set[str]) -> dict[str, str]:
+    """Spec ``s``'s parameters that work in the terms ``used`` (those with counts > 0) needs and the
+    spec leaves unknown: key -> why (``EnergyArrays.not_modelled``)."""
+    miss: dict[str, str] = {}
+    if table.has_section[s]:
+        if np.isnan(table.static_w[s]):
+            miss["energy.static_power"] = table.origins[s].get("energy.static_power", "unknown")
+        for t in TERMS:
+            if t in used and np.isnan(table.per_term[t][s]):
+                key = table.keys[s].get(t)
+                miss[key or f"energy.per_byte.<{t} level>"] = (
+                    table.origins[s].get(key, "unknown") if key else "the spec has no such level")
+        if np.isnan(table.limit_w[s]):
+            miss["power.tdp"] = "power limit unknown: no stretch check"
+    return miss
 
 
 def label(table: EnergyTable, s: int, used_terms: Sequence[str] = TERMS) -> str:

@@ -107,13 +107,18 @@ def _check_grid(name: str, values: Sequence[int], limit: int = 1 << 40) -> np.nd
 def sweep(models: Sequence[Model], specs: Sequence[Spec], phases: Sequence[str], batches: Sequence[int],
           lengths: Sequence[int], *, dtype: str = "bf16", prefer: str = "measured", launch: str | None = None,
           bytes_basis: str = "executed", unsupported: list[str] | None = None,
-          achievable: bool = False) -> dict[str, np.ndarray]:
+          achievable: bool = False, force_general: bool = False) -> dict[str, np.ndarray]:
     """Columns of the sweep (see ``COLUMNS``), one entry per (model, spec, phase, batch, length);
     ``achievable``: the achievable step time and the energy at it per row (module docstring).
 
     A (model, phase) the analytic model cannot cost (an op without a rule for that mode, a shape an
     op's kernel cannot run) raises, unless ``unsupported`` is a list: then its rows carry NaN times and
-    the bottleneck ``unsupported``, and the reason is appended to the list."""
+    the bottleneck ``unsupported``, and the reason is appended to the list.
+
+    The columns come from the batched path (``sweep_columns``: every plan's work in one batch, every
+    plan projected on every spec in one array), equal to the general path (``evaluate.analyze`` per
+    (model, phase)) to rounding; ``force_general`` takes the general path (the equivalence tests
+    compare the two)."""
     for p in phases:
         if p not in PHASES:
             raise UserError(f"unknown phase {p!r}; valid phases: {', '.join(PHASES)}")
@@ -124,7 +129,25 @@ def sweep(models: Sequence[Model], specs: Sequence[Spec], phases: Sequence[str],
     ln = _check_grid("length", lengths)
     prefer, _ = common_prefer(specs, prefer)
     table = SpecTable.of(specs, prefer)
-    kinds = np.repeat(np.array([ceilings_kind(sp, prefer) for sp in specs], dtype=object), len(b) * len(ln))
+    per_spec = np.array([ceilings_kind(sp, prefer) for sp in specs], dtype=object)
+    if not (force_general or achievable):  # the batched path computes no achievable estimate
+        from . import sweep_columns, sweep_fast
+
+        def general(m, p):
+            return analyze(m, p, table, b, ln, dtype=dtype, launch=launch, bytes_basis=bytes_basis, energy=True)
+
+        found: list[str] = []
+        try:
+            cols = sweep_columns.columns(models, specs, phases, b, ln, table, per_spec, dtype=dtype, launch=launch,
+                                         bytes_basis=bytes_basis, unsupported=None if unsupported is None else found,
+                                         general=general, column_names=COLUMNS, caveat=_host_caveat)
+        except sweep_fast.NotCovered:
+            pass
+        else:
+            if unsupported is not None:
+                unsupported += found
+            return cols
+    kinds = np.repeat(per_spec, len(b) * len(ln))
     parts: dict[str, list] = {c: [] for c in COLUMNS}
     S, nb, nl = len(specs), len(b), len(ln)
     n = S * nb * nl
@@ -224,10 +247,12 @@ def _residency_column(model: Model, phase: str, r, n: int) -> np.ndarray:
 
 
 def _caveat(pim: dict | None) -> str:
-    if pim is None:
-        return ""
+    return "" if pim is None else _host_caveat(pim["host_bandwidth_key"])
+
+
+def _host_caveat(host_key: str) -> str:
     return ("pim: GEMM / tensor work projected with the in-memory DRAM bandwidth; host-side GEMMs see "
-            f"{pim['host_bandwidth_key']} (optimistic; see time_s_host_gemms)")
+            f"{host_key} (optimistic; see time_s_host_gemms)")
 
 
 def _fill_unsupported(parts: dict, model: str, phase: str, spec_ids, bb, ll, n: int) -> None:

@@ -7,7 +7,10 @@ class, capacity verdict). Target: at least 100,000 analyses per second, i.e. the
 Two numbers are printed: the first sweep of a process (it also compiles every op cost it meets with
 sympy.lambdify, once per (op, implementation, mode, dtype)) and the best of later sweeps (compiled
 costs cached, which is the steady state of a long sweep or a second call), wall and CPU time (the
-machine may be shared: 2 cores here; CPU time is the figure of one core). For comparison, the
+machine may be shared: 2 cores here; CPU time is the figure of one core). The sweep takes the batched
+path (``analytic/sweep_columns.py``: every plan's work in one batch, every plan projected on every spec
+in one array); the per-(model, phase) path it replaced (``sweep(..., force_general=True)``, equal to it
+to 1e-12: tests/test_sweep_fast.py) is timed beside it. For comparison, the
 plain-Python one-point path (``workloads/point.analyze_point``: time bound and bottleneck only, no
 memory or energy) over a sample of the same grid's points, one call per point. Writing the CSV is
 timed apart. If fewer than 15 built-in specs or 20 built-in models exist, the lists are cycled to reach the
@@ -96,6 +99,13 @@ def main() -> None:
           f"{sorted(warm)[len(warm) // 2]:.3f} s (target >= {TARGET:,}/s: "
           f"{'met' if n / min(cpu) >= TARGET else 'NOT met'}; issue #17's faster core, >= {FAST_TARGET:,}/s: "
           f"{'met' if n / min(cpu) >= FAST_TARGET else 'NOT met'})")
+    general = []
+    for _ in range(max(1, args.repeats // 2)):
+        c0 = time.process_time()
+        sweep.sweep(models, specs, PHASES, BATCHES, LENGTHS, force_general=True)
+        general.append(time.process_time() - c0)
+    print(f"per-(model, phase) path (force_general=True), for comparison: best {min(general):.3f} s CPU = "
+          f"{n / min(general):,.0f} analyses/s CPU ({min(general) / min(cpu):.1f}x the batched path's CPU time)")
     tables = {s.id: SpecTable.of([s]) for s in specs}
     sample = list(itertools.islice(itertools.product(models, specs, PHASES, BATCHES, LENGTHS), 0, None, 97))
     for m, s, p, b, ln in sample:  # compile every plan and projection the sample meets

@@ -232,13 +232,22 @@ class GridResult:
         return names[self.bottleneck]
 
 
-def _activation_bytes(model: Model, phase: str, prec: Precision, recompute: bool, grid, shape, live, impls):
+def forward_plan(model: Model, impls, prec: Precision) -> CompiledPlan:
+    """The forward whose writes training keeps for backward (``memory_by_class``, phase train)."""
+    return compile_plan(plan(model, "prefill", impls, logits="all"), prec)
+
+
+def _activation_bytes(model: Model, phase: str, prec: Precision, recompute: bool, grid, shape, live, impls,
+                      forward=None):
     e = nbytes(prec.base)
     if phase != "train":
         residual = grid["batch"] * grid["tokens"] * model.d_model * e
         return live.max(axis=0) + residual
-    fwd = compile_plan(plan(model, "prefill", impls, logits="all"), prec)
-    _, fwd_bytes = evaluate_plan(fwd, grid, shape)
+    if forward is None:
+        fwd = forward_plan(model, impls, prec)
+        _, fwd_bytes = evaluate_plan(fwd, grid, shape)
+    else:
+        fwd, fwd_bytes = forward
     saved = fwd_bytes.saved
     per_call = saved * fwd.counts.reshape((-1,) + (1,) * len(shape))
     if not recompute:
@@ -270,7 +279,9 @@ def _fp8_weight_elements(model: Model, cp: CompiledPlan, weights: np.ndarray) ->
 
 
 def memory_by_class(model: Model, phase: str, dtype: str | Precision, recompute: bool, grid, shape,
-                    call_bytes: CallBytes, impls, cp: CompiledPlan):
+                    call_bytes: CallBytes, impls, cp: CompiledPlan, forward=None):
+    """Bytes by class [*shape] (module docstring). ``forward``: (``forward_plan``, its ``CallBytes`` on
+    ``grid``) where the caller has them (training), else evaluated here."""
     prec = as_precision(dtype)
     e = nbytes(prec.base)
     zeros = np.zeros(shape)
@@ -285,7 +296,7 @@ def memory_by_class(model: Model, phase: str, dtype: str | Precision, recompute:
         mem["kv_cache"] = zeros
     mem["state"] = zeros + (model.state_bytes_per_sequence(prec.state) * batch if phase != "train" else 0)
     mem["activations"] = zeros + _activation_bytes(model, phase, prec, recompute, grid, shape, call_bytes.live,
-                                                   impls)
+                                                   impls, forward)
     if phase == "train":
         mem["gradients"] = zeros + model.params * e
         mem["optimizer"] = zeros + model.params * (8 if prec.base == "fp32" else 12)
