@@ -39,6 +39,18 @@ def test_stored_h200_models_have_no_matched_pair():
     assert "qwen2.5-0.5b (attention, d_model 896, 494M parameters)" in w.why_none
 
 
+def test_the_stored_whole_model_pair_run_pairs_at_every_point():
+    """models-b measured Transformer++ 125M and Mamba-2 130M at the same 13 (phase, runtime, batch, length)
+    points (measure/suites/models/models_h200_b.yaml), and Mamba-1 130M (same width, 129M parameters) at
+    three of them: 16 pairs, all against Transformer++."""
+    w = whole_models([MODELS.with_name("models-b")])
+    pairs = {(p.ssm["model"], p.attention["model"]) for p in w.pairs}
+    assert len(w.pairs) == 16 and sum(p.ssm["model"] == "mamba2-130m" for p in w.pairs) == 13
+    assert pairs == {("mamba2-130m", "transformerpp-125m"), ("mamba-130m", "transformerpp-125m")}
+    assert {p.phase for p in w.pairs} == {"prefill", "decode", "train"}
+    assert {p.runtime for p in w.pairs} == {"mamba-ssm", "cuda-graph"}
+
+
 def test_no_model_runs(tmp_path):
     assert "no model-run files" in whole_models([tmp_path]).why_none
 
