@@ -34,6 +34,19 @@ import sys
 import time
 from pathlib import Path
 
+
+def _meta() -> dict:
+    """The record's ``meta`` block: ssmbench's provenance (command, commit, host, versions) where the staged
+    package is importable, else the command line, host and Python this script can see itself."""
+    try:
+        from ssmbench.provenance import host_meta
+    except ImportError:
+        import platform
+        import socket
+        return {"command_line": list(sys.argv), "hostname": socket.gethostname(), "python": platform.python_version(),
+                "note": "ssmbench not importable here: its provenance block is not available"}
+    return host_meta()
+
 # hopper/setup.py's switches that restrict the build (FLASH_ATTENTION_DISABLE_<name>=TRUE): sm_90a, bf16,
 # head dims 64 and 128, causal / non-causal prefill without the features the matched pairs do not use.
 DISABLED = ("SPLIT", "PAGEDKV", "APPENDKV", "LOCAL", "SOFTCAP", "PACKGQA", "FP16", "FP8", "VARLEN", "CLUSTER",
@@ -193,7 +206,7 @@ def build(src: Path, out: Path, log: Path, deadline_s: float, jobs: int, bwd: bo
            "env": {k: v for k, v in env.items() if k.startswith("FLASH_ATTENTION_") or k == "MAX_JOBS"},
            "log": str(log), "log_tail": text.splitlines()[-TAIL_LINES:],
            "errors": [ln for ln in text.splitlines() if re.search(r"\berror\b", ln, re.IGNORECASE)][:MAX_ERRORS],
-           "label": "measurement (wall clock of the build)"}
+           "label": "measurement (wall clock of the build)", "meta": _meta()}
     out.write_text(json.dumps(rec, indent=1) + "\n")
     return rec
 
@@ -225,7 +238,7 @@ def check(out: Path) -> dict:
         torch.cuda.empty_cache()
     rec = {"passed": all(r["passed"] for r in rows), "rule": f"FA3's max |error| vs fp32 SDPA <= {GATE_FACTOR:g} x "
            "SDPA's at bf16 (causal, GQA)", "label": "measurement", "shapes": rows,
-           "torch": torch.__version__, "device": torch.cuda.get_device_name()}
+           "torch": torch.__version__, "device": torch.cuda.get_device_name(), "meta": _meta()}
     out.write_text(json.dumps(rec, indent=1) + "\n")
     return rec
 

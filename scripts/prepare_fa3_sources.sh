@@ -73,7 +73,9 @@ cat > "$DEST/manifest.json" <<EOF
 {"flash_attention": {"git_dir": "$FA", "commit": "$fa_rev"},
  "cutlass": {"git_dir": "$CUT", "commit": "$cut_rev", "pinned": "$pinned", "note": "$cut_note"},
  "instantiations": [$(printf '"%s",' "${NEEDED[@]:5}" | sed 's/,$//')],
- "files": $files, "unpacked_bytes": $unpacked, "packed_bytes": $size}
+ "files": $files, "unpacked_bytes": $unpacked, "packed_bytes": $size,
+ "meta": {"command_line": ["scripts/prepare_fa3_sources.sh"], "hostname": "$(hostname)",
+          "date_utc": "$(date -u +%Y-%m-%dT%H:%M:%SZ)", "git": {"commit": "$(git rev-parse HEAD 2>/dev/null || echo unknown)"}}}
 EOF
 echo "prepare_fa3_sources.sh: $DEST/fa3src.tar.xz ($size bytes; $files files, $unpacked bytes unpacked):" \
      "flash-attention $fa_rev, CUTLASS $cut_rev ($cut_note)" >&2
