@@ -90,6 +90,10 @@ def test_regime_verdict_go_from():
     assert v == "GO FROM 8,192"
     assert regime_verdict([S([P(1024, GO), P(8192, NO_GO)])])[0] == "MIXED"
     assert regime_verdict([S([P(1024, GO)])])[0] == GO
+    # below L a point may be inconclusive (an interval straddling the threshold); from L on all are GO
+    assert regime_verdict([S([P(1024, INCONCLUSIVE), P(4096, GO)]), S([P(1024, NO_GO), P(8192, GO)])])[0] == \
+        "GO FROM 8,192"
+    assert regime_verdict([S([P(1024, GO), P(4096, INCONCLUSIVE)])])[0] == "MIXED"
 
 
 def test_pairs_follow_the_rule(rep):

@@ -19,8 +19,8 @@ The go/no-go rule: a point is GO when the lower end of the time ratio's interval
 ``min_speedup`` and the lower end of the energy ratio's interval is at least ``min_energy``; NO-GO when
 the upper end of either is below its threshold; otherwise INCONCLUSIVE (an interval straddles a
 threshold, or energy was not measured on both sides, or has no interval). A regime is GO or NO-GO when
-all its points are (INCONCLUSIVE likewise); GO FROM L when, in every series, exactly the points at lengths >= L are GO;
-otherwise MIXED, with the counts.
+all its points are (INCONCLUSIVE likewise); GO FROM L when, in every series, exactly the points at lengths >= L are GO (those below L NO-GO or
+INCONCLUSIVE); otherwise MIXED, with the counts.
 """
 
 from __future__ import annotations
@@ -239,7 +239,7 @@ def regime_verdict(series: list[SeriesResult]) -> tuple[str, str, dict[str, int]
             break
         if first < len(go):
             starts.append(s.points[first].point.length)
-    if starts and counts[GO] and counts[INCONCLUSIVE] == 0:
+    if starts and counts[GO]:  # below L a point may be NO-GO or INCONCLUSIVE: only the points from L on are GO
         at = max(starts)
         return f"GO FROM {at:,}", f"GO from {at:,} tokens on in every series ({counts[GO]} of {n} points)", counts
     return "MIXED", (f"{counts[GO]} GO, {counts[NO_GO]} NO-GO, {counts[INCONCLUSIVE]} INCONCLUSIVE of {n} "
