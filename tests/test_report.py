@@ -94,6 +94,10 @@ def test_regime_verdict_go_from():
     assert regime_verdict([S([P(1024, INCONCLUSIVE), P(4096, GO)]), S([P(1024, NO_GO), P(8192, GO)])])[0] == \
         "GO FROM 8,192"
     assert regime_verdict([S([P(1024, GO), P(4096, INCONCLUSIVE)])])[0] == "MIXED"
+    # a series with no GO point at a length >= L breaks the rule; one whose points all lie below L does not
+    assert regime_verdict([S([P(2048, NO_GO), P(32768, GO)]), S([P(2048, NO_GO), P(32768, NO_GO)])])[0] == "MIXED"
+    assert regime_verdict([S([P(2048, NO_GO), P(32768, GO)]), S([P(2048, NO_GO), P(8192, NO_GO)])])[0] == \
+        "GO FROM 32,768"
 
 
 def test_pairs_follow_the_rule(rep):

@@ -239,8 +239,12 @@ def regime_verdict(series: list[SeriesResult]) -> tuple[str, str, dict[str, int]
             break
         if first < len(go):
             starts.append(s.points[first].point.length)
-    if starts and counts[GO]:  # below L a point may be NO-GO or INCONCLUSIVE: only the points from L on are GO
-        at = max(starts)
+    at = max(starts) if starts else None
+    # in each series the GO points are a suffix (checked above), so below L a point may be NO-GO or
+    # INCONCLUSIVE; from L on every point of every series is GO (a series without a GO point qualifies
+    # only if all its points lie below L)
+    if at is not None and counts[GO] and all(p.verdict == GO for s in series for p in s.points
+                                             if p.point.length >= at):
         return f"GO FROM {at:,}", f"GO from {at:,} tokens on in every series ({counts[GO]} of {n} points)", counts
     return "MIXED", (f"{counts[GO]} GO, {counts[NO_GO]} NO-GO, {counts[INCONCLUSIVE]} INCONCLUSIVE of {n} "
                      "measured points"), counts
