@@ -14,12 +14,13 @@ from ssmbench.measure.models.records import find_model_runs, latest_records
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "results" / "h200" / "2026-12-03" / "models"
+RUNS = (RUN, ROOT / "results" / "h200" / "2026-12-03" / "models-b")  # the two calls scripts/characterize_h200.sh reads
 FRAGMENT = RUN / "characterize" / "measured-runtime-h200-sxm.yaml"
 
 
 @pytest.fixture(scope="module")
 def rows():
-    return rows_of(latest_records(find_model_runs(RUN)), lambda r: get_spec("h200-sxm"))
+    return rows_of(latest_records([p for run in RUNS for p in find_model_runs(run)]), lambda r: get_spec("h200-sxm"))
 
 
 def test_spec_entries_are_the_fragment():
