@@ -79,7 +79,7 @@ from typing import Sequence
 import numpy as np
 
 from ..hwspecs import Spec
-from ..hwspecs.schema import CHAIN_CLASSES, HOST_CLASSES
+from ..hwspecs.schema import CHAIN_CLASSES, DRAM_PATHS, HOST_CLASSES
 from .chain import Chain, chain_time
 from .cost import Cost
 from .roofline import COL, TENSOR_DTYPES, Prefer, check_choice, spec_ceiling, work_array
@@ -108,6 +108,7 @@ class AchievableTable:
     rate_vector: np.ndarray
     rate_sfu: np.ndarray
     dram_bw: np.ndarray
+    path_bw: np.ndarray       # [S, len(DRAM_PATHS)] memory.dram.path.<path>; NaN where unknown
     dram_latency: np.ndarray
     l2_bw: np.ndarray
     l2_capacity: np.ndarray
@@ -121,7 +122,7 @@ class AchievableTable:
     @classmethod
     def of(cls, specs: Sequence[Spec], prefer: Prefer = "measured") -> "AchievableTable":
         rows: dict[str, list] = {k: [] for k in ("tensor", "mma", "vector", "sfu", "dram", "lat", "l2", "l2cap",
-                                                 "node", "gemm", "host", "sms", "chain")}
+                                                 "node", "gemm", "host", "sms", "chain", "path")}
         missing = []
         for spec in specs:
             miss: dict[str, str] = {}
@@ -137,6 +138,7 @@ class AchievableTable:
             rows["vector"].append(get("compute.vector.fp32"))
             rows["sfu"].append(get("compute.special_function"))
             rows["dram"].append(get("memory.dram.bandwidth"))
+            rows["path"].append([get(f"memory.dram.path.{p}") for p in DRAM_PATHS])
             rows["lat"].append(get("memory.dram.latency"))
             cache = next((n for n, lvl in spec.memory.items() if lvl.scope == "device" and n != "dram"), None)
             if cache is None:
@@ -155,7 +157,7 @@ class AchievableTable:
         arr = {k: np.array(v, dtype=float) for k, v in rows.items()}
         return cls(tuple(s.id for s in specs), arr["tensor"].reshape(len(specs), -1),
                    arr["mma"].reshape(len(specs), -1), arr["vector"], arr["sfu"],
-                   arr["dram"], arr["lat"], arr["l2"], arr["l2cap"], arr["node"], arr["gemm"],
+                   arr["dram"], arr["path"].reshape(len(specs), -1), arr["lat"], arr["l2"], arr["l2cap"], arr["node"], arr["gemm"],
                    arr["host"].reshape(len(specs), -1), arr["sms"], arr["chain"].reshape(len(specs), -1),
                    tuple(missing))
 
@@ -206,7 +208,7 @@ def _z(a: np.ndarray) -> np.ndarray:
 def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarray | bool = False,
                     serial: np.ndarray | bool = False, launch: str = "eager", graph_replays: float = 1.0,
                     mma_sync: np.ndarray | bool = False, l2_reread: np.ndarray | float = 0.0,
-                    chain: Chain | None = None) -> Achieved:
+                    chain: Chain | None = None, dram_path: np.ndarray | int = -1) -> Achieved:
     """Achievable time of ``work`` [len(WORK_COLUMNS), *shape] on every spec of ``table``.
 
     ``tf32``: where fp32 matmul FLOPs run on TF32 tensor cores; ``serial``: where the engine times
@@ -214,6 +216,8 @@ def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarra
     ``mma_sync``: where the tensor FLOPs are issued as mma.sync (``execution.Traits.tensor_instr``);
     ``l2_reread``: bytes re-read from the device-wide cache (``execution.l2_reread_bytes``);
     ``chain``: the sequential chain of the work's kernel (``execution.chain_of``), one for all elements.
+    ``dram_path``: index into ``DRAM_PATHS`` of the kernel path whose attained bandwidth the device-memory
+    bytes move at (``execution.dram_path_index``; -1, or a path the spec does not know: the copy rate).
     Each is a bool (a number), or an array over the work shape (one implementation per element).
     ``graph_replays``: CUDA-graph replays the host issues for the work under ``launch="graph"`` (one
     per measured call; 0 for one op of a model step whose single replay is counted once for the step)."""
@@ -252,7 +256,14 @@ def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarra
     dram_bytes = executed - l2_bytes
     l2 = l2_bytes * _z(1.0 / ps(table.l2_bw))
     reread = np.asarray(l2_reread, dtype=float) * _z(1.0 / ps(table.l2_bw))
-    dram = launches * _z(ps(table.dram_latency)) + dram_bytes * _z(1.0 / ps(table.dram_bw))
+    dram_path = np.asarray(dram_path, dtype=int)
+    bw = ps(table.dram_bw)
+    if (dram_path >= 0).any():  # the path's attained rate where the spec knows it
+        on_path = np.take(table.path_bw, np.maximum(dram_path, 0), axis=1).reshape((-1,) + np.shape(dram_path))
+        on_path = on_path.reshape(on_path.shape + (1,) * (work.ndim - 1 - dram_path.ndim))
+        bw = np.where((dram_path.reshape(dram_path.shape + (1,) * (work.ndim - 1 - dram_path.ndim)) >= 0)
+                      & ~np.isnan(on_path), on_path, bw)
+    dram = launches * _z(ps(table.dram_latency)) + dram_bytes * _z(1.0 / bw)
 
     node = launches * _z(ps(table.node_s)) + work[COL["host.cublas"]] * _z(ps(table.gemm_s))
     fixed = node + launches * _z(ps(table.dram_latency))
@@ -317,14 +328,18 @@ class Estimate:
 
 def estimate(cost: Cost, spec: Spec, *, tf32: bool = False, serial: bool = False, launch: str = "eager",
              prefer: Prefer = "measured", mma_sync: bool = False, l2_reread: float = 0.0,
-             chain: Chain | None = None) -> Estimate:
+             chain: Chain | None = None, dram_path: int = -1) -> Estimate:
     """The achievable time of one numeric Cost on one spec, with its terms and what is not modelled
-    (``chain``: the sequential chain of its kernel, ``execution.chain_of``; None: none)."""
+    (``chain``: the sequential chain of its kernel, ``execution.chain_of``; None: none; ``dram_path``:
+    ``execution.dram_path_index``)."""
     table = AchievableTable.of([spec], prefer)
     work = work_array(cost)
     a = achievable_work(work, table, tf32=tf32, serial=serial, launch=launch, mma_sync=mma_sync,
-                        l2_reread=l2_reread, chain=chain)
+                        l2_reread=l2_reread, chain=chain, dram_path=dram_path)
     miss = dict(table.missing[0])
+    # a DRAM path's rate is named only where the work moves its bytes on that path
+    miss = {k: v for k, v in miss.items() if not k.startswith("memory.dram.path.")
+            or (dram_path >= 0 and k == f"memory.dram.path.{DRAM_PATHS[dram_path]}")}
     # a chain class's step is named only where the work has that chain; the SM count only with a chain
     miss = {k: v for k, v in miss.items() if not (k.startswith("compute.chain_step.") or k == "compute.sm_count")
             or (chain is not None and k in (chain.key, "compute.sm_count"))}

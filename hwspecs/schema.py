@@ -103,7 +103,11 @@ from .datum import (  # noqa: F401 - re-exported: the spec's value types are par
 #   far below the vector rate; FLOPs as the cost rules count them ((2K + 1) per output with a bias).
 # - DRAM bandwidth of ATen's non-vectorized paths: ``broadcast`` (elementwise_kernel<128, 2|4> over
 #   operands of different shapes), ``cast_copy`` (a dtype-converting copy, unrolled_elementwise_kernel
-#   <direct_copy>), ``reduction`` (reduce_kernel<512, 1> along the last dimension); contiguous
+#   <direct_copy>), ``reduction`` (reduce_kernel<512, 1> along the last dimension), ``strided_copy`` (a
+#   same-dtype copy of a strided bf16 view into a contiguous tensor, elementwise_kernel<128, 4,
+#   direct_copy>: mamba-ssm MHA's repeat_interleave of the interleaved KV cache's k and v views),
+#   ``expand_copy`` (the same kernel copying an expanded view, each source row written to several heads:
+#   Hugging Face's repeat_kv); contiguous
 #   vectorized elementwise kernels run at the copy bandwidth (memory.dram.bandwidth).
 COMPUTE_PATHS = ("conv_depthwise",)
 # Kernel classes whose programs step sequentially with a dependence between steps (``compute.chain_step``;
@@ -113,7 +117,7 @@ COMPUTE_PATHS = ("conv_depthwise",)
 # (head, batch) stepping one chunk of a chunked scan with its state in registers (loads of the chunk's
 # tiles, their matmuls, a state update: mamba-ssm's Mamba-3 SISO forward kernel).
 CHAIN_CLASSES = ("token_recurrent_warp", "chunk_recurrent_cta")
-DRAM_PATHS = ("broadcast", "cast_copy", "reduction")
+DRAM_PATHS = ("broadcast", "cast_copy", "reduction", "strided_copy", "expand_copy")
 
 
 class Compute(_Strict):

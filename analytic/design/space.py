@@ -34,7 +34,7 @@ import numpy as np
 
 from ...errors import UserError
 from ...hwspecs import Spec, units
-from ...hwspecs.schema import CHAIN_CLASSES, HOST_CLASSES, value_kind
+from ...hwspecs.schema import CHAIN_CLASSES, DRAM_PATHS, HOST_CLASSES, value_kind
 from ..achievable import AchievableTable
 from ..roofline import ON_CHIP_LEVELS, TENSOR_DTYPES, spec_ceiling
 from ..workloads.placement import PERSISTENT_LEVEL
@@ -298,6 +298,9 @@ class Designs:
             rate_mma_sync=np.stack([col(f"compute.tensor_mma_sync.{d}") for d in TENSOR_DTYPES], axis=1),
             rate_vector=col("compute.vector.fp32"), rate_sfu=col("compute.special_function"),
             dram_bw=col("memory.dram.bandwidth"), dram_latency=col("memory.dram.latency"),
+            # a software kernel path's attained rate is a property of the software on its base, as chain steps are
+            path_bw=np.stack([np.full(self.n, _base_value(self.base, f"memory.dram.path.{p}")) for p in DRAM_PATHS],
+                             axis=1),
             l2_bw=self.get(cache and f"memory.{cache}.bandwidth"),
             l2_capacity=self.get(cache and f"memory.{cache}.capacity"),
             node_s=col("launch.graph_node"),
