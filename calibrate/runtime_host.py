@@ -50,9 +50,11 @@ from ..hwspecs.units import format_quantity, parse
 
 HOST_BOUND_SHARE = 0.5  # GPU idle for at least half the step: the host sets the pace
 MODULE_KEY = {"hf-eager": "launch.host.hf_module", "mamba-ssm": "launch.host.ssm_module"}
+# module classes a runtime charges the op calls of some block kinds instead (analytic/runtime.py)
+KIND_KEY = {"launch.host.hf_ssm_module": "launch.host.hf_module"}  # kind key -> the runtime's general key
 GEMM_KEY = "launch.gemm_fixed"
 PATH_KEY = {"repeat_interleave": "memory.dram.path.strided_copy", "torch_eager": "memory.dram.path.expand_copy"}
-KEYS = (*MODULE_KEY.values(), GEMM_KEY, *PATH_KEY.values())
+KEYS = (*MODULE_KEY.values(), *KIND_KEY, GEMM_KEY, *PATH_KEY.values())
 # ATen's non-vectorized copy kernel (a copy out of a non-contiguous view), as the profiler names it
 STRIDED_COPY_KERNEL = re.compile(r"elementwise_kernel<128, 4,.*direct_copy_kernel_cuda")
 
@@ -106,9 +108,11 @@ def rows_of(records: list[dict], spec_for: Callable[[dict], Spec]) -> list[dict[
         if r["runtime"] in MODULE_KEY:
             # forward-only steps: a train step's host time also holds its backward's Python (custom autograd
             # functions' backward, the engine's node walk), which this per-call forward term does not describe
-            row.update(term=MODULE_KEY[r["runtime"]],
+            calls = _calls_by_key(r, p)
+            kind = [k for k in calls if k in KIND_KEY]
+            row.update(term=kind[0] if kind else MODULE_KEY[r["runtime"]],
                        usable=row["host_idle_share"] >= HOST_BOUND_SHARE and r["phase"] != "train",
-                       value_s=(t - a["host_s"]) / row["op_calls_plan"])
+                       residual_s=t - a["host_s"], calls_by_key=calls, value_s=(t - a["host_s"]) / row["op_calls_plan"])
         else:
             gemm = (prof.get("parts") or {}).get("gemm")
             planned = sum(o["achievable"]["gpu_s"] for o in p["ops"] if part_of_op(o["op"]) == "gemm")
@@ -118,6 +122,19 @@ def rows_of(records: list[dict], spec_for: Callable[[dict], Spec]) -> list[dict[
                        gemm_kernels=gemm["launches"], value_s=(gemm["time_s"] - planned) / gemm["launches"])
         rows.append(row)
     return rows
+
+
+def _calls_by_key(r: dict, p: dict) -> dict[str, float]:
+    """The prediction ``p``'s op calls per module host key of the record's runtime."""
+    from ..analytic.runtime import RUNTIMES
+    from ..analytic.workloads.models import get_model
+
+    rt, model = RUNTIMES[r["runtime"]], get_model(r["model"])
+    out: dict[str, float] = {}
+    for o in p["ops"]:
+        key = f"launch.host.{rt.module_class_of(model.block(o['block']).kind if o['block'] else None)}"
+        out[key] = out.get(key, 0.0) + float(o["count"])
+    return out
 
 
 def _path_rows(r: dict, spec: Spec) -> list[dict[str, Any]]:
@@ -150,9 +167,15 @@ def _path_rows(r: dict, spec: Spec) -> list[dict[str, Any]]:
 def derive(rows: list[dict], exclude_model: str | None = None) -> list[dict[str, Any]]:
     """``measured:`` entries of the terms from ``rows`` (those of ``exclude_model`` left out);
     a term without usable rows is left out (a positive median only: a spec value must be > 0)."""
-    out = []
+    out, found = [], {}
     for key in KEYS:
         use = [r for r in rows if r["term"] == key and r["usable"] and r["model"] != exclude_model]
+        if key in KIND_KEY:  # the kind's calls carry the residual beyond the other calls at the general value
+            general = found.get(KIND_KEY[key])
+            if general is None:
+                continue
+            use = [{**r, "value_s": (r["residual_s"] - general * (sum(r["calls_by_key"].values()) - r["calls_by_key"][key]))
+                    / r["calls_by_key"][key]} for r in use]
         if not use:
             continue
         v = statistics.median(r["value_s"] for r in use)
@@ -168,6 +191,10 @@ def derive(rows: list[dict], exclude_model: str | None = None) -> list[dict[str,
         elif kind == "bandwidth":
             what = ("decode records, the plan's repeat_kv bytes (read + written) / (profiled non-vectorized copy "
                     "kernel time, elementwise_kernel<128, 4> direct_copy, - the plan's fixed time of those launches)")
+        elif key in KIND_KEY:
+            what = ("host-bound whole-model records with op calls of the kind (GPU idle >= "
+                    f"{HOST_BOUND_SHARE:.0%} of the step), (step median - the plan's host time without the module "
+                    f"terms - its other op calls x {KIND_KEY[key]} {found[KIND_KEY[key]] * 1e6:.4g} us) / the kind's op calls")
         else:
             what = ("host-bound whole-model records (GPU idle >= "
                     f"{HOST_BOUND_SHARE:.0%} of the step), (step median - the plan's host time without the module "
@@ -175,6 +202,7 @@ def derive(rows: list[dict], exclude_model: str | None = None) -> list[dict[str,
         files = sorted({Path(r["file"]).as_posix() for r in use})
         each = "; ".join(f"{r['key']} " + (f"{r['value_s'] / 1e12:.4g} TB/s" if kind == "bandwidth" else
                                            f"{r['value_s'] * 1e6:.4g} us") for r in use)
+        found[key] = parse(text, kind)
         out.append({"key": key, "value": text, "date": max(r["date"] for r in use),
                      "method": f"calibrate/runtime_host.py: {what}, median of {len(use)}: {each}; files {', '.join(files)}"})
     return out

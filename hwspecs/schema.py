@@ -205,12 +205,14 @@ class MemoryLevel(_Strict):
 # handling, cache bookkeeping, hooks), paid per op call of a model's plan; ``compiled``, the host time per
 # kernel launch from a torch.compile (Inductor) graph, which replaces every other class's per-launch cost.
 # ``ssm_module``, the same for mamba-ssm's eager modules (Mamba.step / Mamba2.step: rearranges, splits,
-# state bookkeeping in Python around the library calls).
+# state bookkeeping in Python around the library calls); ``hf_ssm_module``, ``hf_module`` for the op calls of a
+# Hugging Face state-space mixer (transformers' Mamba2Mixer.cuda_kernels_forward: the chunked-scan call's
+# argument handling and its eager gated norm's Python), whose module code differs from the Llama-style modules'.
 HOST_CLASSES = ("torch_eager", "triton", "triton_autotune", "cuda_extension", "cublas", "sdpa", "cudnn",
-                "cuda_graph", "autograd", "autograd_node", "hf_module", "ssm_module", "compiled")
+                "cuda_graph", "autograd", "autograd_node", "hf_module", "hf_ssm_module", "ssm_module", "compiled")
 # The classes measured by the runtime probe (or from whole-model records) rather than by ``ssmbench
 # probe``'s per-call loop.
-RUNTIME_HOST_CLASSES = ("hf_module", "ssm_module", "compiled")
+RUNTIME_HOST_CLASSES = ("hf_module", "hf_ssm_module", "ssm_module", "compiled")
 
 
 class Launch(_Strict):

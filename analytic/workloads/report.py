@@ -235,7 +235,7 @@ def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dic
     # attained ceilings where the spec has them whatever the bound's ceiling rule: the estimate is of what
     # runs, the bound of what could
     table = AchievableTable.of([spec], "measured")
-    from ..runtime import RUNTIMES, call_host_s
+    from ..runtime import RUNTIMES, call_host_s, used_keys
     host = gpu = 0.0
     by_class: dict[str, float] = {}
     eager_parts = []  # per call (host under the plain eager model, launches, op calls): the runtime comparison
@@ -270,9 +270,10 @@ def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dic
         h_eager = h if res.launch == "eager" else float(achievable_work(
             w, table, tf32=fp32_matmul_on_tf32(c.call.op, c.call.impl), serial=serial_engines(c.call.op, c.call.impl),
             launch="eager").host[0, 0, 0])
-        eager_parts.append((h_eager, float(w[COL["launches"], 0, 0]), float(c.call.count)))
+        kind = res.model.block(c.call.block).kind if c.call.block else None
+        eager_parts.append((h_eager, float(w[COL["launches"], 0, 0]), float(c.call.count), kind))
         if runtime is not None:
-            h = call_host_s(runtime, h, eager_parts[-1][1], eager_parts[-1][2], lambda k: host_cost(table, k))
+            h = call_host_s(runtime, h, eager_parts[-1][1], eager_parts[-1][2], lambda k: host_cost(table, k), kind)
         if state_bytes:
             node = float(a.gpu[0, 0, 0] - np.max([t[0, 0, 0] for t in a.times.values()]))
             g = max(g, node + state_bytes / residency.bandwidth)
@@ -300,9 +301,8 @@ def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dic
     if res.launch == "graph":
         host_used = {"launch.host.cuda_graph"}
     if runtime is not None:
-        from ..runtime import used_keys
         host_used = ({k for k in host_used if k == "launch.host.autograd"} if runtime.launch_class else host_used)
-        host_used |= used_keys(runtime)
+        host_used |= used_keys(runtime, {p[3] for p in eager_parts})
     used = {k for k in table.missing[0] if (not k.startswith("launch.host.") or k in host_used)
             and (not (k.startswith("compute.chain_step.") or k == "compute.sm_count") or k in chain_keys)
             and (not k.startswith("compute.tensor_mma_sync.") or k in mma_keys)
@@ -316,7 +316,7 @@ def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dic
     if runtime is not None:
         out["runtime"] = runtime.name
         out["host_share"] = host / t if t > 0 else None
-        out["runtimes"] = _runtime_comparison(RUNTIMES, eager_parts, gpu, table, res, host_cost, call_host_s)
+        out["runtimes"] = _runtime_comparison(RUNTIMES, eager_parts, gpu, table, res, host_cost)
     return out
 
 
@@ -328,18 +328,19 @@ def _gpu_class(a) -> str:
     return max(a.times, key=lambda r: float(a.times[r][0, 0, 0]))
 
 
-def _runtime_comparison(runtimes, parts, gpu: float, table, res, host_cost, call_host_s) -> dict:
+def _runtime_comparison(runtimes, parts, gpu: float, table, res, host_cost) -> dict:
     """The step under every runtime, same device time: {runtime: {time_s, host_s, saving_s}} (saving
     against the slowest); the host terms a spec does not know count zero and are named per runtime."""
+    from ..runtime import call_host_s, used_keys
     out = {}
     for name, rt in runtimes.items():
-        h = sum(call_host_s(rt, he, n, calls, lambda k: host_cost(table, k)) for he, n, calls in parts)
+        h = sum(call_host_s(rt, he, n, calls, lambda k: host_cost(table, k), kind) for he, n, calls, kind in parts)
         if rt.launch == "graph":
             h += host_cost(table, "cuda_graph")
         elif res.phase == "train":
             h += host_cost(table, "autograd")
-        missing = sorted(f"launch.host.{c}" for c in rt.classes() + (("cuda_graph",) if rt.launch == "graph" else ())
-                         if f"launch.host.{c}" in table.missing[0])
+        keys = used_keys(rt, {p[3] for p in parts}) | ({"launch.host.cuda_graph"} if rt.launch == "graph" else set())
+        missing = sorted(k for k in keys if k in table.missing[0])
         out[name] = {"time_s": max(h, gpu), "host_s": h, "gpu_s": gpu, "host_unknown": missing}
     worst = max(v["time_s"] for v in out.values())
     for v in out.values():
