@@ -373,6 +373,10 @@ def _plan(model: Model, phase: str, impls: tuple[tuple[str, str], ...], recomput
     b.add("embedding", "", 1, "embedding", {"D": D, "V": V})
     for name, n in model.block_counts.items():
         b.block(name, n)
+    flips = len(model.layer_sequence) - 1 if model.spec.flip_between_layers else 0
+    if flips:  # hidden.flip(1) and residual.flip(1) between layers; in training their backward flips the gradients
+        for label, width in (("flip_hidden", D), ("flip_residual", 2 * D)):  # the residual is fp32: 2 x D 16-bit widths
+            b.add(label, "", flips, "copy", {"D": width}, per_block=2 if b.train else 1, mode="fwd" if b.train else None)
     b.norm("final", "", 1, D)
     head_tokens = 1 if phase == "decode" or (phase == "prefill" and logits == "last") else "tokens"
     b.add("lm_head", "", 1, "lm_head", {"D": D, "V": V}, tokens=head_tokens)
