@@ -109,3 +109,37 @@ def test_path_rows_are_the_profiled_copies(rows):
     spec, used = held_out_spec(get_spec("h200-sxm"), rows, "transformerpp-125m")
     e = next(e for e in used if e["key"] == "memory.dram.path.strided_copy")
     assert "transformerpp" not in e["method"] and "mamba2-attn-k4-130m" in e["method"]
+
+
+def test_hf_mamba2_mixer_pays_its_own_module_cost(rows):
+    """HF's Mamba2Mixer op calls pay launch.host.hf_ssm_module, the model ends hf_module; held out for
+    the one model with that kind, its calls fall back to hf_module (and the key is not modelled)."""
+    from ssmbench.analytic.workloads.models import get_model
+    from ssmbench.analytic.workloads.report import predict
+    spec = get_spec("h200-sxm")
+    values = {m.key: parse(m.value, "time") for m in spec.measured if m.key in KEYS and "host" in m.key}
+    p = predict(get_model("mamba2-130m"), spec, "prefill", 1, 2048, with_searches=False, runtime="hf-eager")
+    calls = {k: sum(o["count"] for o in p["ops"] if (o["block"] == "mamba") == k) for k in (True, False)}
+    assert {o["impl"] for o in p["ops"] if o["op"] == "gated_rmsnorm"} == {"torch_eager"}  # MambaRMSNormGated
+    base = predict(get_model("mamba2-130m"), base_spec(spec), "prefill", 1, 2048, with_searches=False,
+                   runtime="hf-eager")["total"]["achievable"]["host_s"]
+    charged = p["total"]["achievable"]["host_s"] - base
+    assert charged == pytest.approx(calls[True] * values["launch.host.hf_ssm_module"]
+                                    + calls[False] * values["launch.host.hf_module"], rel=1e-6)
+    held, used = held_out_spec(spec, rows, "mamba2-130m")
+    assert "launch.host.hf_ssm_module" not in {e["key"] for e in used}
+    h = predict(get_model("mamba2-130m"), held, "prefill", 1, 2048, with_searches=False, runtime="hf-eager")
+    hf = parse(next(e["value"] for e in used if e["key"] == "launch.host.hf_module"), "time")
+    assert h["total"]["achievable"]["host_s"] - base == pytest.approx((calls[True] + calls[False]) * hf, rel=1e-6)
+    assert "launch.host.hf_ssm_module" in h["total"]["achievable"]["not_modelled"]
+
+
+def test_vim_flips_between_layers():
+    from ssmbench.analytic.workloads.models import get_model
+    from ssmbench.analytic.workloads.phases import plan
+    m = get_model("vim-s-bidir")
+    flips = {c.label: c.count for c in plan(m, "prefill") if c.label.startswith("flip_")}
+    assert flips == {"flip_hidden": 23, "flip_residual": 23}
+    assert {c.label: c.count for c in plan(m, "train") if c.label.startswith("flip_")} == \
+        {"flip_hidden": 46, "flip_residual": 46}  # and the gradients' flips
+    assert not any(c.label.startswith("flip_") for c in plan(get_model("mamba-130m"), "prefill"))

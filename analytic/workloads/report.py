@@ -238,7 +238,7 @@ def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dic
     from ..runtime import RUNTIMES, call_host_s, used_keys
     host = gpu = 0.0
     by_class: dict[str, float] = {}
-    eager_parts = []  # per call (host under the plain eager model, launches, op calls): the runtime comparison
+    eager_parts = []  # per call (host under the plain eager model, launches, op calls, block kind): the runtime comparison
     residency = res.residency[0] if res.residency else None
     resident = residency is not None and bool(residency.resident[0, 0])
     chain_keys = set()
