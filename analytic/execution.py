@@ -197,6 +197,7 @@ TRAITS: dict[tuple[str, str], Traits] = {
     ("softmax", "online"): TRITON,
     ("softmax", "three_pass"): TRITON,
     ("softmax", "torch_eager"): EAGER,
+    ("cross_entropy", "fused"): EAGER,    # F.cross_entropy: log_softmax and nll_loss native kernels
     **{(op, "triton"): AUTOTUNED for op in ("ssd_chunk_cumsum", "ssd_bmm", "ssd_chunk_state", "ssd_state_passing",
                                          "ssd_chunk_scan")},
     ("ssd", "chunked"): AUTOTUNED,

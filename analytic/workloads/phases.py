@@ -380,6 +380,8 @@ def _plan(model: Model, phase: str, impls: tuple[tuple[str, str], ...], recomput
     b.norm("final", "", 1, D)
     head_tokens = 1 if phase == "decode" or (phase == "prefill" and logits == "last") else "tokens"
     b.add("lm_head", "", 1, "lm_head", {"D": D, "V": V}, tokens=head_tokens)
+    if phase == "train":  # F.cross_entropy over every token's logits, and its backward
+        b.add("loss", "", 1, "cross_entropy", {"V": V})
     calls = b.calls
     if phase == "train" and recompute:
         extra = _Builder(model, "prefill", dict(impls), modules)
