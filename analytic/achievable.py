@@ -241,7 +241,8 @@ def _path_column(a: np.ndarray | None, i: int, n_specs: int) -> np.ndarray:
 def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarray | bool = False,
                     serial: np.ndarray | bool = False, launch: str = "eager", graph_replays: float = 1.0,
                     mma_sync: np.ndarray | bool = False, l2_reread: np.ndarray | float = 0.0,
-                    chain: Chain | None = None, chain_s: np.ndarray | None = None) -> Achieved:
+                    chain: Chain | None = None, chain_s: np.ndarray | None = None,
+                    dram_path: np.ndarray | int = -1) -> Achieved:
     """Achievable time of ``work`` [len(WORK_COLUMNS), *shape] on every spec of ``table``.
 
     ``tf32``: where fp32 matmul FLOPs run on TF32 tensor cores; ``serial``: where the engine times
@@ -251,6 +252,9 @@ def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarra
     ``chain``: the sequential chain of the work's kernel (``execution.chain_of``), one for all elements;
     ``chain_s`` instead: each element's chain time (``chain.chain_time`` of its own chain; 0 where none),
     broadcastable to [n_specs, *shape], for work whose elements are different kernels.
+    ``dram_path``: index into ``DRAM_PATHS`` of the kernel path whose attained bandwidth all the call's
+    device-memory bytes move at (``execution.dram_path_index``; -1, or a path the spec does not know: the copy
+    rate); the ``path.dram.<p>`` work columns instead move only the bytes a kernel tagged with its path.
     Each is a bool (a number), or an array over the work shape (one implementation per element).
     ``graph_replays``: CUDA-graph replays the host issues for the work under ``launch="graph"`` (one
     per measured call; 0 for one op of a model step whose single replay is counted once for the step)."""
@@ -293,12 +297,19 @@ def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarra
     dram_bytes = executed - l2_bytes
     l2 = l2_bytes * _z(1.0 / ps(table.l2_bw))
     reread = np.asarray(l2_reread, dtype=float) * _z(1.0 / ps(table.l2_bw))
-    dram = launches * _z(ps(table.dram_latency)) + dram_bytes * _z(1.0 / ps(table.dram_bw))
+    dram_path = np.asarray(dram_path, dtype=int)
+    bw = ps(table.dram_bw)
+    if table.path_bw is not None and (dram_path >= 0).any():  # the path's attained rate where the spec knows it
+        on_path = np.take(table.path_bw, np.maximum(dram_path, 0), axis=1).reshape((-1,) + np.shape(dram_path))
+        on_path = on_path.reshape(on_path.shape + (1,) * (work.ndim - 1 - dram_path.ndim))
+        bw = np.where((dram_path.reshape(dram_path.shape + (1,) * (work.ndim - 1 - dram_path.ndim)) >= 0)
+                      & ~np.isnan(on_path), on_path, bw)
+    dram = launches * _z(ps(table.dram_latency)) + dram_bytes * _z(1.0 / bw)
     served = np.where(executed > 0, dram_bytes / np.where(executed > 0, executed, 1.0), 0.0)  # DRAM's share
     for i, p in enumerate(DRAM_PATHS):  # bytes of ATen's non-vectorized kernels at their path's bandwidth
-        bw = ps(_path_column(table.path_bw, i, len(table.spec_ids)))
-        moved_b = np.where(np.isnan(bw), 0.0, work[COL[f"path.dram.{p}"]] * served)
-        dram = dram + moved_b * (_z(1.0 / bw) - _z(1.0 / ps(table.dram_bw)))
+        bw_p = ps(_path_column(table.path_bw, i, len(table.spec_ids)))
+        moved_b = np.where(np.isnan(bw_p), 0.0, work[COL[f"path.dram.{p}"]] * served)
+        dram = dram + moved_b * (_z(1.0 / bw_p) - _z(1.0 / ps(table.dram_bw)))
 
     node = launches * _z(ps(table.node_s)) + work[COL["host.cublas"]] * _z(ps(table.gemm_s))
     fixed = node + launches * _z(ps(table.dram_latency))
@@ -371,23 +382,28 @@ class Estimate:
 
 def estimate(cost: Cost, spec: Spec, *, tf32: bool = False, serial: bool = False, launch: str = "eager",
              prefer: Prefer = "measured", mma_sync: bool = False, l2_reread: float = 0.0,
-             chain: Chain | None = None) -> Estimate:
+             chain: Chain | None = None, dram_path: int = -1) -> Estimate:
     """The achievable time of one numeric Cost on one spec, with its terms and what is not modelled
-    (``chain``: the sequential chain of its kernel, ``execution.chain_of``; None: none)."""
+    (``chain``: the sequential chain of its kernel, ``execution.chain_of``; None: none; ``dram_path``:
+    ``execution.dram_path_index``)."""
     table = AchievableTable.of([spec], prefer)
     work = work_array(cost)
     a = achievable_work(work, table, tf32=tf32, serial=serial, launch=launch, mma_sync=mma_sync,
-                        l2_reread=l2_reread, chain=chain)
+                        l2_reread=l2_reread, chain=chain, dram_path=dram_path)
     miss = dict(table.missing[0])
+    used_paths = {path_spec_key(k) for k, v in cost.path.items() if float(v) > 0}
+    # a DRAM path's rate is named only where the work moves its bytes on that path (the whole call's, or a
+    # tagged kernel's)
+    miss = {k: v for k, v in miss.items() if not k.startswith("memory.dram.path.") or k in used_paths
+            or (dram_path >= 0 and k == f"memory.dram.path.{DRAM_PATHS[dram_path]}")}
     # a chain class's step is named only where the work has that chain; the SM count only with a chain
     miss = {k: v for k, v in miss.items() if not (k.startswith("compute.chain_step.") or k == "compute.sm_count")
             or (chain is not None and k in (chain.key, "compute.sm_count"))}
     # a software path's rate is named only where the work runs through it; its work then stays at the
     # engine's or the memory's rate
-    used_paths = {path_spec_key(k) for k, v in cost.path.items() if float(v) > 0}
     miss = {k: (v if k not in used_paths else f"{v}; its work is timed at the "
                 + ("memory.dram.bandwidth" if k.startswith("memory.") else "compute.vector.fp32") + " rate")
-            for k, v in miss.items() if not k.startswith(("memory.dram.path.", "compute.path.")) or k in used_paths}
+            for k, v in miss.items() if not k.startswith("compute.path.") or k in used_paths}
     used_mma = {f"compute.tensor_mma_sync.{d}" for d, v in cost.tensor.items() if mma_sync and float(v) > 0}
     miss = {k: v for k, v in miss.items() if not k.startswith("compute.tensor_mma_sync.") or k in used_mma}
     if not float(cost.host.get("cublas", 0)) > 0:  # the GEMM fixed time is named only with a cuBLAS kernel

@@ -32,6 +32,12 @@ These traits feed the achievable-time model (``achievable.py``), not the rooflin
   probe's mma.sync loop: ``compute.tensor_mma_sync.<dtype>``).
 - ``chain``: the sequential chain of a kernel whose programs loop over dependent steps (``chain.py``:
   steps, programs, programs per SM and kernel class, as a function of the case's dims and mode).
+- ``dram_path``: the ATen kernel path (``hwspecs.schema.DRAM_PATHS``) whose attained DRAM bandwidth
+  (``memory.dram.path.<path>``) the kernel's device-memory bytes move at, where that path does not
+  reach the copy bandwidth: a copy out of a non-contiguous view (a repeated or interleaved KV cache)
+  runs the non-vectorized ``elementwise_kernel<128, 4>`` with one element per load, not the vectorized
+  copy; where the spec does not know the path's rate the copy bandwidth is used and the key is named
+  among what is not modelled.
 - ``l2_rereads``: bytes a kernel's SMs read again from the device-wide cache beyond its device-memory
   bytes (an operand every block re-reads), as a function of the case's dims, dtype and mode; the
   achievable model times them at the cache's bandwidth (``l2_reread_bytes``).
@@ -48,7 +54,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from ..hwspecs.schema import HOST_CLASSES
+from ..hwspecs.schema import DRAM_PATHS, HOST_CLASSES
 from .cases import is_composite
 from .chain import Chain, fa2_fwd_chain, fla_recurrent_chain, mamba3_siso_chain
 from .conventions import nbytes
@@ -70,6 +76,8 @@ class Traits:
     decode_host_class: str | None = None
     # tensor-core instruction class of the kernel's matmuls (module docstring)
     tensor_instr: Literal["full", "mma_sync"] = "full"
+    # the ATen kernel path whose attained DRAM bandwidth the bytes move at (module docstring); None: the copy rate
+    dram_path: str | None = None
     # (dims, dtype, mode) -> bytes re-read from the device-wide cache (module docstring); None: none
     l2_rereads: Callable[[Mapping[str, int], str, str], float] | None = None
     # (dims, mode) -> the kernel's sequential chain (module docstring); None: none
@@ -79,6 +87,8 @@ class Traits:
         for c in (self.host_class, self.decode_host_class):
             if c is not None and c not in HOST_CLASSES:
                 raise ValueError(f"unknown host class {c!r}; known: {HOST_CLASSES}")
+        if self.dram_path is not None and self.dram_path not in DRAM_PATHS:
+            raise ValueError(f"unknown DRAM path {self.dram_path!r}; known: {DRAM_PATHS}")
 
     def host_class_for(self, mode: str) -> str:
         return self.decode_host_class if mode == "decode" and self.decode_host_class else self.host_class
@@ -172,7 +182,10 @@ TRAITS: dict[tuple[str, str], Traits] = {
     )},
     ("rope", "fused"): EXTENSION,            # vLLM's rotary_embedding custom op
     ("rope", "torch_eager"): EAGER,          # Hugging Face apply_rotary_pos_emb
-    ("repeat_kv", "torch_eager"): EAGER,     # Hugging Face repeat_kv
+    # Hugging Face repeat_kv (a copy of an expanded view) and mamba-ssm MHA's repeat_interleave of the
+    # interleaved [B, S, 2, G, P] cache: copies of non-contiguous views
+    ("repeat_kv", "torch_eager"): Traits("torch_eager", dram_path="expand_copy"),
+    ("repeat_kv", "repeat_interleave"): Traits("torch_eager", dram_path="strided_copy"),
     ("kv_append", "index_copy"): EAGER,
     ("kv_append", "fused"): EXTENSION,       # vLLM's reshape_and_cache custom op
     ("copy", "torch_eager"): EAGER,
@@ -220,6 +233,7 @@ TRAITS: dict[tuple[str, str], Traits] = {
     ("softmax", "online"): TRITON,
     ("softmax", "three_pass"): TRITON,
     ("softmax", "torch_eager"): EAGER,
+    ("cross_entropy", "fused"): EAGER,    # F.cross_entropy: log_softmax and nll_loss native kernels
     **{(op, "triton"): AUTOTUNED for op in ("ssd_chunk_cumsum", "ssd_bmm", "ssd_chunk_state", "ssd_state_passing",
                                          "ssd_chunk_scan")},
     ("ssd", "chunked"): dataclasses.replace(AUTOTUNED, l2_rereads=ssd_chunked_l2_rereads),
@@ -306,6 +320,13 @@ def serial_engines(op: str, impl: str, backend: str | None = None) -> bool:
     """Whether the engine times of ``op``/``impl`` add instead of overlapping (composites: False; their
     parts are projected one by one where that matters)."""
     return not is_composite(op) and traits(op, impl, backend).engines == "serial"
+
+
+def dram_path_index(op: str, impl: str, backend: str | None = None) -> int:
+    """Index into ``DRAM_PATHS`` of the kernel path ``op``/``impl`` moves its bytes on; -1: the copy rate
+    (composites too: their parts are projected one by one where that matters)."""
+    path = None if is_composite(op) else traits(op, impl, backend).dram_path
+    return -1 if path is None else DRAM_PATHS.index(path)
 
 
 def tensor_instr(op: str, impl: str, backend: str | None = None) -> str:

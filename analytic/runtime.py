@@ -12,9 +12,16 @@ time of one op call of a model's plan (``host_eager``: the sum over its launches
   calls' own host time; the modules' Python around them (``Mamba2.step``'s rearranges, splits, state
   bookkeeping and argument handling, ``MambaLMHeadModel``'s per-layer loop) is paid per op call.
 - ``hf-eager``: Hugging Face modules: T_host = host_eager + calls x ``launch.host.hf_module`` (one
-  module call per op call of the plan: projections, norms, mixers, MLPs are modules in transformers).
+  module call per op call of the plan: projections, norms, mixers, MLPs are modules in transformers);
+  the op calls of a state-space mixer block (transformers' ``Mamba2Mixer``, whose forward wraps the
+  chunked-scan library call and an eager gated norm in far more Python per op than a Llama layer's
+  modules: 277 us against 89-123 us per op call in the host-bound records) pay
+  ``launch.host.hf_ssm_module`` instead (``Runtime.module_class_by_block``; where the spec does not
+  know it, the general ``hf_module``, and the key is named as not modelled).
   The plan is the one HF runs (``Runtime.impls`` and ``modules``): its modules are plain PyTorch, so
-  RMSNorm is 8 eager kernels (fp32 cast, pow, mean, + eps, rsqrt, *, cast back, * w), RoPE 10 (mul,
+  RMSNorm is 8 eager kernels (fp32 cast, pow, mean, + eps, rsqrt, *, cast back, * w), the Mamba-2
+  mixer's gated norm (``MambaRMSNormGated``: the casts, silu(gate), the product, then the same RMSNorm
+  chain) the eager gated_rmsnorm, RoPE 10 (mul,
   neg, cat, mul, add for q and for k), the gated MLP's SiLU and product 2, q/k/v three GEMMs, and a
   decode step copies the GQA heads for SDPA (``repeat_kv``); ``phases.plan`` with ``modules="hf"``.
   Where one of those eager implementations has no rule for the phase's mode (the backward of the
@@ -46,9 +53,16 @@ class Runtime:
     describe: str = ""
     impls: tuple[tuple[str, str], ...] = ()  # (op, implementation) the runtime's modules run
     modules: str = "library"  # how its modules split a block into op calls (phases.MODULE_STYLES)
+    # (block kind, host class) where a block kind's modules pay another class than module_class
+    module_class_by_block: tuple[tuple[str, str], ...] = ()
 
     def classes(self) -> tuple[str, ...]:
-        return tuple(c for c in (self.module_class, self.launch_class) if c)
+        return tuple(c for c in (self.module_class, self.launch_class, *(c for _, c in self.module_class_by_block))
+                     if c)
+
+    def module_class_of(self, block_kind: str | None) -> str | None:
+        """The module host class an op call of a block of ``block_kind`` pays (None: none)."""
+        return dict(self.module_class_by_block).get(block_kind, self.module_class) if self.module_class else None
 
 
 RUNTIMES: dict[str, Runtime] = {
@@ -56,8 +70,9 @@ RUNTIMES: dict[str, Runtime] = {
                          describe="library kernels called from eager PyTorch modules"),
     "hf-eager": Runtime("hf-eager", "eager", module_class="hf_module",
                         describe="Hugging Face transformers modules, eager",
-                        impls=(("rmsnorm", "torch_eager"), ("rope", "torch_eager"), ("gated_mlp", "torch_eager"),
-                               ("kv_append", "index_copy")), modules="hf"),
+                        impls=(("rmsnorm", "torch_eager"), ("gated_rmsnorm", "torch_eager"), ("rope", "torch_eager"),
+                               ("gated_mlp", "torch_eager"), ("kv_append", "index_copy")), modules="hf",
+                        module_class_by_block=(("mamba2", "hf_ssm_module"),)),
     "torch-compile": Runtime("torch-compile", "eager", launch_class="compiled",
                              describe="torch.compile (Inductor) graph launching the plan's kernels"),
     "cuda-graph": Runtime("cuda-graph", "graph", describe="one captured CUDA graph replayed per step"),
@@ -93,15 +108,25 @@ def runtime_impls(rt: Runtime | None, phase: str) -> dict[str, str]:
     return out
 
 
-def call_host_s(rt: Runtime, host_eager: float, launches: float, calls: float, cost) -> float:
-    """Host seconds of ``calls`` op calls with ``launches`` kernels under ``rt``; ``cost(cls)`` is the
-    spec's host cost of a class (0 where unknown: ``used_keys`` names it)."""
+def call_host_s(rt: Runtime, host_eager: float, launches: float, calls: float, cost,
+                block_kind: str | None = None) -> float:
+    """Host seconds of ``calls`` op calls with ``launches`` kernels under ``rt`` (of a block of
+    ``block_kind``); ``cost(cls)`` is the spec's host cost of a class (0 where unknown: ``used_keys``
+    names it)."""
     if rt.launch == "graph":
         return 0.0
     if rt.launch_class:
         return launches * cost(rt.launch_class)
-    return host_eager + (calls * cost(rt.module_class) if rt.module_class else 0.0)
+    module = rt.module_class_of(block_kind)
+    if not module:
+        return host_eager
+    # a block kind whose own class the spec does not know pays the runtime's general module cost
+    per_call = cost(module) or cost(rt.module_class)
+    return host_eager + calls * per_call
 
 
-def used_keys(rt: Runtime) -> set[str]:
-    return {f"launch.host.{c}" for c in rt.classes()}
+def used_keys(rt: Runtime, block_kinds=None) -> set[str]:
+    """The spec keys ``rt``'s host time reads (``block_kinds``: those of the plan's calls; None: all)."""
+    classes = ({rt.launch_class} | {rt.module_class_of(k) for k in block_kinds}) if block_kinds is not None \
+        else set(rt.classes())
+    return {f"launch.host.{c}" for c in classes if c}

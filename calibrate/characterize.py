@@ -32,6 +32,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..errors import UserError
+from .runtime_host import KEYS
 
 LABEL_MEASURED = "measurement"
 # A part runs "at" a roof when it reaches at least this fraction of that resource's attained rate.
@@ -49,9 +50,9 @@ REQUIREMENT = {
                "chains; more bandwidth or FLOP/s does not help",
     "host/launch": "a faster host path (CUDA graphs, a compiled runtime, a faster CPU); no GPU resource helps",
 }
-HELD_OUT_RULE = ("leave one model out: each record predicted with launch.host.hf_module, launch.host.ssm_module and "
-                 "launch.gemm_fixed derived (calibrate/runtime_host.py) from the other models' records only; "
-                 "the calibrated profile was fitted on op-level kernel cases, none of them a whole model")
+HELD_OUT_RULE = ("leave one model out: each record predicted with " + ", ".join(KEYS) + " derived "
+                 "(calibrate/runtime_host.py) from the other models' records only; the calibrated profile was fitted "
+                 "on op-level kernel cases, none of them a whole model")
 # Energy of a step, two predictions beside the measured window (``energy_row``): the analytic estimate
 # at the achievable time (``total.energy_j``), and the energy model alone at the measured window time
 # (static power x that time + the prediction's dynamic terms), which judges the energy model without the
@@ -203,8 +204,7 @@ def characterize(records: list[dict], spec_for, profile=None, held_out: bool = F
     record is predicted on its spec with the runtime terms measured from whole-model records
     (``calibrate/runtime_host.py``) re-derived from the OTHER models' records only (leave one model
     out), so that no record's own time feeds its prediction."""
-    from ..analytic.workloads.models import get_model
-    from ..analytic.workloads.report import predict
+    from .runtime_host import predict_record
 
     rows, skipped, terms = [], [], {}
     host_rows = None
@@ -221,8 +221,7 @@ def characterize(records: list[dict], spec_for, profile=None, held_out: bool = F
                 from .runtime_host import held_out_spec
                 spec, used = held_out_spec(spec, host_rows, rec["model"])
                 terms[rec["model"]] = {e["key"]: e["value"] for e in used}
-            p = predict(get_model(rec["model"]), spec, rec["phase"], int(rec["batch"]), int(rec["seqlen"]),
-                        with_searches=False, runtime=rec["runtime"], dtype=rec.get("dtype") or "bf16")
+            p = predict_record(rec, spec)
             if profile is not None:
                 from .apply import add_calibration
                 add_calibration(p, profile, spec)

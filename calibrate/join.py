@@ -126,7 +126,8 @@ def resource_bounds(spec: Spec, op: str, impl: str, dims: Mapping[str, int], dty
                               serial=execution.serial_engines(op, impl, backend), launch=launch,
                               mma_sync=execution.tensor_instr(op, impl, backend) == "mma_sync",
                               l2_reread=execution.l2_reread_bytes(op, impl, dims, dtype, mode, backend),
-                              chain=execution.chain_of(op, impl, dims, mode, backend, dtype))
+                              chain=execution.chain_of(op, impl, dims, mode, backend, dtype),
+                              dram_path=execution.dram_path_index(op, impl, backend))
     times = {b.resource: float(b.time_s) for b in proj.bounds if b.time_s is not None and b.time_s > 0}
     unknown = tuple(b.resource for b in proj.bounds if b.time_s is None)
     tensor_dtypes = [d for d, v in c.tensor.items() if d in roofline.TENSOR_DTYPES and float(v) > 0]

@@ -19,8 +19,19 @@ quantity its record class isolates:
       gemm_fixed = (measured GEMM kernel time - the plan's GEMM device time without it) / GEMM kernels,
 
   (the profile's ``gemm`` part against the plan's ``gemm``-part ops), median over the graph records.
+- ``memory.dram.path.strided_copy`` and ``memory.dram.path.expand_copy``: the attained bandwidth of
+  ATen's non-vectorized copy kernel (``elementwise_kernel<128, 4, ... direct_copy_kernel_cuda>``) copying
+  a non-contiguous view: mamba-ssm MHA's repeat_interleave of the interleaved cache's k and v (strided)
+  and Hugging Face's repeat_kv of an expanded view (each row written to H / G heads). A decode step's
+  only such copies are these (the profiles: as many kernels as the plan's repeat_kv launches, plus
+  at B > 1 mamba-ssm's one-token cache write into a batch-strided slice), so per decode record
 
-``derive`` returns the three values (those with records) as ``measured:`` entries with their method;
+      path = the plan's repeat_kv bytes / (profiled non-vectorized copy time - the plan's fixed time of
+             those launches)
+
+  (bytes read + written, as the cost rule counts them), median over the decode records of that path.
+
+``derive`` returns the values (those with records) as ``measured:`` entries with their method;
 ``held_out_spec`` is a spec whose three values come from the records of the other models only
 (``Spec.model_validate(hwspecs.fragment.with_measured(...))``: the spec mechanism, no hand edit).
 Predictions made to derive are on the spec with these three keys removed (``base_spec``), so that a
@@ -29,6 +40,7 @@ value in the spec never feeds its own derivation.
 
 from __future__ import annotations
 
+import re
 import statistics
 from pathlib import Path
 from typing import Any, Callable
@@ -38,8 +50,13 @@ from ..hwspecs.units import format_quantity, parse
 
 HOST_BOUND_SHARE = 0.5  # GPU idle for at least half the step: the host sets the pace
 MODULE_KEY = {"hf-eager": "launch.host.hf_module", "mamba-ssm": "launch.host.ssm_module"}
+# module classes a runtime charges the op calls of some block kinds instead (analytic/runtime.py)
+KIND_KEY = {"launch.host.hf_ssm_module": "launch.host.hf_module"}  # kind key -> the runtime's general key
 GEMM_KEY = "launch.gemm_fixed"
-KEYS = (*MODULE_KEY.values(), GEMM_KEY)
+PATH_KEY = {"repeat_interleave": "memory.dram.path.strided_copy", "torch_eager": "memory.dram.path.expand_copy"}
+KEYS = (*MODULE_KEY.values(), *KIND_KEY, GEMM_KEY, *PATH_KEY.values())
+# ATen's non-vectorized copy kernel (a copy out of a non-contiguous view), as the profiler names it
+STRIDED_COPY_KERNEL = re.compile(r"elementwise_kernel<128, 4,.*direct_copy_kernel_cuda")
 
 
 def base_spec(spec: Spec) -> Spec:
@@ -49,12 +66,22 @@ def base_spec(spec: Spec) -> Spec:
     return Spec.model_validate(data)
 
 
-def _predict(rec: dict, spec: Spec) -> dict:
+def flash_attn_of(rec: dict) -> bool:
+    """Whether the record's mamba-ssm modules ran with flash-attn: False where the run's metadata lists
+    flash_attn without a version (not installed: mamba-ssm's MHA takes its SDPA fallback); True for other
+    runners and where the metadata does not say."""
+    versions = rec.get("_versions") or {}
+    return not (rec.get("runner") == "mamba_ssm" and "flash_attn" in versions and not versions["flash_attn"])
+
+
+def predict_record(rec: dict, spec: Spec) -> dict:
+    """The prediction of a whole-model record's point on ``spec`` with the record's runtime and software."""
     from ..analytic.workloads.models import get_model
     from ..analytic.workloads.report import predict
 
     return predict(get_model(rec["model"]), spec, rec["phase"], int(rec["batch"]), int(rec["seqlen"]),
-                   with_searches=False, runtime=rec["runtime"], dtype=rec.get("dtype") or "bf16")
+                   with_searches=False, runtime=rec["runtime"], dtype=rec.get("dtype") or "bf16",
+                   flash_attn=flash_attn_of(rec))
 
 
 def rows_of(records: list[dict], spec_for: Callable[[dict], Spec]) -> list[dict[str, Any]]:
@@ -65,10 +92,12 @@ def rows_of(records: list[dict], spec_for: Callable[[dict], Spec]) -> list[dict[
     for r in sorted(records, key=lambda r: r["key"]):
         if r["status"] != "ok" or not (r.get("profile") or {}).get("launches"):
             continue
+        spec = base_spec(spec_for(r))
+        if r["phase"] == "decode":
+            rows += _path_rows(r, spec)
         if r["runtime"] not in MODULE_KEY and r["runtime"] != "cuda-graph":
             continue
-        spec = base_spec(spec_for(r))
-        p = _predict(r, spec)
+        p = predict_record(r, spec)
         a, prof, t = p["total"]["achievable"], r["profile"], float(r["time_s"]["median"])
         row = {"key": r["key"], "model": r["model"], "runtime": r["runtime"], "phase": r["phase"], "file": r["_file"],
                "date": str(r.get("started_utc") or "")[:10], "spec": spec.id, "measured_s": t,
@@ -79,9 +108,11 @@ def rows_of(records: list[dict], spec_for: Callable[[dict], Spec]) -> list[dict[
         if r["runtime"] in MODULE_KEY:
             # forward-only steps: a train step's host time also holds its backward's Python (custom autograd
             # functions' backward, the engine's node walk), which this per-call forward term does not describe
-            row.update(term=MODULE_KEY[r["runtime"]],
+            calls = _calls_by_key(r, p)
+            kind = [k for k in calls if k in KIND_KEY]
+            row.update(term=kind[0] if kind else MODULE_KEY[r["runtime"]],
                        usable=row["host_idle_share"] >= HOST_BOUND_SHARE and r["phase"] != "train",
-                       value_s=(t - a["host_s"]) / row["op_calls_plan"])
+                       residual_s=t - a["host_s"], calls_by_key=calls, value_s=(t - a["host_s"]) / row["op_calls_plan"])
         else:
             gemm = (prof.get("parts") or {}).get("gemm")
             planned = sum(o["achievable"]["gpu_s"] for o in p["ops"] if part_of_op(o["op"]) == "gemm")
@@ -93,34 +124,92 @@ def rows_of(records: list[dict], spec_for: Callable[[dict], Spec]) -> list[dict[
     return rows
 
 
-def derive(rows: list[dict], exclude_model: str | None = None) -> list[dict[str, Any]]:
-    """``measured:`` entries of the three terms from ``rows`` (those of ``exclude_model`` left out);
-    a term without usable rows is left out (a positive median only: a spec value must be > 0)."""
+def _calls_by_key(r: dict, p: dict) -> dict[str, float]:
+    """The prediction ``p``'s op calls per module host key of the record's runtime."""
+    from ..analytic.runtime import RUNTIMES
+    from ..analytic.workloads.models import get_model
+
+    rt, model = RUNTIMES[r["runtime"]], get_model(r["model"])
+    out: dict[str, float] = {}
+    for o in p["ops"]:
+        key = f"launch.host.{rt.module_class_of(model.block(o['block']).kind if o['block'] else None)}"
+        out[key] = out.get(key, 0.0) + float(o["count"])
+    return out
+
+
+def _path_rows(r: dict, spec: Spec) -> list[dict[str, Any]]:
+    """The DRAM-path rows of a decode record: one per repeat_kv implementation in its plan."""
+    from ..analytic.achievable import AchievableTable
+
+    p = predict_record(r, spec)
+    bw = float(AchievableTable.of([spec]).dram_bw[0])
+    kernels = [k for k in r["profile"]["kernels"] if STRIDED_COPY_KERNEL.search(k["name"])]
+    measured = sum(float(k["time_s"]) for k in kernels)
     out = []
+    for impl, key in PATH_KEY.items():
+        ops = [o for o in p["ops"] if o["op"] == "repeat_kv" and o["impl"] == impl]
+        if not ops or not kernels:
+            continue
+        nbytes = sum(float(o["bytes_executed"]) for o in ops)
+        fixed = sum(float(o["achievable"]["gpu_s"]) - float(o["achievable"]["dram_bytes"]) / bw for o in ops)
+        out.append({"key": r["key"], "model": r["model"], "runtime": r["runtime"], "phase": r["phase"],
+                    "file": r["_file"], "date": str(r.get("started_utc") or "")[:10], "spec": spec.id,
+                    "measured_s": float(r["time_s"]["median"]), "busy_s": r["profile"]["busy_s"],
+                    "host_idle_share": r["profile"]["host_idle_s"] / float(r["time_s"]["median"]),
+                    "launches_measured": sum(float(k["count"]) for k in kernels),
+                    "launches_plan": sum(o["launches"] for o in ops), "module_calls": r.get("module_calls"),
+                    "op_calls_plan": sum(o["count"] for o in ops), "plan_host_s": 0.0, "plan_gpu_s": fixed,
+                    "term": key, "usable": measured > fixed, "copy_measured_s": measured, "copy_bytes": nbytes,
+                    "value_s": nbytes / (measured - fixed) if measured > fixed else float("nan")})
+    return out
+
+
+def derive(rows: list[dict], exclude_model: str | None = None) -> list[dict[str, Any]]:
+    """``measured:`` entries of the terms from ``rows`` (those of ``exclude_model`` left out);
+    a term without usable rows is left out (a positive median only: a spec value must be > 0)."""
+    out, found = [], {}
     for key in KEYS:
         use = [r for r in rows if r["term"] == key and r["usable"] and r["model"] != exclude_model]
+        if key in KIND_KEY:  # the kind's calls carry the residual beyond the other calls at the general value
+            general = found.get(KIND_KEY[key])
+            if general is None:
+                continue
+            use = [{**r, "value_s": (r["residual_s"] - general * (sum(r["calls_by_key"].values()) - r["calls_by_key"][key]))
+                    / r["calls_by_key"][key]} for r in use]
         if not use:
             continue
         v = statistics.median(r["value_s"] for r in use)
         if not v > 0:
             continue
-        text = format_quantity(v, "time", digits=4)
-        if abs(parse(text, "time") - v) > 1e-3 * v:
+        kind = "bandwidth" if key in PATH_KEY.values() else "time"
+        text = format_quantity(v, kind, digits=4)
+        if abs(parse(text, kind) - v) > 1e-3 * v:
             raise RuntimeError(f"{key}: formatted {v} as {text!r}, which does not read back")
-        what = ("host-bound whole-model records (GPU idle >= "
-                f"{HOST_BOUND_SHARE:.0%} of the step), (step median - the plan's host time without the module term) / "
-                "the plan's op calls" if key != GEMM_KEY else
-                "CUDA-graph decode records, (profiled GEMM kernel time - the plan's GEMM device time without it) / "
-                "GEMM kernels")
+        if key == GEMM_KEY:
+            what = ("CUDA-graph decode records, (profiled GEMM kernel time - the plan's GEMM device time without it) / "
+                    "GEMM kernels")
+        elif kind == "bandwidth":
+            what = ("decode records, the plan's repeat_kv bytes (read + written) / (profiled non-vectorized copy "
+                    "kernel time, elementwise_kernel<128, 4> direct_copy, - the plan's fixed time of those launches)")
+        elif key in KIND_KEY:
+            what = ("host-bound whole-model records with op calls of the kind (GPU idle >= "
+                    f"{HOST_BOUND_SHARE:.0%} of the step), (step median - the plan's host time without the module "
+                    f"terms - its other op calls x {KIND_KEY[key]} {found[KIND_KEY[key]] * 1e6:.4g} us) / the kind's op calls")
+        else:
+            what = ("host-bound whole-model records (GPU idle >= "
+                    f"{HOST_BOUND_SHARE:.0%} of the step), (step median - the plan's host time without the module "
+                    "term) / the plan's op calls")
         files = sorted({Path(r["file"]).as_posix() for r in use})
-        each = "; ".join(f"{r['key']} {r['value_s'] * 1e6:.4g} us" for r in use)
+        each = "; ".join(f"{r['key']} " + (f"{r['value_s'] / 1e12:.4g} TB/s" if kind == "bandwidth" else
+                                           f"{r['value_s'] * 1e6:.4g} us") for r in use)
+        found[key] = parse(text, kind)
         out.append({"key": key, "value": text, "date": max(r["date"] for r in use),
                      "method": f"calibrate/runtime_host.py: {what}, median of {len(use)}: {each}; files {', '.join(files)}"})
     return out
 
 
 def held_out_spec(spec: Spec, rows: list[dict], model: str) -> tuple[Spec, list[dict]]:
-    """``spec`` with the three terms derived from the other models' records (the entries used)."""
+    """``spec`` with the terms derived from the other models' records (the entries used)."""
     from ..hwspecs.fragment import with_measured
 
     entries = derive(rows, exclude_model=model)

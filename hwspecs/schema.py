@@ -104,7 +104,11 @@ from .datum import (  # noqa: F401 - re-exported: the spec's value types are par
 #   far below the vector rate; FLOPs as the cost rules count them ((2K + 1) per output with a bias).
 # - DRAM bandwidth of ATen's non-vectorized paths: ``broadcast`` (elementwise_kernel<128, 2|4> over
 #   operands of different shapes), ``cast_copy`` (a dtype-converting copy, unrolled_elementwise_kernel
-#   <direct_copy>), ``reduction`` (reduce_kernel<512, 1> along the last dimension); contiguous
+#   <direct_copy>), ``reduction`` (reduce_kernel<512, 1> along the last dimension), ``strided_copy`` (a
+#   same-dtype copy of a strided bf16 view into a contiguous tensor, elementwise_kernel<128, 4,
+#   direct_copy>: mamba-ssm MHA's repeat_interleave of the interleaved KV cache's k and v views),
+#   ``expand_copy`` (the same kernel copying an expanded view, each source row written to several heads:
+#   Hugging Face's repeat_kv); contiguous
 #   vectorized elementwise kernels run at the copy bandwidth (memory.dram.bandwidth).
 COMPUTE_PATHS = ("conv_depthwise",)
 # Kernel classes whose programs step sequentially with a dependence between steps (``compute.chain_step``;
@@ -114,7 +118,7 @@ COMPUTE_PATHS = ("conv_depthwise",)
 # (head, batch) stepping one chunk of a chunked scan with its state in registers (loads of the chunk's
 # tiles, their matmuls, a state update: mamba-ssm's Mamba-3 SISO forward kernel).
 CHAIN_CLASSES = ("token_recurrent_warp", "chunk_recurrent_cta")
-DRAM_PATHS = ("broadcast", "cast_copy", "reduction")
+DRAM_PATHS = ("broadcast", "cast_copy", "reduction", "strided_copy", "expand_copy")
 
 
 class Compute(_Strict):
@@ -202,12 +206,14 @@ class MemoryLevel(_Strict):
 # handling, cache bookkeeping, hooks), paid per op call of a model's plan; ``compiled``, the host time per
 # kernel launch from a torch.compile (Inductor) graph, which replaces every other class's per-launch cost.
 # ``ssm_module``, the same for mamba-ssm's eager modules (Mamba.step / Mamba2.step: rearranges, splits,
-# state bookkeeping in Python around the library calls).
+# state bookkeeping in Python around the library calls); ``hf_ssm_module``, ``hf_module`` for the op calls of a
+# Hugging Face state-space mixer (transformers' Mamba2Mixer.cuda_kernels_forward: the chunked-scan call's
+# argument handling and its eager gated norm's Python), whose module code differs from the Llama-style modules'.
 HOST_CLASSES = ("torch_eager", "triton", "triton_autotune", "cuda_extension", "cublas", "sdpa", "cudnn",
-                "cuda_graph", "autograd", "autograd_node", "hf_module", "ssm_module", "compiled")
+                "cuda_graph", "autograd", "autograd_node", "hf_module", "hf_ssm_module", "ssm_module", "compiled")
 # The classes measured by the runtime probe (or from whole-model records) rather than by ``ssmbench
 # probe``'s per-call loop.
-RUNTIME_HOST_CLASSES = ("hf_module", "ssm_module", "compiled")
+RUNTIME_HOST_CLASSES = ("hf_module", "hf_ssm_module", "ssm_module", "compiled")
 
 
 class Launch(_Strict):

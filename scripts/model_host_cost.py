@@ -1,5 +1,6 @@
 """The runtime terms measured from the host-bound and CUDA-graph whole-model records (issue #15):
-``launch.host.hf_module``, ``launch.host.ssm_module`` and ``launch.gemm_fixed`` (their physics and
+``launch.host.hf_module``, ``launch.host.ssm_module``, ``launch.gemm_fixed`` and the copy paths
+``memory.dram.path.strided_copy`` / ``expand_copy`` (their physics and
 formulas: calibrate/runtime_host.py). No GPU: stored records only.
 
     python scripts/model_host_cost.py --results results/h200/2026-12-03/models [more folders] --out DIR
@@ -19,7 +20,7 @@ import sys
 from pathlib import Path
 
 import yaml
-from ssmbench.calibrate.runtime_host import HOST_BOUND_SHARE, derive, rows_of
+from ssmbench.calibrate.runtime_host import HOST_BOUND_SHARE, PATH_KEY, derive, rows_of
 from ssmbench.hwspecs import spec_for_device
 from ssmbench.measure.models.records import find_model_runs, latest_records
 from ssmbench.measure.results import jsonable
@@ -30,18 +31,25 @@ def _ms(x):
     return f"{x * 1e3:.2f} ms"
 
 
+def _value(r) -> str:
+    if r["term"] in PATH_KEY.values():
+        return f"{r['value_s'] / 1e12:.4g} TB/s ({r['copy_bytes'] / 1e9:.4g} GB in {_ms(r['copy_measured_s'])})"
+    return f"{r['value_s'] * 1e6:.2f} us"
+
+
 def markdown(rows, entries) -> str:
     lines = ["# Runtime terms measured from whole-model records (measurement)", ""]
     lines += [f"- {e['key']} = {e['value']} ({e['method']})" for e in entries]
     lines += ["", (f"Module terms use host-bound records (GPU idle >= {HOST_BOUND_SHARE:.0%} of the step) of prefill and "
-                   "decode; the GEMM term uses CUDA-graph records. Plan values are on the spec without these terms."), "",
+                   "decode; the GEMM term uses CUDA-graph records; the DRAM paths use the profiled copy kernels of decode "
+                   "records. Plan values are on the spec without these terms."), "",
               ("| record | term | used | step (measurement) | kernel time | GPU idle | launches measured / plan | "
                "module calls / plan op calls | plan host | value |"), "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['key']} | {r['term']} | {'yes' if r['usable'] else 'no'} | {_ms(r['measured_s'])} | "
                      f"{_ms(r['busy_s'])} | {r['host_idle_share']:.0%} | {r['launches_measured']:.0f} / "
                      f"{r['launches_plan']:.0f} | {r['module_calls']} / {r['op_calls_plan']} | {_ms(r['plan_host_s'])} | "
-                     f"{r['value_s'] * 1e6:.2f} us |")
+                     f"{_value(r)} |")
     return "\n".join(lines) + "\n"
 
 

@@ -11,12 +11,14 @@ def c(impl, mode, dtype="bf16", dims=DIMS):
     return cost("mamba1_scan", dims, impl, mode, dtype)
 
 
-@pytest.mark.parametrize("L_,chunks", [(16, 1), (2048, 1), (2049, 2), (4096, 2)])
-def test_fused_fwd_formula(L_, chunks):
+@pytest.mark.parametrize("L_,chunks,padded", [(16, 1, 128), (196, 1, 256), (1024, 1, 1024), (2048, 1, 2048),
+                                               (2049, 2, 4096), (3136, 2, 4096), (4096, 2, 4096)])
+def test_fused_fwd_formula(L_, chunks, padded):
     r = c("fused", "fwd", "bf16", dict(B=B, L=L_, E=E, N=N))
-    bel, beln = B * E * L_, B * E * L_ * N
-    assert r.vector == 10 * beln + 8 * bel  # dt A, B dt u, two scan combines (3 each), C h FMA
-    assert r.transcendental == beln + 3 * bel  # exp per element; softplus (2) and silu (1) per (b, e, l)
+    bel = B * E * L_
+    pel, peln = B * E * padded, B * E * padded * N  # whole chunks of the kernel's items are computed
+    assert r.vector == 10 * peln + 8 * pel  # dt A, B dt u, two scan combines (3 each), C h FMA
+    assert r.transcendental == peln + 3 * pel  # exp per element; softplus (2) and silu (1) per (b, e, l)
     assert r.tensor == {}
     assert r.read == {"activations": 2 * (3 * bel + 2 * B * N * L_), "weights": 4 * E * N + 8 * E}
     assert r.write == {"activations": 2 * bel}
@@ -27,9 +29,9 @@ def test_fused_fwd_formula(L_, chunks):
 
 def test_fused_bwd_formula():
     r = c("fused", "bwd", "bf16")
-    bel, beln = B * E * L, B * E * L * N
-    assert r.vector == 29 * beln + 20 * bel  # the recomputed forward scan is in the 29
-    assert r.transcendental == beln + 4 * bel
+    pel, peln = B * E * 128, B * E * 128 * N  # L = 16 runs one chunk of 32 threads x 4 items
+    assert r.vector == 29 * peln + 20 * pel  # the recomputed forward scan is in the 29
+    assert r.transcendental == peln + 4 * pel
     assert r.launches == 8 and c("fused", "bwd", "fp32").launches == 6  # 5 fills + kernel (+ 2 casts)
     assert r.extra_read["state"] == 8 * B * E * N  # the chunk state it restarts from
 

@@ -7,19 +7,21 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ssmbench.calibrate.runtime_host import KEYS, base_spec, derive, held_out_spec, rows_of
+from ssmbench.calibrate.runtime_host import KEYS, base_spec, derive, flash_attn_of, held_out_spec, rows_of
 from ssmbench.calibrate.runtime_step import compose
 from ssmbench.hwspecs import get_spec
+from ssmbench.hwspecs.units import parse
 from ssmbench.measure.models.records import find_model_runs, latest_records
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "results" / "h200" / "2026-12-03" / "models"
+RUNS = (RUN, ROOT / "results" / "h200" / "2026-12-03" / "models-b")  # the two calls scripts/characterize_h200.sh reads
 FRAGMENT = RUN / "characterize" / "measured-runtime-h200-sxm.yaml"
 
 
 @pytest.fixture(scope="module")
 def rows():
-    return rows_of(latest_records(find_model_runs(RUN)), lambda r: get_spec("h200-sxm"))
+    return rows_of(latest_records([p for run in RUNS for p in find_model_runs(run)]), lambda r: get_spec("h200-sxm"))
 
 
 def test_spec_entries_are_the_fragment():
@@ -76,3 +78,68 @@ def test_compose_keeps_runtime_host_in_eager():
     r["total"]["calibrated"] = {"estimate_s": 1e-3, "lo_s": None, "hi_s": None, "notes": []}
     cal = compose(r)
     assert cal["estimate_s"] == pytest.approx(r["total"]["achievable"]["host_s"])  # host-bound: the runtime's host
+
+
+def test_mamba_ssm_without_flash_attn_copies_the_cache():
+    """mamba-ssm's MHA without flash-attn hands SDPA copies of k and v (repeat_interleave at repeats 1):
+    in decode the whole cache per attention layer, at the strided-copy path's rate."""
+    from ssmbench.analytic.workloads.models import get_model
+    from ssmbench.analytic.workloads.report import predict
+    m, spec = get_model("transformerpp-125m"), get_spec("h200-sxm")
+    fa = predict(m, spec, "decode", 32, 32768, with_searches=False, runtime="cuda-graph")
+    sdpa = predict(m, spec, "decode", 32, 32768, with_searches=False, runtime="cuda-graph", flash_attn=False)
+    assert not any(o["op"] == "repeat_kv" for o in fa["ops"])
+    rk = [o for o in sdpa["ops"] if o["op"] == "repeat_kv"]
+    assert [o["impl"] for o in rk] == ["repeat_interleave"]
+    layers, cache = 12, 32 * 32768 * 2 * 12 * 64 * 2  # [B, S, 2, H, P] bf16 per layer
+    assert rk[0]["bytes_executed"] == pytest.approx(2 * cache * layers)  # read and written once
+    rate = parse(next(m.value for m in spec.measured if m.key == "memory.dram.path.strided_copy"), "bandwidth")
+    assert rk[0]["achievable"]["dram_bytes"] / rate < rk[0]["achievable"]["gpu_s"] < 1.01 * rk[0]["bytes_executed"] / rate
+    # prefill copies the prompt's k and v; the records say which software ran
+    rec = {"runner": "mamba_ssm", "_versions": {"flash_attn": None}}
+    assert not flash_attn_of(rec) and flash_attn_of({**rec, "_versions": {"flash_attn": "2.8.3"}})
+    assert flash_attn_of({"runner": "hf", "_versions": {"flash_attn": None}}) and flash_attn_of({"runner": "mamba_ssm"})
+
+
+def test_path_rows_are_the_profiled_copies(rows):
+    path = [r for r in rows if r["term"] == "memory.dram.path.strided_copy"]
+    assert {r["model"] for r in path} == {"transformerpp-125m", "mamba2-attn-k4-130m"}
+    for r in path:  # the copy kernels' time is the plan's bytes at the value, plus the fixed time
+        assert r["copy_measured_s"] == pytest.approx(r["copy_bytes"] / r["value_s"] + r["plan_gpu_s"], rel=1e-9)
+    spec, used = held_out_spec(get_spec("h200-sxm"), rows, "transformerpp-125m")
+    e = next(e for e in used if e["key"] == "memory.dram.path.strided_copy")
+    assert "transformerpp" not in e["method"] and "mamba2-attn-k4-130m" in e["method"]
+
+
+def test_hf_mamba2_mixer_pays_its_own_module_cost(rows):
+    """HF's Mamba2Mixer op calls pay launch.host.hf_ssm_module, the model ends hf_module; held out for
+    the one model with that kind, its calls fall back to hf_module (and the key is not modelled)."""
+    from ssmbench.analytic.workloads.models import get_model
+    from ssmbench.analytic.workloads.report import predict
+    spec = get_spec("h200-sxm")
+    values = {m.key: parse(m.value, "time") for m in spec.measured if m.key in KEYS and "host" in m.key}
+    p = predict(get_model("mamba2-130m"), spec, "prefill", 1, 2048, with_searches=False, runtime="hf-eager")
+    calls = {k: sum(o["count"] for o in p["ops"] if (o["block"] == "mamba") == k) for k in (True, False)}
+    assert {o["impl"] for o in p["ops"] if o["op"] == "gated_rmsnorm"} == {"torch_eager"}  # MambaRMSNormGated
+    base = predict(get_model("mamba2-130m"), base_spec(spec), "prefill", 1, 2048, with_searches=False,
+                   runtime="hf-eager")["total"]["achievable"]["host_s"]
+    charged = p["total"]["achievable"]["host_s"] - base
+    assert charged == pytest.approx(calls[True] * values["launch.host.hf_ssm_module"]
+                                    + calls[False] * values["launch.host.hf_module"], rel=1e-6)
+    held, used = held_out_spec(spec, rows, "mamba2-130m")
+    assert "launch.host.hf_ssm_module" not in {e["key"] for e in used}
+    h = predict(get_model("mamba2-130m"), held, "prefill", 1, 2048, with_searches=False, runtime="hf-eager")
+    hf = parse(next(e["value"] for e in used if e["key"] == "launch.host.hf_module"), "time")
+    assert h["total"]["achievable"]["host_s"] - base == pytest.approx((calls[True] + calls[False]) * hf, rel=1e-6)
+    assert "launch.host.hf_ssm_module" in h["total"]["achievable"]["not_modelled"]
+
+
+def test_vim_flips_between_layers():
+    from ssmbench.analytic.workloads.models import get_model
+    from ssmbench.analytic.workloads.phases import plan
+    m = get_model("vim-s-bidir")
+    flips = {c.label: c.count for c in plan(m, "prefill") if c.label.startswith("flip_")}
+    assert flips == {"flip_hidden": 23, "flip_residual": 23}
+    assert {c.label: c.count for c in plan(m, "train") if c.label.startswith("flip_")} == \
+        {"flip_hidden": 46, "flip_residual": 46}  # and the gradients' flips
+    assert not any(c.label.startswith("flip_") for c in plan(get_model("mamba-130m"), "prefill"))

@@ -9,6 +9,7 @@ import pytest
 from ssmbench.analytic.workloads.models import get_model
 from ssmbench.analytic.workloads.phases import plan
 from ssmbench.analytic.workloads.report import predict
+from ssmbench.calibrate.runtime_host import predict_record
 from ssmbench.errors import UserError
 from ssmbench.hwspecs import get_spec
 from ssmbench.measure.models.records import find_model_runs, latest_records
@@ -59,8 +60,7 @@ def test_unknown_module_style():
 
 @pytest.mark.parametrize("rec", _records(), ids=lambda r: r["key"])
 def test_plan_launches_match_profile(rec):
-    p = predict(get_model(rec["model"]), get_spec("h200-sxm"), rec["phase"], int(rec["batch"]), int(rec["seqlen"]),
-                with_searches=False, runtime=rec["runtime"], dtype=rec.get("dtype") or "bf16")
+    p = predict_record(rec, get_spec("h200-sxm"))  # with the record's software (flash-attn or not)
     planned = sum(o["launches"] for o in p["ops"])
     measured = rec["profile"]["launches"]
     assert abs(planned / measured - 1) <= LAUNCH_TOLERANCE, (rec["key"], planned, measured)

@@ -315,6 +315,9 @@ class ModelSpec(_Strict):
     tie_embeddings: bool
     norm: Literal["rmsnorm", "layernorm"]
     position_embeddings: int = Field(default=0, ge=0)  # rows of a learned position table
+    # bidirectional by alternation (a Vision-Mamba layout): the sequence and its fp32 residual are
+    # flipped along the tokens between consecutive layers (phases.plan costs the flips as copies)
+    flip_between_layers: bool = False
     blocks: dict[str, BlockDef] = Field(min_length=1)
     layers: list[LayerRun] | None = None
     pattern: Pattern | None = None

@@ -197,7 +197,13 @@ def resolve_impl(op_name: str, mode: str, requested: str | None) -> tuple[str, s
     raise AnalyticError(f"op {op_name!r} has no implementation with a rule for mode {mode!r}")
 
 
-MODULE_STYLES = ("library", "hf")
+# "library": the kernel libraries' modules (mamba-ssm's MambaLMHeadModel, flash-attn present); "hf":
+# Hugging Face modules (runtime.py's hf-eager); "library_sdpa": mamba-ssm's modules on a machine without
+# flash-attn, whose MHA then runs its SDPA fallback (mha.py, ``MHA.forward`` / ``_update_kvcache_attention``):
+# ``torch.repeat_interleave(k, dim=2, repeats=H / G)`` and the same for v before SDPA, which materializes
+# k and v even at repeats = 1 (MHA): in decode a copy of the whole cached K and V of every attention
+# layer per step (the measured profiles: two direct_copy kernels per layer the size of the cache)
+MODULE_STYLES = ("library", "hf", "library_sdpa")
 
 
 class _Builder:
@@ -323,6 +329,13 @@ class _Builder:
         if hf and self.tokens == 1 and G < H and blk.window is None:
             # with a cache and a mask, HF hands SDPA k and v repeated to H heads (repeat_kv), not GQA
             self.add(f"{name}.repeat_kv", name, n, "repeat_kv", {"H": H, "G": G, "P": P}, tokens="keys")
+        if self.modules == "library_sdpa" and blk.window is None:
+            # mamba-ssm's MHA without flash-attn copies k and v for SDPA (MODULE_STYLES): the prompt's in
+            # prefill and train (forward; the copy's backward, a reduction over the repeats, is not costed),
+            # the whole cache's in decode
+            self.add(f"{name}.repeat_kv", name, n, "repeat_kv", {"H": H, "G": G, "P": P},
+                     tokens="keys" if self.tokens == 1 else None, mode="fwd" if self.train else None,
+                     impl="repeat_interleave")
         self.attention(name, n, blk)
         self.add(f"{name}.o_proj", name, n, "linear", {"I": H * P, "O": D})
         if self.train:  # autograd's cat of dq, dk, dv into the fused projection's output gradient
@@ -360,9 +373,15 @@ def _plan(model: Model, phase: str, impls: tuple[tuple[str, str], ...], recomput
     b.add("embedding", "", 1, "embedding", {"D": D, "V": V})
     for name, n in model.block_counts.items():
         b.block(name, n)
+    flips = len(model.layer_sequence) - 1 if model.spec.flip_between_layers else 0
+    if flips:  # hidden.flip(1) and residual.flip(1) between layers; in training their backward flips the gradients
+        for label, width in (("flip_hidden", D), ("flip_residual", 2 * D)):  # the residual is fp32: 2 x D 16-bit widths
+            b.add(label, "", flips, "copy", {"D": width}, per_block=2 if b.train else 1, mode="fwd" if b.train else None)
     b.norm("final", "", 1, D)
     head_tokens = 1 if phase == "decode" or (phase == "prefill" and logits == "last") else "tokens"
     b.add("lm_head", "", 1, "lm_head", {"D": D, "V": V}, tokens=head_tokens)
+    if phase == "train":  # F.cross_entropy over every token's logits, and its backward
+        b.add("loss", "", 1, "cross_entropy", {"V": V})
     calls = b.calls
     if phase == "train" and recompute:
         extra = _Builder(model, "prefill", dict(impls), modules)

@@ -92,6 +92,7 @@ class _PointPlan:
     tf32: np.ndarray  # [n_calls] bool, the achievable traits
     serial: np.ndarray
     mma_sync: np.ndarray
+    dram_path: np.ndarray  # [n_calls] int, execution.dram_path_index
     chained: tuple[tuple[int, OpCall], ...] = ()  # (index, call) of the calls with a sequential chain trait
 
 
@@ -122,6 +123,7 @@ def point_plan(calls: tuple[OpCall, ...], prec: Precision) -> _PointPlan:
 def compile_point_plan(calls: tuple[OpCall, ...], dtype: str | Precision) -> _PointPlan:
     """The plan of ``compile_plan`` with scalar cost functions (cached on the same key)."""
     from ..execution import (
+        dram_path_index,
         fp32_matmul_on_tf32,
         is_composite,
         serial_engines,
@@ -142,7 +144,8 @@ def compile_point_plan(calls: tuple[OpCall, ...], dtype: str | Precision) -> _Po
               for c in calls]
     tr = np.array(traits, dtype=bool).reshape(-1, 3)
     chained = tuple((i, c) for i, c in enumerate(calls) if not is_composite(c.op) and traits_of(c.op, c.impl).chain)
-    return _PointPlan(tuple(out), tr[:, 0].copy(), tr[:, 1].copy(), tr[:, 2].copy(), chained)
+    paths = np.array([dram_path_index(c.op, c.impl) for c in calls], dtype=int)
+    return _PointPlan(tuple(out), tr[:, 0].copy(), tr[:, 1].copy(), tr[:, 2].copy(), paths, chained)
 
 
 def _dim(grid: dict, var, mult, step, minus=0, cap=None) -> float:
@@ -355,14 +358,14 @@ def step_achievable(pp: _PointPlan, work: list[list[float]], table: SpecTable, s
     table = _achievable_table(table, s)
     w = np.array(work).T  # [n_cols, n_calls]
     a = achievable_work(w, table, tf32=pp.tf32, serial=pp.serial, launch=launch, graph_replays=0.0,
-                        mma_sync=pp.mma_sync)
+                        mma_sync=pp.mma_sync, dram_path=pp.dram_path)
     hs, gs, ks = a.host[0].tolist(), a.gpu[0].tolist(), a.bottleneck[0].tolist()
     for i, c in pp.chained:
         chain = chain_of(c.op, c.impl, {k: round(v) for k, v in call_shape(c, phase, batch, length).items()}, c.mode)
         if chain is None:
             continue
         one = achievable_work(w[:, i:i + 1], table, tf32=pp.tf32[i:i + 1], serial=pp.serial[i:i + 1], launch=launch,
-                              graph_replays=0.0, mma_sync=pp.mma_sync[i:i + 1],
+                              graph_replays=0.0, mma_sync=pp.mma_sync[i:i + 1], dram_path=pp.dram_path[i:i + 1],
                               chain=chain.repeated(c.count))
         hs[i], gs[i], ks[i] = float(one.host[0, 0]), float(one.gpu[0, 0]), int(one.bottleneck[0, 0])
     host = gpu = 0.0

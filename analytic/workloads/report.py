@@ -230,19 +230,30 @@ def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dic
     not the sum of per-call maxima; under CUDA-graph replay the host term is zero."""
     from ..achievable import LABEL as ACH_LABEL
     from ..achievable import AchievableTable, achievable_work, host_cost
-    from ..execution import chain_of, fp32_matmul_on_tf32, serial_engines, tensor_instr
+    from ..execution import (
+        DRAM_PATHS,
+        chain_of,
+        dram_path_index,
+        fp32_matmul_on_tf32,
+        serial_engines,
+        tensor_instr,
+    )
     # attained ceilings where the spec has them whatever the bound's ceiling rule: the estimate is of what
     # runs, the bound of what could
     table = AchievableTable.of([spec], "measured")
-    from ..runtime import RUNTIMES, call_host_s
+    from ..runtime import RUNTIMES, call_host_s, used_keys
     host = gpu = 0.0
     by_class: dict[str, float] = {}
-    eager_parts = []  # per call (host under the plain eager model, launches, op calls): the runtime comparison
+    eager_parts = []  # per call (host under the plain eager model, launches, op calls, block kind): the runtime comparison
     residency = res.residency[0] if res.residency else None
     resident = residency is not None and bool(residency.resident[0, 0])
     chain_keys = set()
     mma_keys = set()  # compute.tensor_mma_sync.<dtype> that an mma.sync call of this step really uses
+    path_keys = set()  # memory.dram.path.<path> that a call of this step moves its bytes on
     for i, c in enumerate(res.calls.calls):
+        path = dram_path_index(c.call.op, c.call.impl)
+        if path >= 0:
+            path_keys.add(f"memory.dram.path.{DRAM_PATHS[path]}")
         w = np.array(res.call_work[i, :, :1, :1])
         if tensor_instr(c.call.op, c.call.impl) == "mma_sync":
             mma_keys |= {f"compute.tensor_mma_sync.{d}" for d in TENSOR_DTYPES if w[COL[f"tensor.{d}"], 0, 0] > 0}
@@ -260,14 +271,15 @@ def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dic
             state_bytes = state_e
         a = achievable_work(w, table, tf32=fp32_matmul_on_tf32(c.call.op, c.call.impl),
                             serial=serial_engines(c.call.op, c.call.impl), launch=res.launch, graph_replays=0.0,
-                            mma_sync=tensor_instr(c.call.op, c.call.impl) == "mma_sync", chain=chain)
+                            mma_sync=tensor_instr(c.call.op, c.call.impl) == "mma_sync", chain=chain, dram_path=path)
         h, g = float(a.host[0, 0, 0]), float(a.gpu[0, 0, 0])
         h_eager = h if res.launch == "eager" else float(achievable_work(
             w, table, tf32=fp32_matmul_on_tf32(c.call.op, c.call.impl), serial=serial_engines(c.call.op, c.call.impl),
             launch="eager").host[0, 0, 0])
-        eager_parts.append((h_eager, float(w[COL["launches"], 0, 0]), float(c.call.count)))
+        kind = res.model.block(c.call.block).kind if c.call.block else None
+        eager_parts.append((h_eager, float(w[COL["launches"], 0, 0]), float(c.call.count), kind))
         if runtime is not None:
-            h = call_host_s(runtime, h, eager_parts[-1][1], eager_parts[-1][2], lambda k: host_cost(table, k))
+            h = call_host_s(runtime, h, eager_parts[-1][1], eager_parts[-1][2], lambda k: host_cost(table, k), kind)
         if state_bytes:
             node = float(a.gpu[0, 0, 0] - np.max([t[0, 0, 0] for t in a.times.values()]))
             g = max(g, node + state_bytes / residency.bandwidth)
@@ -295,12 +307,12 @@ def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dic
     if res.launch == "graph":
         host_used = {"launch.host.cuda_graph"}
     if runtime is not None:
-        from ..runtime import used_keys
         host_used = ({k for k in host_used if k == "launch.host.autograd"} if runtime.launch_class else host_used)
-        host_used |= used_keys(runtime)
+        host_used |= used_keys(runtime, {p[3] for p in eager_parts})
     used = {k for k in table.missing[0] if (not k.startswith("launch.host.") or k in host_used)
             and (not (k.startswith("compute.chain_step.") or k == "compute.sm_count") or k in chain_keys)
             and (not k.startswith("compute.tensor_mma_sync.") or k in mma_keys)
+            and (not k.startswith("memory.dram.path.") or k in path_keys)
             and (k != "launch.gemm_fixed" or res.call_work[:, COL["host.cublas"], 0, 0].sum() > 0)}
     out = {"label": ACH_LABEL, "time_s": t, "host_s": host, "gpu_s": gpu,
            "bottleneck": "host/launch" if host >= gpu else max(by_class, key=by_class.get),
@@ -310,7 +322,7 @@ def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dic
     if runtime is not None:
         out["runtime"] = runtime.name
         out["host_share"] = host / t if t > 0 else None
-        out["runtimes"] = _runtime_comparison(RUNTIMES, eager_parts, gpu, table, res, host_cost, call_host_s)
+        out["runtimes"] = _runtime_comparison(RUNTIMES, eager_parts, gpu, table, res, host_cost)
     return out
 
 
@@ -322,18 +334,19 @@ def _gpu_class(a) -> str:
     return max(a.times, key=lambda r: float(a.times[r][0, 0, 0]))
 
 
-def _runtime_comparison(runtimes, parts, gpu: float, table, res, host_cost, call_host_s) -> dict:
+def _runtime_comparison(runtimes, parts, gpu: float, table, res, host_cost) -> dict:
     """The step under every runtime, same device time: {runtime: {time_s, host_s, saving_s}} (saving
     against the slowest); the host terms a spec does not know count zero and are named per runtime."""
+    from ..runtime import call_host_s, used_keys
     out = {}
     for name, rt in runtimes.items():
-        h = sum(call_host_s(rt, he, n, calls, lambda k: host_cost(table, k)) for he, n, calls in parts)
+        h = sum(call_host_s(rt, he, n, calls, lambda k: host_cost(table, k), kind) for he, n, calls, kind in parts)
         if rt.launch == "graph":
             h += host_cost(table, "cuda_graph")
         elif res.phase == "train":
             h += host_cost(table, "autograd")
-        missing = sorted(f"launch.host.{c}" for c in rt.classes() + (("cuda_graph",) if rt.launch == "graph" else ())
-                         if f"launch.host.{c}" in table.missing[0])
+        keys = used_keys(rt, {p[3] for p in parts}) | ({"launch.host.cuda_graph"} if rt.launch == "graph" else set())
+        missing = sorted(k for k in keys if k in table.missing[0])
         out[name] = {"time_s": max(h, gpu), "host_s": h, "gpu_s": gpu, "host_unknown": missing}
     worst = max(v["time_s"] for v in out.values())
     for v in out.values():
@@ -341,12 +354,21 @@ def _runtime_comparison(runtimes, parts, gpu: float, table, res, host_cost, call
     return out
 
 
+def module_style(rt, flash_attn: bool = True) -> str:
+    """How the runtime ``rt``'s modules split a block into op calls (``phases.MODULE_STYLES``)."""
+    modules = rt.modules if rt is not None else "library"
+    return "library_sdpa" if modules == "library" and not flash_attn else modules
+
+
 def predict(model: Model, spec, phase: str, batch: int, seqlen: int, context: int | None = None, *,
             dtype: str | Precision = "bf16", prefer: str = "measured", launch: str | None = None,
             bytes_basis: str = "executed", impls: dict | None = None, recompute: bool = False,
-            logits: str = "last", with_searches: bool = True, runtime: str | None = None) -> dict:
+            logits: str = "last", with_searches: bool = True, runtime: str | None = None,
+            flash_attn: bool = True) -> dict:
     """The prediction for one point, as plain data (see the module docstring). ``runtime``
-    (``analytic/runtime.py``) sets the launch regime and the host terms of the achievable estimate."""
+    (``analytic/runtime.py``) sets the launch regime and the host terms of the achievable estimate.
+    ``flash_attn``: whether flash-attn is installed beside the library modules; without it mamba-ssm's
+    MHA runs its SDPA fallback (``phases.MODULE_STYLES``: ``library_sdpa``)."""
     from ..runtime import get_runtime
     rt = get_runtime(runtime, launch)
     if rt is not None:
@@ -368,7 +390,7 @@ def predict(model: Model, spec, phase: str, batch: int, seqlen: int, context: in
     length, generated = decode_point(seqlen, context) if phase == "decode" else (float(seqlen), None)
     res = analyze(model, phase, table, [batch], [length], dtype=dtype, launch=launch,
                   bytes_basis=bytes_basis, impls=impls, recompute=recompute, logits=logits,
-                  keep_calls=True, modules=rt.modules if rt is not None else "library")
+                  keep_calls=True, modules=module_style(rt, flash_attn))
     ops = _op_rows(res)
     t = _f(res.time_s[0, 0, 0])
     mem = {k: float(v[0, 0]) for k, v in res.memory.items()}

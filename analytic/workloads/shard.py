@@ -172,12 +172,14 @@ def _scaled(v, by: int, what: str):
 TP_SPLIT: dict[tuple[str, str], tuple[str, ...]] = {
     ("attention", "qkv_proj"): ("O",), ("attention", "rope"): ("H", "G"), ("attention", "kv_append"): ("G",),
     ("attention", "attention"): ("H", "G"), ("attention", "attention_beyond_window"): ("H", "G"),
-    ("attention", "o_proj"): ("I",), ("attention", "qkv_split_bwd"): ("D",),
+    ("attention", "o_proj"): ("I",), ("attention", "qkv_split_bwd"): ("D",), ("attention", "repeat_kv"): ("H", "G"),
     ("mamba2", "in_proj"): ("O",), ("mamba2", "A"): ("E",), ("mamba2", "conv1d"): ("E",),
     ("mamba2", "conv1d_recompute"): ("E",), ("mamba2", "ssd"): ("H", "G"), ("mamba2", "gated_norm"): ("D",),
     ("mamba2", "out_proj"): ("I",), ("moe", "moe"): ("F",), ("mlp", "mlp"): ("F",), ("", "embedding"): ("V",), ("", "lm_head"): ("V",),
+    ("", "loss"): ("V",),  # vocab-parallel cross entropy: each rank's log-softmax over its vocabulary slice
 }
-REPLICATED = ("norm", "residual", "linear")  # norms, residual adds, plain linear blocks (Zamba2's proj)
+# norms, residual adds, plain linear blocks (Zamba2's proj), the flips of the replicated sequence between layers
+REPLICATED = ("norm", "residual", "linear", "flip_hidden", "flip_residual")
 
 
 def _suffix(call: OpCall) -> str:

@@ -118,12 +118,16 @@ def find_model_runs(folder: str | Path) -> list[Path]:
 
 
 def latest_records(paths: Iterable[Path]) -> list[dict[str, Any]]:
-    """One record per key, the latest by start time (then the later file); each with ``_file``."""
+    """One record per key, the latest by start time (then the later file); each with ``_file``,
+    ``_device`` (the GPU's name) and ``_versions`` (the run's library versions, None where the run's
+    metadata has none: a library missing on the device is a None version)."""
     best: dict[str, dict[str, Any]] = {}
     for p in paths:
         doc = read_model_run(p)
+        meta = doc.get("meta") or {}
         for r in doc["records"]:
-            r = {**r, "_file": str(p), "_device": ((doc.get("meta") or {}).get("device") or {}).get("name")}
+            r = {**r, "_file": str(p), "_device": (meta.get("device") or {}).get("name"),
+                 "_versions": meta.get("versions")}
             old = best.get(r["key"])
             if old is None or str(r.get("started_utc") or "") >= str(old.get("started_utc") or ""):
                 best[r["key"]] = r

@@ -22,7 +22,12 @@
   where grouped-query attention is not handed to the kernel (decode with a cache and a mask):
   ``k[:, :, None].expand(B, G, H / G, S, P).reshape(B, H, S, P)`` and the same for v, each one copy
   kernel that reads the G cached heads and writes H heads: 2 launches, reads 2 x B S G P, writes
-  2 x B S H P elements. ``torch_eager`` only (it is an eager module's code, not a kernel library's).
+  2 x B S H P elements. ``torch_eager``: Hugging Face's expand + reshape (a copy of an expanded view);
+  ``repeat_interleave``: mamba-ssm's MHA without flash-attn (``modules/mha.py``: ``k, v = kv.unbind(-3)``
+  of the interleaved [B, S, 2, G, P] cache, then ``torch.repeat_interleave(k, dim=2, repeats=H / G)``),
+  which copies k and v even at H = G: the same bytes, a copy of a strided view. Both are eager modules'
+  code, not a kernel library's; their copies run ATen's non-vectorized copy kernel (``execution.py``'s
+  ``dram_path``).
 """
 
 from __future__ import annotations
@@ -128,10 +133,13 @@ KV_APPEND_OP = register(Op(
 REPEAT_KV_OP = register(Op(
     name="repeat_kv",
     family="attention",
-    summary="the G cached k and v heads copied to H heads before attention (Hugging Face repeat_kv); L = keys",
+    summary=("the G cached k and v heads copied to H heads before attention (Hugging Face repeat_kv, mamba-ssm's "
+             "SDPA fallback); L = keys"),
     dims=("B", "L", "H", "G", "P"),
     impls=(Impl("torch_eager", "expand + reshape: one copy kernel each for k and v", _repeat_kv_rule,
-                ("fwd", "decode"), storage=("kv_dtype",)),),
+                ("fwd", "decode"), storage=("kv_dtype",)),
+           Impl("repeat_interleave", "mamba-ssm MHA's repeat_interleave of the cache's k and v views: one copy "
+                "kernel each", _repeat_kv_rule, ("fwd", "decode"), storage=("kv_dtype",))),
     default_impl="torch_eager",
     constraints=(divisible("H", "G"),),
     reference="ssmbench.analytic.ops.attention.ref:repeat_kv_ref",

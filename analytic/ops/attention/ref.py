@@ -117,7 +117,7 @@ REFERENCES = (
     Reference("rope", ("fused",), ("fwd", "bwd", "fwdbwd", "decode"), "gate", rope_ref),
     Reference("kv_append", ("index_copy",), ("fwd", "decode"), "eager", kv_append_ref),
     Reference("rope", ("torch_eager",), ("fwd", "decode"), "eager", rope_torch_eager_ref),
-    Reference("repeat_kv", ("torch_eager",), ("fwd", "decode"), "eager", repeat_kv_ref),
+    Reference("repeat_kv", ("torch_eager", "repeat_interleave"), ("fwd", "decode"), "eager", repeat_kv_ref),
 )
 _ATTN = (Input("q", normal("B", "H", "L", "P")), Input("k", normal("B", "G", "S", "P")),
          Input("v", normal("B", "G", "S", "P")))

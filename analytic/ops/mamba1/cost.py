@@ -67,6 +67,14 @@ Implementations:
   [B, E, N]: dt_t A, exp, (dt u)_t B_t, a h, + b, h C_t, sum over N; the state is read and written
   in device memory every step; stack, skip, gate, cast as naive: 7L + 9 launches (7L + 14).
 
+Padded length (``fused``): the kernels process whole chunks of kNThreads x kNItems items, chosen by
+the length (selective_scan_fwd_kernel.cuh's dispatch: L <= 128: 32 x 4, <= 256: 32 x 8, <= 512:
+32 x 16, <= 1024: 64 x 16, else 128 x 16 = 2048); where L is not a multiple of the chunk
+(``kIsEvenLen`` false) the last chunk's missing items are loaded as zeros and computed in full, so
+the FLOPs of the fused forward and backward are those of L_pad = ceil(L / chunk) x chunk items (the
+measured Vision-Mamba scans at L = 196 and 3136 run the kIsEvenLen = false kernels: 256 and 4096
+items computed); the bytes are the L items loaded and stored.
+
 Bytes are counted per launch (each reads its operands from and writes its results to device
 memory); L2 would hold the small per-step tensors of naive and loop when B E N is small, which these
 counts deliberately do not assume (the calibrated efficiency carries it).
@@ -91,6 +99,9 @@ from ..common.kernels import Kernel, Tensor, kernel_chain
 FP32 = 4
 CHUNK = 2048  # selective_scan_fwd_kernel: 128 threads x 16 items for L > 1024
 NCHUNKS = sp.ceiling(L / CHUNK)
+# items per chunk of the kernel launched for L (kNThreads x kNItems, the dispatch in the module docstring)
+CHUNK_OF_L = sp.Piecewise((128, L <= 128), (256, L <= 256), (512, L <= 512), (1024, L <= 1024), (CHUNK, True))
+L_PAD = sp.ceiling(L / CHUNK_OF_L) * CHUNK_OF_L  # the items the fused kernels compute
 COMBINE = 3  # (a1, b1) o (a2, b2) = (a1 a2, a2 b1 + b2): 1 mul + 1 FMA
 PER_L_FUSED = (1 + SOFTPLUS[0] + 1 + 1 + SILU[0] + 1, SOFTPLUS[1] + SILU[1])  # bias, softplus, dt u, D u, gate
 PER_L_EAGER = (PER_L_FUSED[0] + 1, PER_L_FUSED[1])  # + the add of D u
@@ -123,11 +134,12 @@ def _fused(mode: str, dtype: str, state_dtype: str = "fp32") -> Cost:
     out = Tensor("out", "activations", B * E * L, e)
     pre = Tensor("out_pregate", "intermediates", B * E * L, e)
     states = Tensor("chunk_states", "state", 2 * B * E * NCHUNKS * N, FP32)  # float2 (prod a, h) pairs
-    bel, beln = B * E * L, B * E * L * N
+    bel = B * E * L
+    pel, peln = B * E * L_PAD, B * E * L_PAD * N  # the computed (padded) items
     if mode == "fwd":
         k = Kernel("selective_scan_fwd", (u, delta, z, b, c, a, d, db), (out, pre, states),
-                   PER_L_FUSED[0] * bel + PER_N_FUSED[0] * beln,
-                   PER_L_FUSED[1] * bel + PER_N_FUSED[1] * beln, working_set=_ws_fused_fwd(e))
+                   PER_L_FUSED[0] * pel + PER_N_FUSED[0] * peln,
+                   PER_L_FUSED[1] * pel + PER_N_FUSED[1] * peln, working_set=_ws_fused_fwd(e))
         return kernel_chain([k], [u, delta, z, b, c, a, d, db], [out], stream_working_sets=False)
     if mode == "bwd":
         dout = Tensor("dout", "activations", bel, e)
@@ -138,7 +150,7 @@ def _fused(mode: str, dtype: str, state_dtype: str = "fp32") -> Cost:
         launches = [Kernel(f"zeros({t.name})", (), (t,)) for t in (da, db32, dc32, dd, ddb)]
         launches.append(Kernel("selective_scan_bwd", (u, delta, dout, z, pre, b, c, states, a, d, db),
                                (du, ddelta, dz, db32, dc32, da, dd, ddb),
-                               PER_L_BWD[0] * bel + PER_N_BWD[0] * beln, PER_L_BWD[1] * bel + PER_N_BWD[1] * beln,
+                               PER_L_BWD[0] * pel + PER_N_BWD[0] * peln, PER_L_BWD[1] * pel + PER_N_BWD[1] * peln,
                                working_set=sp.Min(L, CHUNK) * (3 * e + 48) + 6144))
         if e != FP32:
             dbe, dce = Tensor("dB", "activations", B * N * L, e), Tensor("dC", "activations", B * N * L, e)
