@@ -97,7 +97,7 @@ def test_the_stored_folder_reads_as_its_two_measurement_subfolders():
     assert [rf.path for rf in whole.files] == [rf.path for rf in named.files]
     assert [rf.sha256 for rf in whole.files] == [rf.sha256 for rf in named.files]
     assert {Path(s["path"]).name for s in whole.skipped} == {"byte_audit_ext.json", "byte_audit_noext.json",
-                                                             "gap.json", "profile.json"}
+                                                             "gap.json", "profile.json", "energy-fit.json"}
     assert named.skipped == []
     reversed_order = find_all([STORED / "calibration-torchref", STORED / "default"])
     assert [rf.path for rf in reversed_order.files] == [rf.path for rf in named.files]
