@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import sweep_fast as sf
-from .energy import NO_ESTIMATE, TERMS, counts, energy, label, not_modelled
+from .energy import NO_ESTIMATE, TERMS, counts, label, not_modelled, power_limit_stretch
 from .registry import AnalyticError
 from .roofline import COL, RESOURCES, SpecTable
 from .workloads.batch import evaluate_plans
@@ -155,8 +155,7 @@ def _energy(bd: sf.Bounds, pl: sf.Plans, table: SpecTable, moved: dict, n: int, 
     executed = tot[COL["dram.executed"]]
     time = np.moveaxis(bd.time, 1, 0)  # [S, n, P]
     c = counts(tot, 0.0, executed, on_chip_bytes=0.0)
-    arr = energy(c, time, et)
-    out = np.moveaxis(arr.energy_j, 0, 1).copy()  # [n, S, P]
+    out = np.moveaxis(_energy_j(c, time, et), 0, 1).copy()  # [n, S, P]
     used = _used(c, n)
     used_by = {s: used for s in range(S)}
     for s in sorted({s for _, s in moved}):
@@ -165,13 +164,29 @@ def _energy(bd: sf.Bounds, pl: sf.Plans, table: SpecTable, moved: dict, n: int, 
             if s2 == s:
                 on[i] = v
         cs = counts(tot, 0.0, executed - on, on_chip_bytes=on)
-        out[:, s] = energy(cs, time[s:s + 1], et.row(s)).energy_j[0]
+        out[:, s] = _energy_j(cs, time[s:s + 1], et.row(s))[0]
         used_by[s] = _used(cs, n)
     notes: dict[tuple, str] = {}
     for s in range(S):
         for u in set(used_by[s]):
             notes[(s, u)] = _note(et, s, set(u))
     return out, [[notes[(s, used_by[s][i])] for s in range(S)] for i in range(n)]
+
+
+def _energy_j(c: dict, time: np.ndarray, et) -> np.ndarray:
+    """``energy.energy(c, time, et).energy_j`` [S, n, P]: the dynamic energy as one matrix product of the
+    coefficients [S, terms] by the counts [terms, n x P] over the terms with counts (a term without adds
+    0 x a finite coefficient), then the same static power, power-limit stretch and NaN rule."""
+    shape = time.shape
+    terms = [t for t in TERMS if np.any(c[t])]
+    if terms:
+        k = np.stack([np.nan_to_num(et.per_term[t]) for t in terms], axis=1)
+        e_dyn = (k @ np.stack([np.broadcast_to(c[t], shape[1:]).reshape(-1) for t in terms])).reshape(shape)
+    else:
+        e_dyn = np.zeros(shape)
+    static_w = np.nan_to_num(et.static_w).reshape(-1, 1, 1)
+    stretched, _ = power_limit_stretch(e_dyn, time, static_w, et.limit_w.reshape(-1, 1, 1))
+    return np.where(et.has_section.reshape(-1, 1, 1), static_w * stretched + e_dyn, np.nan)
 
 
 def _note(et, s: int, used: set[str]) -> str:

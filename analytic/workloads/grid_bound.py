@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..roofline import COL, RESOURCES, TENSOR_DTYPES, SpecTable
+from . import grid_kernel
 
 LOW = np.int64(7)  # the low bits that carry the resource
 CLEAR = np.int64(~7)
@@ -200,7 +201,10 @@ def project(work: np.ndarray, rows: Rows, plan_of: np.ndarray, n_plans: int, val
 
     Where one row bounds a call on a spec at every point (``_dominant``), the call's bound there is that
     row's time, added per plan by one matrix product per plan; the other (call, spec) pairs take the
-    row max with the resource in the low bits, per pair, and a ``np.bincount``."""
+    row max with the resource in the low bits, per pair, and a ``np.bincount``. Where numba is installed
+    (``grid_kernel``), one compiled loop does all of it instead."""
+    if grid_kernel.enabled():
+        return _project_compiled(work, rows, plan_of, n_plans, values, some)
     nr, V = rows.coef.shape
     P = work.shape[-1]
     nc = len(rows.call_starts)
@@ -285,6 +289,34 @@ def project(work: np.ndarray, rows: Rows, plan_of: np.ndarray, n_plans: int, val
             vals[exact[v][0]] = exact[v][1]
         out[v] = vals
     return Projected(time, shares, out)
+
+
+def _project_compiled(work, rows: Rows, plan_of, n_plans: int, values: tuple[int, ...], some) -> Projected:
+    """``project`` by ``grid_kernel``'s loop: its inputs laid out as arrays (the added rows per call in
+    order, whether a call has a row of unknown ceiling per spec)."""
+    nr, V = rows.coef.shape
+    nc = len(rows.call_starts)
+    per_call = np.diff(np.append(rows.call_starts, nr))
+    call_of_row = np.repeat(np.arange(nc), per_call)
+    ex = np.array(rows.extra, dtype=np.int64).reshape(-1, 2)
+    ex_call = call_of_row[ex[:, 0]]
+    order = np.argsort(ex_call, kind="stable")  # per call, in the order of ``rows.extra``
+    ex_start = np.searchsorted(ex_call[order], np.arange(nc + 1))
+    rel = ex[order] - rows.call_starts[ex_call[order]][:, None]
+    unknown = np.add.reduceat((rows.coef == 0).astype(np.int64), rows.call_starts, axis=0) > 0 if nr else (
+        np.zeros((nc, V), dtype=bool))
+    has_some = some is not None
+    vidx = np.array(values, dtype=np.int64)
+    shares, nan_at, vals = grid_kernel.kernel()(
+        np.ascontiguousarray(work[rows.col, rows.call], dtype=float), np.ascontiguousarray(rows.coef, dtype=float),
+        np.ascontiguousarray(rows.code[:, :, 0], dtype=np.int64), rows.call_starts.astype(np.int64),
+        per_call.astype(np.int64), np.asarray(plan_of, dtype=np.int64), ex_start.astype(np.int64),
+        np.ascontiguousarray(rel[:, 0]), np.ascontiguousarray(rel[:, 1]), np.ascontiguousarray(unknown),
+        np.ascontiguousarray(some, dtype=bool) if has_some else np.zeros((1, 1), dtype=bool), has_some, vidx,
+        len(RESOURCES), n_plans)
+    time = shares.sum(axis=0)
+    time[nan_at] = np.nan
+    return Projected(time, shares, {v: vals[i] for i, v in enumerate(values)})
 
 
 def plan_sum(values: np.ndarray, plan_of: np.ndarray, n_plans: int) -> np.ndarray:
