@@ -222,8 +222,8 @@ def _assemble(names, entries, ok, bd, mem, fits, tokens, energy_j, notes, res, h
     cols["model"] = np.repeat(np.array([en[0].id for en in entries], dtype=object), S * P)
     cols["spec"] = np.tile(np.repeat(np.array([s.id for s in specs], dtype=object), P), E)
     cols["phase"] = np.repeat(np.array([en[1] for en in entries], dtype=object), S * P)
-    cols["batch"] = np.tile(np.repeat(b, len(ln)), S * E).astype(np.int64)
-    cols["length"] = np.tile(ln, len(b) * S * E).astype(np.int64)
+    cols["batch"] = np.tile(np.repeat(b.astype(np.int64), len(ln)), S * E)
+    cols["length"] = np.tile(ln.astype(np.int64), len(b) * S * E)
     cols["ceilings"] = np.tile(np.repeat(kinds, P), E)
     if every:
         cols["bottleneck"] = NAMES[bd.bottleneck].reshape(n)
@@ -236,15 +236,16 @@ def _assemble(names, entries, ok, bd, mem, fits, tokens, energy_j, notes, res, h
         cols[c] = put(np.broadcast_to(mem[key][:, None, :], (len(ok), S, P)))
     # state residency as codes into a few strings: "", then per spec (on chip, DRAM) texts
     texts, code = [""], np.zeros((E, S, P), dtype=np.intp)
-    for i, rs in res.items():
-        for s, r in enumerate(rs):
-            off = "DRAM" if r.level is None or r.capacity is None else f"DRAM (exceeds {r.level})"
-            pair = (f"on chip ({r.level})", off)
-            if pair[0] not in texts:
-                texts.append(pair[0])
-            if off not in texts:
-                texts.append(off)
-            code[ok[i], s] = np.where(r.resident.reshape(P), texts.index(pair[0]), texts.index(off))
+    if res:  # the texts depend on the spec alone (its persistent level): codes per spec, then per plan
+        on, off = np.zeros((S, 1), dtype=np.intp), np.zeros((S, 1), dtype=np.intp)
+        for s, r in enumerate(next(iter(res.values()))):
+            for t, at in ((f"on chip ({r.level})", on),
+                          ("DRAM" if r.level is None or r.capacity is None else f"DRAM (exceeds {r.level})", off)):
+                if t not in texts:
+                    texts.append(t)
+                at[s] = texts.index(t)
+        for i, rs in res.items():
+            code[ok[i]] = np.where(np.stack([r.resident.reshape(P) for r in rs]), on, off)
     cols["state_residency"] = np.array(texts, dtype=object)[code.reshape(n)]
     cav = np.zeros((E, S), dtype=np.intp)
     host = np.full((E, S, P), np.nan)

@@ -82,9 +82,12 @@ def plans_of(index: list[np.ndarray], work: np.ndarray, regimes: list[str]) -> P
     pl = Plans(order, starts, sizes, regimes)
     P = work.shape[-1]
     pl.tot = np.zeros((NCOL, len(index), P))
-    if len(order):
-        for c in WORK_NEEDED:  # calls in order, as W.sum(axis=0)
-            pl.tot[c] = gb.segment_sums(work[c][order], starts)
+    if len(order):  # calls in order, every column needed at once
+        cols = np.array(WORK_NEEDED)
+        sub = work[cols[:, None], order[None, :]]  # [len(cols), calls, P]
+        ends = np.append(starts[1:], len(order))
+        for k, (a, b) in enumerate(zip(starts.tolist(), ends.tolist())):
+            pl.tot[cols, k] = sub[:, a:b].sum(axis=1)
     return pl
 
 
@@ -101,14 +104,14 @@ def _kinds(table: SpecTable, regime: str, bytes_basis: str, hosts: list[tuple[in
 
 
 def sum_bound(table: SpecTable, tot: np.ndarray, regime: str, bytes_basis: str) -> np.ndarray:
-    """The sum bound [n_plans, S, P] of plans whose work summed over calls is ``tot`` [NCOL, n_plans, P]."""
-    def c(inv, col):
-        return inv[None, :, None] * tot[COL[col]][:, None, :]
-
-    t = sum(c(table.inv_tensor[:, j], f"tensor.{d}") for j, d in enumerate(TENSOR_DTYPES))
-    return (t + c(table.inv_vector, "vector") + c(table.inv_sfu, "special_function")
-            + c(table.inv_dram, f"dram.{bytes_basis}") + c(table.inv_cache, "dram.executed")
-            + c(table.launch_s[regime], "launches"))
+    """The sum bound [n_plans, S, P] of plans whose work summed over calls is ``tot`` [NCOL, n_plans, P]:
+    the ceilings' reciprocals [S, terms] times the work [terms, n_plans x P], one matrix product."""
+    cols = [COL[f"tensor.{d}"] for d in TENSOR_DTYPES] + [COL[c] for c in (
+        "vector", "special_function", f"dram.{bytes_basis}", "dram.executed", "launches")]
+    inv = np.concatenate([table.inv_tensor, np.stack([table.inv_vector, table.inv_sfu, table.inv_dram,
+                                                      table.inv_cache, table.launch_s[regime]], axis=1)], axis=1)
+    n, P = tot.shape[1:]
+    return np.moveaxis((inv @ tot[cols].reshape(len(cols), n * P)).reshape(-1, n, P), 0, 1)
 
 
 @dataclass

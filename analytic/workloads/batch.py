@@ -22,6 +22,7 @@ raises the check's message).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -84,7 +85,15 @@ class Batch:
         return np.stack([self.work[c][self.index[k]] for c in range(NCOL)], axis=1)
 
     def call_bytes(self, k: int) -> CallBytes:
-        return CallBytes(**{key: v[self.index[k]] for key, v in self.bytes.items()})
+        """Plan k's ``CallBytes`` (views into every plan's bytes gathered once, in plan order)."""
+        at, by_key = self._in_plan_order
+        return CallBytes(**{key: v[at[k]:at[k + 1]] for key, v in by_key.items()})
+
+    @functools.cached_property
+    def _in_plan_order(self) -> tuple[list[int], dict[str, np.ndarray]]:
+        order = np.concatenate(self.index) if self.index else np.zeros(0, dtype=int)
+        at = np.concatenate([[0], np.cumsum([len(i) for i in self.index])]).astype(int).tolist()
+        return at, {key: v[order] for key, v in self.bytes.items()}
 
 
 @dataclass(frozen=True)
@@ -179,7 +188,7 @@ def evaluate_plans(plans: list[CompiledPlan], grids: list[dict], grid_of: list[i
     the work columns to compute (indices into ``WORK_COLUMNS``; default all)."""
     groups, index, n = layout(tuple(plans), tuple(grid_of))
     columns = tuple(range(NCOL)) if columns is None else tuple(columns)
-    W = np.empty((len(columns), n) + shape)
+    W = np.zeros((len(columns), n) + shape)  # a column a group does not produce stays zero
     per = {k: np.empty((n,) + shape) for k in BYTE_KEYS}
     failed: set[int] = set()
     counts = np.empty(n)
@@ -208,11 +217,9 @@ def evaluate_plans(plans: list[CompiledPlan], grids: list[dict], grid_of: list[i
         cols: dict[int, np.ndarray] = {}
         for ti, c in first.cols:  # evaluate_plan's order: terms summed per column, then x multiplicity
             cols[c] = cols[c] + term[ti] if c in cols else term[ti]
-        for i, c in enumerate(columns):  # every element written once: the column's value or zero
+        for i, c in enumerate(columns):
             if c in cols:
                 W[i, rows] = cols[c] * g.counts.reshape(col) if ADDITIVE[c] else cols[c]
-            else:
-                W[i, rows] = 0.0
         state_c = [ti for ti, compulsory in first.state if compulsory]
         for key, terms in (("live", first.live), ("saved", first.saved), ("weights", first.weights),
                            ("state_executed", [ti for ti, _ in first.state]), ("state_compulsory", state_c)):

@@ -87,7 +87,7 @@ class Rows:
     call: np.ndarray  # [nr] index into the work's call axis
     coef: np.ndarray  # [nr, V]
     code: np.ndarray  # [nr, V, 1] int64: 7 - resource index
-    extra: tuple[tuple[int, int], ...]  # (row, row it adds into), in order
+    extra: np.ndarray  # [n, 2] int: (row, row it adds into), in order
     call_starts: np.ndarray  # [nc] first row of each call (calls in ``order``)
 
 
@@ -104,23 +104,21 @@ def make_rows(kinds: list[RowKind], nonzero: np.ndarray, order: np.ndarray) -> R
     coef = np.stack([k.coef for k in kinds])[rows_kind]
     code = (LOW - np.stack([k.resource for k in kinds]).astype(np.int64))[rows_kind][:, :, None]
     starts = np.searchsorted(rows_pos, np.arange(nc))
-    extra = []
+    # rows added into others, in order: a call's later tensor rows into its first, then each ``add_to``
+    # row into the same call's row of that kind (where it has one)
+    nr = len(rows_pos)
+    at = np.full((nc, len(kinds)), -1)
+    at[rows_pos, rows_kind] = np.arange(nr)
     tensor = np.array([k.tensor for k in kinds])
-    adds = [k.add_to for k in kinds]
-    several = np.bincount(rows_pos[tensor[rows_kind]], minlength=nc).max(initial=0) > 1
-    if several or any(a is not None for a in adds):
-        first: dict[tuple[int, int], int] = {}
-        for i, (p, k) in enumerate(zip(rows_pos.tolist(), rows_kind.tolist())):
-            if tensor[k]:
-                if (p, -1) in first:
-                    extra.append((i, first[(p, -1)]))
-                else:
-                    first[(p, -1)] = i
-            first[(p, k)] = i
-        for i, (p, k) in enumerate(zip(rows_pos.tolist(), rows_kind.tolist())):
-            if adds[k] is not None and (p, adds[k]) in first:
-                extra.append((i, first[(p, adds[k])]))
-    return Rows(col, order[rows_pos], coef, code, tuple(extra), starts)
+    first_t = np.where(tensor[None, :] & (at >= 0), at, nr).min(axis=1, initial=nr)
+    later_t = np.nonzero(tensor[rows_kind] & (np.arange(nr) != first_t[rows_pos]))[0]
+    into = np.array([-1 if k.add_to is None else k.add_to for k in kinds])[rows_kind]
+    adds = np.nonzero(into >= 0)[0]
+    target = at[rows_pos[adds], into[adds]]
+    adds, target = adds[target >= 0], target[target >= 0]
+    extra = np.stack([np.concatenate([later_t, adds]), np.concatenate([first_t[rows_pos[later_t]], target])],
+                     axis=1).astype(np.int64)
+    return Rows(col, order[rows_pos], coef, code, extra, starts)
 
 
 def segment_sums(a: np.ndarray, starts: np.ndarray) -> np.ndarray:
@@ -212,8 +210,8 @@ def project(work: np.ndarray, rows: Rows, plan_of: np.ndarray, n_plans: int, val
     per_call = np.diff(np.append(rows.call_starts, nr))
     call_of_row = np.repeat(np.arange(nc), per_call)
     plain = np.ones(nc, dtype=bool)
-    if rows.extra:
-        plain[call_of_row[[i for i, _ in rows.extra]]] = False
+    if len(rows.extra):
+        plain[call_of_row[rows.extra[:, 0]]] = False
     Wr = work[rows.col, rows.call]  # [nr, P]
     dom, alive = _dominant(Wr, rows, per_call, plain)
     res_of = (LOW - rows.code[:, :, 0]).astype(int)  # [nr, V]
@@ -234,7 +232,7 @@ def project(work: np.ndarray, rows: Rows, plan_of: np.ndarray, n_plans: int, val
     exact = {}
     if len(pc):
         extra: dict[int, list[tuple[int, int]]] = {}
-        for i, j in rows.extra:
+        for i, j in rows.extra.tolist():
             c = int(call_of_row[i])
             extra.setdefault(c, []).append((i - int(rows.call_starts[c]), j - int(rows.call_starts[c])))
         Mp = np.empty((len(pc), P))
@@ -298,7 +296,7 @@ def _project_compiled(work, rows: Rows, plan_of, n_plans: int, values: tuple[int
     nc = len(rows.call_starts)
     per_call = np.diff(np.append(rows.call_starts, nr))
     call_of_row = np.repeat(np.arange(nc), per_call)
-    ex = np.array(rows.extra, dtype=np.int64).reshape(-1, 2)
+    ex = rows.extra
     ex_call = call_of_row[ex[:, 0]]
     order = np.argsort(ex_call, kind="stable")  # per call, in the order of ``rows.extra``
     ex_start = np.searchsorted(ex_call[order], np.arange(nc + 1))
