@@ -86,15 +86,17 @@ def _loop(Wr, coef, code, call_starts, per_call, plan_of, ex_start, ex_from, ex_
                             i2[0] = i2[1]
                     best[p] = i2[0]
             for p in range(P):
-                res = 7 - (best[p] & 7)
+                code_p = best[p] & 7
                 best[p] = best[p] & clear
-                x = value[p]
-                shares[res, k, v, p] += x
-                if risky[c, v] and x == 0.0 and has_some and some[c, p]:
-                    x = np.nan
-                    nan_at[k, v, p] = True
-                if vpos[v] >= 0:
-                    vals[vpos[v], c, p] = x
+                shares[7 - code_p, k, v, p] += value[p]
+            if has_some and risky[c, v]:
+                for p in range(P):
+                    if value[p] == 0.0 and some[c, p]:
+                        value[p] = np.nan
+                        nan_at[k, v, p] = True
+            if vpos[v] >= 0:
+                for p in range(P):
+                    vals[vpos[v], c, p] = value[p]
     return shares, nan_at, vals
 
 
