@@ -189,7 +189,7 @@ def evaluate_plans(plans: list[CompiledPlan], grids: list[dict], grid_of: list[i
     groups, index, n = layout(tuple(plans), tuple(grid_of))
     columns = tuple(range(NCOL)) if columns is None else tuple(columns)
     W = np.zeros((len(columns), n) + shape)  # a column a group does not produce stays zero
-    per = {k: np.empty((n,) + shape) for k in BYTE_KEYS}
+    per = {k: np.zeros((n,) + shape) for k in BYTE_KEYS}  # a group without a term leaves zeros
     failed: set[int] = set()
     counts = np.empty(n)
     bases: dict[tuple, np.ndarray] = {}
@@ -203,14 +203,14 @@ def evaluate_plans(plans: list[CompiledPlan], grids: list[dict], grid_of: list[i
             ok = np.asarray(con.check(*(args[first.dims.index(d)] for d in con.dims)))
             ok = np.broadcast_to(ok, (n_m,) + shape).reshape(n_m, -1).all(axis=1)
             failed.update(int(k) for k in g.plans[~ok])
-        runs = np.ones((n_m,) + shape)
+        runs = None
         for a, d in zip(args, g.dims):
             if not d.positive:
-                runs = runs * (a > 0)
+                runs = (a > 0) * (1.0 if runs is None else runs)
         vals = first.fn(*args)
         # x * 1.0 is x: where every member runs everywhere, the product by ``runs`` is left out (the
         # assignments below broadcast)
-        ones = bool(runs.all())
+        ones = runs is None or bool(runs.all())
         used = {ti for ti, _ in first.cols} | set(first.live) | set(first.saved) | set(first.weights) | {
             ti for ti, _ in first.state}
         term = {ti: vals[ti] if ones else vals[ti] * runs for ti in used}
@@ -219,10 +219,15 @@ def evaluate_plans(plans: list[CompiledPlan], grids: list[dict], grid_of: list[i
             cols[c] = cols[c] + term[ti] if c in cols else term[ti]
         for i, c in enumerate(columns):
             if c in cols:
-                W[i, rows] = cols[c] * g.counts.reshape(col) if ADDITIVE[c] else cols[c]
+                if ADDITIVE[c]:
+                    np.multiply(cols[c], g.counts.reshape(col), out=W[i, rows])
+                else:
+                    W[i, rows] = cols[c]
         state_c = [ti for ti, compulsory in first.state if compulsory]
         for key, terms in (("live", first.live), ("saved", first.saved), ("weights", first.weights),
                            ("state_executed", [ti for ti, _ in first.state]), ("state_compulsory", state_c)):
+            if not terms:
+                continue
             total = 0.0  # evaluate_plan's order: 0 + the first term + the next ...
             for ti in terms:
                 total = total + term[ti]
