@@ -30,7 +30,7 @@ from .workloads.phases import PHASES, plan
 from .workloads.placement import StateResidency, persistent_level
 from .workloads.precision import as_precision
 
-NAMES = np.array(list(RESOURCES) + ["none"])  # GridResult.bottleneck_names
+NAMES = np.array(list(RESOURCES) + ["none"], dtype=object)  # GridResult.bottleneck_names, as objects (the other text columns are)
 
 
 def columns(models, specs, phases, b: np.ndarray, ln: np.ndarray, table: SpecTable, kinds: np.ndarray, *,

@@ -127,13 +127,12 @@ class Bounds:
 
 def bounds(work: np.ndarray, pl: Plans, table: SpecTable, bytes_basis: str, hosts: list[tuple[int, object]]
            ) -> Bounds:
-    """``work`` [NCOL, n_calls, P]; ``hosts``: (spec index, host DRAM ceiling) of the PIM specs."""
+    """``work`` (``batch.Columns``) [NCOL, n_calls, P]; ``hosts``: (spec index, host DRAM ceiling) of the PIM
+    specs."""
     n, S, P = len(pl.sizes), len(table.specs), work.shape[-1]
     out = Bounds(np.empty((n, S, P)), np.empty((n, S, P), dtype=int), np.empty((n, S, P)),
                  {s: np.full((n, P), np.nan) for s, _ in hosts})
-    nonzero = np.zeros((NCOL, work.shape[1]), dtype=bool)
-    for c in TIME_COLS:
-        nonzero[c] = work[c].any(axis=1)
+    nonzero = work.any_per_call()
     used = [c for c in TENSOR_COLS if nonzero[c].any()]  # tensor dtypes some call uses
     tensor = sum(work[c] for c in used) > 0 if used else np.zeros(work.shape[1:], dtype=bool)
     some = tensor | (work[COL["vector"]] > 0) | (work[COL["special_function"]] > 0) | (

@@ -61,6 +61,13 @@ class Columns:
             return np.zeros(self.shape[1:])
         return self.array[self.slot[key]]
 
+    def any_per_call(self) -> np.ndarray:
+        """[NCOL, n_calls] bool: the call's column is not zero somewhere (False for a column not computed)."""
+        out = np.zeros(self.shape[:2], dtype=bool)
+        have = np.nonzero(self.slot >= 0)[0]
+        out[have] = self.array.reshape(len(self.array), self.shape[1], -1).any(axis=2)[self.slot[have]]
+        return out
+
     def reshape(self, *shape) -> Columns:
         return Columns(self.array.reshape((len(self.array),) + tuple(shape[1:])),
                        tuple(np.nonzero(self.slot >= 0)[0][np.argsort(self.slot[self.slot >= 0])]))
