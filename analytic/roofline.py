@@ -190,6 +190,22 @@ class SpecTable:
             elif isinstance(v, Mapping):
                 object.__setattr__(self, f.name, MappingProxyType({k: _frozen_array(a) for k, a in v.items()}))
 
+    def take(self, idx: Sequence[int]) -> "SpecTable":
+        """The table of the specs at ``idx``: this table's rows (``SpecTable.of`` of those specs with the
+        same preference gives the same values, each computed per spec), without looking the ceilings up
+        again."""
+        idx = list(idx)
+        parts: dict[str, Any] = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, np.ndarray):
+                parts[f.name] = v[idx]
+            elif isinstance(v, Mapping):
+                parts[f.name] = {k: a[idx] for k, a in v.items()}
+            else:
+                parts[f.name] = tuple(v[i] for i in idx)
+        return SpecTable(**parts)
+
     @classmethod
     def of(cls, specs: Sequence[Spec], prefer: Prefer = "measured") -> "SpecTable":
         sc = tuple(SpecCeilings.of(s, prefer) for s in specs)

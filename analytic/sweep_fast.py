@@ -97,7 +97,7 @@ def _kinds(table: SpecTable, regime: str, bytes_basis: str, hosts: list[tuple[in
     known = [(s, h) for s, h in hosts if h.value is not None]
     if not known:
         return kinds
-    sub = SpecTable.of([table.specs[s].spec for s, _ in known], table.specs[known[0][0]].prefer)
+    sub = table.take([s for s, _ in known])
     variant = gb.standard_kinds(sub, regime, bytes_basis, inv_dram=np.array([1.0 / h.value for _, h in known]))
     return [gb.RowKind(a.col, np.concatenate([a.coef, b.coef]), np.concatenate([a.resource, b.resource]),
                        a.tensor) for a, b in zip(kinds, variant)]
@@ -172,7 +172,7 @@ def state_on_chip(out: Bounds, work: np.ndarray, state: tuple[np.ndarray, np.nda
     for c in TIME_COLS:
         Wr[c] = work[c][sel]
     Wr[NCOL:] = np.stack([se, sc, Wr[ex] - se])
-    one = SpecTable.of([table.specs[s].spec], table.specs[s].prefer)
+    one = table.take([s])
     inv_level = np.array([1.0 / level.bandwidth])
     base_col, state_col = (ex, st_e) if bytes_basis == "executed" else (COL["dram.compulsory"], st_c)
     regime = pl.regimes[int(idx[0])]
@@ -184,7 +184,10 @@ def state_on_chip(out: Bounds, work: np.ndarray, state: tuple[np.ndarray, np.nda
                         gb.RowKind(state_col, -one.inv_dram, dram.resource, add_to=len(std) - 3),
                         gb.RowKind(xm, one.inv_cache, np.array([gb.R["cache"]]), needs=ex),
                         gb.RowKind(ex, inv_level, np.array([gb.R["cache"]])), std[-1]]
-    rows = gb.make_rows(kinds, Wr.any(axis=2), np.arange(len(sel)))
+    nonzero = np.zeros(Wr.shape[:2], dtype=bool)
+    for c in TIME_COLS + (st_e, st_c, xm):
+        nonzero[c] = Wr[c].any(axis=1)
+    rows = gb.make_rows(kinds, nonzero, np.arange(len(sel)))
     pr = gb.project(Wr, rows, np.repeat(np.arange(len(idx)), pl.sizes[idx]), len(idx))  # NaN: plain variant's
     time, bott = pr.time, gb.first_max(pr.shares)[:, 0]
     cache = gb.segment_sums(np.maximum(Wr[xm] * one.inv_cache[0], Wr[ex] * inv_level[0]), starts)
