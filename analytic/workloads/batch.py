@@ -120,6 +120,9 @@ class _Group:
     plans: np.ndarray  # plan index per member
     counts: np.ndarray  # multiplicity per member
     dims: tuple[_Dim, ...]
+    used: frozenset[int]  # the function's terms that some column or byte class reads
+    produced: tuple[int, ...]  # the work columns its terms go to, in order of first appearance
+    byte_terms: tuple[tuple[str, tuple[int, ...]], ...]  # per byte class (BYTE_KEYS) its terms, in order
 
 
 def _layout(plans: tuple[CompiledPlan, ...], grid_of: tuple[int, ...]):
@@ -146,8 +149,14 @@ def _layout(plans: tuple[CompiledPlan, ...], grid_of: tuple[int, ...]):
                            for p in (tuple(q) + (0, None)[len(q) - 3:] for q in parts))
             dims.append(_Dim(np.array([float(p[1]) for p in parts]),
                              tuple((key, np.array(idx)) for key, idx in where.items()), positive))
+        used = frozenset({ti for ti, _ in first.cols} | set(first.live) | set(first.saved) | set(first.weights)
+                         | {ti for ti, _ in first.state})
+        byte_terms = (("live", tuple(first.live)), ("saved", tuple(first.saved)), ("weights", tuple(first.weights)),
+                      ("state_executed", tuple(ti for ti, _ in first.state)),
+                      ("state_compulsory", tuple(ti for ti, compulsory in first.state if compulsory)))
         groups.append(_Group(first, slice(at, at + len(ms)), np.array([k for k, _, _, _ in ms]),
-                             np.array([n for _, _, _, n in ms], dtype=float), tuple(dims)))
+                             np.array([n for _, _, _, n in ms], dtype=float), tuple(dims), used,
+                             tuple(dict.fromkeys(c for _, c in first.cols)), byte_terms))
         at += len(ms)
     return tuple(groups), tuple(index), at
 
@@ -201,6 +210,9 @@ def evaluate_plans(plans: list[CompiledPlan], grids: list[dict], grid_of: list[i
     counts = np.empty(n)
     bases: dict[tuple, np.ndarray] = {}
     col = (-1,) + (1,) * len(shape)
+    slot = np.full(NCOL, -1)
+    slot[list(columns)] = np.arange(len(columns))
+    slot = slot.tolist()
     for g in groups:
         first, rows = g.first, g.rows
         counts[rows] = g.counts
@@ -218,21 +230,19 @@ def evaluate_plans(plans: list[CompiledPlan], grids: list[dict], grid_of: list[i
         # x * 1.0 is x: where every member runs everywhere, the product by ``runs`` is left out (the
         # assignments below broadcast)
         ones = runs is None or bool(runs.all())
-        used = {ti for ti, _ in first.cols} | set(first.live) | set(first.saved) | set(first.weights) | {
-            ti for ti, _ in first.state}
-        term = {ti: vals[ti] if ones else vals[ti] * runs for ti in used}
+        term = {ti: vals[ti] if ones else vals[ti] * runs for ti in g.used}
         cols: dict[int, np.ndarray] = {}
         for ti, c in first.cols:  # evaluate_plan's order: terms summed per column, then x multiplicity
             cols[c] = cols[c] + term[ti] if c in cols else term[ti]
-        for i, c in enumerate(columns):
-            if c in cols:
-                if ADDITIVE[c]:
-                    np.multiply(cols[c], g.counts.reshape(col), out=W[i, rows])
-                else:
-                    W[i, rows] = cols[c]
-        state_c = [ti for ti, compulsory in first.state if compulsory]
-        for key, terms in (("live", first.live), ("saved", first.saved), ("weights", first.weights),
-                           ("state_executed", [ti for ti, _ in first.state]), ("state_compulsory", state_c)):
+        for c in g.produced:
+            i = slot[c]
+            if i < 0:
+                continue
+            if ADDITIVE[c]:
+                np.multiply(cols[c], g.counts.reshape(col), out=W[i, rows])
+            else:
+                W[i, rows] = cols[c]
+        for key, terms in g.byte_terms:
             if not terms:
                 continue
             total = 0.0  # evaluate_plan's order: 0 + the first term + the next ...
