@@ -82,12 +82,10 @@ def plans_of(index: list[np.ndarray], work: np.ndarray, regimes: list[str]) -> P
     pl = Plans(order, starts, sizes, regimes)
     P = work.shape[-1]
     pl.tot = np.zeros((NCOL, len(index), P))
-    if len(order):  # calls in order, every column needed at once
-        cols = np.array(WORK_NEEDED)
-        sub = work[cols[:, None], order[None, :]]  # [len(cols), calls, P]
-        ends = np.append(starts[1:], len(order))
-        for k, (a, b) in enumerate(zip(starts.tolist(), ends.tolist())):
-            pl.tot[cols, k] = sub[:, a:b].sum(axis=1)
+    cols = np.array(WORK_NEEDED)
+    for k, i in enumerate(index):  # every column needed at once, one plan's calls (in order) at a time
+        if len(i):
+            pl.tot[cols, k] = work[cols[:, None], i[None, :]].sum(axis=1)
     return pl
 
 
