@@ -144,7 +144,7 @@ def bounds(work: np.ndarray, pl: Plans, table: SpecTable, bytes_basis: str, host
         pr = gb.project(work, rows, plan_of, len(idx), values=tuple(s for s in known) + tuple(
             S + h for h in range(len(known))), some=some[sel])
         out.time[idx] = pr.time[:, :S]
-        out.bottleneck[idx] = np.where(np.isnan(pr.time), -1, gb.first_max(pr.shares))[:, :S]
+        out.bottleneck[idx] = np.where(np.isnan(pr.time), -1, pr.bottleneck())[:, :S]
         for h, s in enumerate(known):
             mixed = np.where(tensor[sel], pr.values[S + h], pr.values[s])
             out.host_gemms[s][idx] = gb.plan_sum(mixed, plan_of, len(idx))
@@ -187,7 +187,7 @@ def state_on_chip(out: Bounds, work: np.ndarray, state: tuple[np.ndarray, np.nda
         nonzero[c] = Wr[c].any(axis=1)
     rows = gb.make_rows(kinds, nonzero, np.arange(len(sel)))
     pr = gb.project(Wr, rows, np.repeat(np.arange(len(idx)), pl.sizes[idx]), len(idx))  # NaN: plain variant's
-    time, bott = pr.time, gb.first_max(pr.shares)[:, 0]
+    time, bott = pr.time, pr.bottleneck()[:, 0]
     cache = gb.segment_sums(np.maximum(Wr[xm] * one.inv_cache[0], Wr[ex] * inv_level[0]), starts)
     state_tot = gb.segment_sums(Wr[state_col], starts)
     tot = pl.tot[:, idx]

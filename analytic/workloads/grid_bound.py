@@ -141,6 +141,11 @@ class Projected:
     time: np.ndarray
     shares: np.ndarray
     values: dict[int, np.ndarray]
+    first: np.ndarray | None = None  # ``first_max(shares)`` where the compiled loop computed it
+
+    def bottleneck(self) -> np.ndarray:
+        """[n_plans, V, P] the resource with the largest share (the first of equals)."""
+        return first_max(self.shares) if self.first is None else self.first
 
 
 def _dominant(Wr: np.ndarray, rows: Rows, per_call: np.ndarray, plain: np.ndarray
@@ -305,16 +310,14 @@ def _project_compiled(work, rows: Rows, plan_of, n_plans: int, values: tuple[int
         np.zeros((nc, V), dtype=bool))
     has_some = some is not None
     vidx = np.array(values, dtype=np.int64)
-    shares, nan_at, vals = grid_kernel.kernel()(
+    shares, time, first, vals = grid_kernel.kernel()(
         np.ascontiguousarray(work[rows.col, rows.call], dtype=float), np.ascontiguousarray(rows.coef, dtype=float),
         np.ascontiguousarray(rows.code[:, :, 0], dtype=np.int64), rows.call_starts.astype(np.int64),
         per_call.astype(np.int64), np.asarray(plan_of, dtype=np.int64), ex_start.astype(np.int64),
         np.ascontiguousarray(rel[:, 0]), np.ascontiguousarray(rel[:, 1]), np.ascontiguousarray(unknown),
         np.ascontiguousarray(some, dtype=bool) if has_some else np.zeros((1, 1), dtype=bool), has_some, vidx,
         len(RESOURCES), n_plans)
-    time = shares.sum(axis=0)
-    time[nan_at] = np.nan
-    return Projected(time, shares, {v: vals[i] for i, v in enumerate(values)})
+    return Projected(time, shares, {v: vals[i] for i, v in enumerate(values)}, first)
 
 
 def plan_sum(values: np.ndarray, plan_of: np.ndarray, n_plans: int) -> np.ndarray:

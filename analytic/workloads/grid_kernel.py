@@ -97,7 +97,23 @@ def _loop(Wr, coef, code, call_starts, per_call, plan_of, ex_start, ex_from, ex_
             if vpos[v] >= 0:
                 for p in range(P):
                     vals[vpos[v], c, p] = value[p]
-    return shares, nan_at, vals
+    # per plan the time (the shares summed in resource order, as ``shares.sum(axis=0)``) and the resource
+    # with the largest share (the first of equals, as ``grid_bound.first_max``)
+    time = np.empty((n_plans, V, P))
+    first = np.empty((n_plans, V, P), dtype=np.int64)
+    for k in range(n_plans):
+        for v in range(V):
+            for p in range(P):
+                total = shares[0, k, v, p]
+                at = 0
+                for r in range(1, n_res):
+                    x = shares[r, k, v, p]
+                    total += x
+                    if x > shares[at, k, v, p]:
+                        at = r
+                time[k, v, p] = np.nan if nan_at[k, v, p] else total
+                first[k, v, p] = at
+    return shares, time, first, vals
 
 
 _compiled = None
