@@ -6,9 +6,12 @@ numpy overhead of those many small steps. Here one loop walks (call, spec, point
 times (coefficient x work), the rows added into others (``Rows.extra``, in order), the resource put in
 the three low bits of each time (``grid_bound`` module docstring: 7 - the resource's index), the max,
 the bits read back and cleared, the time added to its plan's share of that resource, and the call's
-value NaN where it has work, a row of unknown ceiling and a bound of 0. Every call's bound is the same
-float as on the numpy path (the same products, sums and max); the per-plan shares are sums of the same
-terms in another order (to rounding: tests/test_sweep_fast.py compares both paths with the general one).
+value NaN where it has work, a row of unknown ceiling and a bound of 0. Every call's bound is the numpy
+path's float (the same products, sums and max), its three low bits cleared also where the numpy path
+finds one row dominant and skips the label (a relative 2e-15 at most); the per-plan shares are sums of
+the same terms in another order. Per plan, the time (the shares summed in resource order) and the
+bottleneck (the largest share, the first of equals) come from the same loop. tests/test_grid_kernel.py
+compares the two paths; tests/test_sweep_fast.py compares both with the general path.
 
 numba is optional: ``AVAILABLE`` says whether it imported; ``grid_bound.project`` falls back to numpy
 without it or with ``SSMBENCH_NUMBA=0`` in the environment. The first call compiles the loop (about a
