@@ -310,8 +310,14 @@ def _project_compiled(work, rows: Rows, plan_of, n_plans: int, values: tuple[int
         np.zeros((nc, V), dtype=bool))
     has_some = some is not None
     vidx = np.array(values, dtype=np.int64)
+    if hasattr(work, "slot"):  # batch.Columns: its array and where each column lies in it
+        arr, row_col = work.array, work.slot[rows.col]
+    else:
+        arr, row_col = work, rows.col
+    arr = arr.reshape(arr.shape[0], arr.shape[1], -1)
     shares, time, first, vals = grid_kernel.kernel()(
-        np.ascontiguousarray(work[rows.col, rows.call], dtype=float), np.ascontiguousarray(rows.coef, dtype=float),
+        np.ascontiguousarray(arr, dtype=float), row_col.astype(np.int64), rows.call.astype(np.int64),
+        np.ascontiguousarray(rows.coef, dtype=float),
         np.ascontiguousarray(rows.code[:, :, 0], dtype=np.int64), rows.call_starts.astype(np.int64),
         per_call.astype(np.int64), np.asarray(plan_of, dtype=np.int64), ex_start.astype(np.int64),
         np.ascontiguousarray(rel[:, 0]), np.ascontiguousarray(rel[:, 1]), np.ascontiguousarray(unknown),

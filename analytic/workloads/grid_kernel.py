@@ -38,10 +38,10 @@ def enabled() -> bool:
     return AVAILABLE and os.environ.get(ENV, "1") != "0"
 
 
-def _loop(Wr, coef, code, call_starts, per_call, plan_of, ex_start, ex_from, ex_into, risky, some, has_some,
-          vidx, n_res, n_plans):  # pragma: no cover - compiled by numba (its Python twin is not run)
+def _loop(work, row_col, row_call, coef, code, call_starts, per_call, plan_of, ex_start, ex_from, ex_into, risky,
+          some, has_some, vidx, n_res, n_plans):  # pragma: no cover - compiled by numba
     V = coef.shape[1]
-    P = Wr.shape[1]
+    P = work.shape[2]
     nc = call_starts.shape[0]
     shares = np.zeros((n_res, n_plans, V, P))
     nan_at = np.zeros((n_plans, V, P), dtype=np.bool_)
@@ -64,8 +64,9 @@ def _loop(Wr, coef, code, call_starts, per_call, plan_of, ex_start, ex_from, ex_
         for v in range(V):
             for j in range(r):  # each row's time
                 cj = coef[s0 + j, v]
+                w = work[row_col[s0 + j], row_call[s0 + j]]
                 for p in range(P):
-                    T[j, p] = cj * Wr[s0 + j, p]
+                    T[j, p] = cj * w[p]
             for e in range(ex_start[c], ex_start[c + 1]):  # rows added into others, in order
                 a, b = ex_from[e], ex_into[e]
                 for p in range(P):
@@ -100,23 +101,29 @@ def _loop(Wr, coef, code, call_starts, per_call, plan_of, ex_start, ex_from, ex_
             if vpos[v] >= 0:
                 for p in range(P):
                     vals[vpos[v], c, p] = value[p]
-    # per plan the time (the shares summed in resource order, as ``shares.sum(axis=0)``) and the resource
-    # with the largest share (the first of equals, as ``grid_bound.first_max``)
+    return shares, nan_at, vals
+
+
+def _finish(shares, nan_at):  # pragma: no cover - compiled by numba
+    """Per plan the time (the shares summed in resource order, as ``shares.sum(axis=0)``; NaN where a call
+    has no bound) and the resource with the largest share (the first of equals, as ``grid_bound.first_max``)."""
+    n_res, n_plans, V, P = shares.shape
     time = np.empty((n_plans, V, P))
-    first = np.empty((n_plans, V, P), dtype=np.int64)
+    first = np.zeros((n_plans, V, P), dtype=np.int64)
     for k in range(n_plans):
         for v in range(V):
             for p in range(P):
-                total = shares[0, k, v, p]
-                at = 0
-                for r in range(1, n_res):
+                time[k, v, p] = shares[0, k, v, p]
+            for r in range(1, n_res):
+                for p in range(P):
                     x = shares[r, k, v, p]
-                    total += x
-                    if x > shares[at, k, v, p]:
-                        at = r
-                time[k, v, p] = np.nan if nan_at[k, v, p] else total
-                first[k, v, p] = at
-    return shares, time, first, vals
+                    time[k, v, p] += x
+                    if x > shares[first[k, v, p], k, v, p]:
+                        first[k, v, p] = r
+            for p in range(P):
+                if nan_at[k, v, p]:
+                    time[k, v, p] = np.nan
+    return time, first
 
 
 _compiled = None
@@ -126,5 +133,11 @@ def kernel():
     """The compiled loop (compiled on first use)."""
     global _compiled
     if _compiled is None:
-        _compiled = numba.njit(cache=True, nogil=True)(_loop)
+        loop, finish = (numba.njit(cache=True, nogil=True)(f) for f in (_loop, _finish))
+
+        def run(*args):
+            shares, nan_at, vals = loop(*args)
+            return (shares, *finish(shares, nan_at), vals)
+
+        _compiled = run
     return _compiled
