@@ -33,11 +33,11 @@ import math
 
 import numpy as np
 
+from ...hwspecs.schema import CHAIN_CLASSES, COMPUTE_PATHS, DRAM_PATHS, HOST_CLASSES
 from ..achievable import CLASSES, L2_RESIDENT_FRACTION, AchievableTable, _z, host_cost
 from ..chain import TILE_LOOP, chain_time, tile_step_time
-from ..roofline import COL, TENSOR_DTYPES
 from ..registry import AnalyticError
-from ...hwspecs.schema import CHAIN_CLASSES, COMPUTE_PATHS, DRAM_PATHS, HOST_CLASSES
+from ..roofline import COL, TENSOR_DTYPES
 
 
 def _f(x) -> float:
