@@ -112,14 +112,17 @@ def _call_lines(i: int, c, k: dict, tf32: bool, serial: bool, mma: bool, launch:
         out.append(f"t = t + w{COL['tensor.fp32']} * {k['ztf']!r}")
         if k["tf32_known"]:
             moved = f"w{COL['tensor.fp32']}"
-    out.append(f"vec = ({w('vector')} - {moved}) * {k['zv']!r}")
+    vec = w("vector") if moved == "0.0" else f"({w('vector')} - {moved})"  # x - 0.0 is x
+    out.append(f"vec = {vec} * {k['zv']!r}")
     for p, d in k["cpath"].items():
         if COL[f"path.compute.{p}"] in cols:
             out.append(f"vec = vec + w{COL[f'path.compute.{p}']} * {d!r}")
     out.append(f"sfu = {w('special_function')} * {k['zs']!r}")
     lau, ex, co = w("launches"), w("dram.executed"), w("dram.compulsory")
-    fits = f"{ex} / max({lau}, 1.0) <= {k['lim']!r}" if k["known_l2"] and not math.isnan(k["lim"]) else "False"
-    out.append(f"l2b = max({ex} - {co}, 0.0) if {fits} else 0.0")
+    # (conditional expressions in place of the builtin max: the same value, a fraction of the time)
+    fits = (f"{ex} / ({lau} if {lau} > 1.0 else 1.0) <= {k['lim']!r}" if k["known_l2"] and not math.isnan(k["lim"])
+            else "False")
+    out.append(f"l2b = ({ex} - {co} if {ex} - {co} > 0.0 else 0.0) if {fits} else 0.0")
     out.append(f"db = {ex} - l2b")
     out.append(f"l2 = l2b * {k['zl2']!r}")
     out.append(f"dram = {lau} * {k['zlat']!r} + db * {k['zd']!r}")
@@ -127,16 +130,21 @@ def _call_lines(i: int, c, k: dict, tf32: bool, serial: bool, mma: bool, launch:
     if paths:
         out.append(f"served = db / {ex} if {ex} > 0 else 0.0")
         out += [f"dram = dram + w{COL[f'path.dram.{p}']} * served * {d!r}" for p, d in paths]
-    out.append(f"node = {lau} * {k['znode']!r} + {w('host.cublas')} * {k['zgemm']!r}")
+    gemm = f" + {w('host.cublas')} * {k['zgemm']!r}" if COL["host.cublas"] in cols else ""  # + 0.0 left out
+    out.append(f"node = {lau} * {k['znode']!r}{gemm}")
     out.append(f"fixed = node + {lau} * {k['zlat']!r}")
+    # the largest engine, the first of equals (argmax over tensor, vector, special_function, dram, l2)
+    out.append(f"top = t; e = {CLASSES.index('tensor')}")
+    for n, x in enumerate(("vec", "sfu", "dram", "l2"), start=CLASSES.index("tensor") + 1):
+        out.append(f"if {x} > top: top = {x}; e = {n}")
     if serial:
-        out.append("top = max(t + vec + sfu + 0.0, max(dram, l2))")
-    else:
-        out.append("top = max(t, vec, sfu, dram, l2)")
+        out.append("top = t + vec + sfu + 0.0")
+        out.append("m = dram if dram >= l2 else l2")
+        out.append("if m > top: top = m")
     if chained:
         out.append(f"cs = _chain{i}(batch, length)")
         out.append("binds = cs > 0 and cs >= top")
-        out.append("top = max(top, cs)")
+        out.append("if cs > top: top = cs")
     else:
         out.append("binds = False")
     out.append("g = node + top")
@@ -146,10 +154,7 @@ def _call_lines(i: int, c, k: dict, tf32: bool, serial: bool, mma: bool, launch:
         out.append(f"h = {' + '.join(hterms) if hterms else '0.0'}")
     else:
         out.append("h = 0.0")
-    # the largest engine, the first of equals (argmax over tensor, vector, special_function, dram, l2)
-    out.append("e = (t, vec, sfu, dram, l2)")
-    out.append(f"q = {CLASSES.index('latency')} if fixed >= top or binds else "
-               f"e.index(max(e)) + {CLASSES.index('tensor')}")
+    out.append(f"q = {CLASSES.index('latency')} if fixed >= top or binds else e")
     out.append(f"if h >= g: q = {CLASSES.index('host/launch')}")
     return out
 
@@ -180,9 +185,11 @@ def generate(pp, table: AchievableTable, launch: str, phase: str):
             lines.append(f"    if not k{i}_{n}({', '.join(args[p] for p in pos)}):")
             lines.append(f"        raise AnalyticError(m{i}_{n})")
         cols: dict[int, list[str]] = {}
-        for ti, col, m in c.cols:
-            cols.setdefault(col, []).append(f"v[{ti}] * {m!r}")
-        runs = " and ".join(f"{a} > 0" for a in args) or "True"
+        for ti, col, m in c.cols:  # x * 1.0 is x
+            cols.setdefault(col, []).append(f"v[{ti}]" if m == 1.0 else f"v[{ti}] * {m!r}")
+        # a constant dimension > 0 needs no test at run time
+        runs = " and ".join(f"{a} > 0" for a, parts in zip(args, c.args) if parts[0] is not None or not parts[1] > 0)
+        runs = runs or "True"
         lines.append(f"    if {runs}:")
         lines.append(f"        v = f{i}({', '.join(args)})")
         lines += [f"        w{j} = 0.0 + {' + '.join(terms)}" for j, terms in cols.items()]
@@ -194,7 +201,8 @@ def generate(pp, table: AchievableTable, launch: str, phase: str):
             env[f"_chain{i}"] = (lambda b, n, call=call: chain_seconds(table, call, phase, b, n))
         body = _call_lines(i, c, k, bool(pp.tf32[i]), bool(pp.serial[i]), bool(pp.mma_sync[i]), launch, i in chained)
         lines += [f"    {b}" for b in body]
-        lines += ["    host += h", "    gpu += g", "    name = CLASSES[q]", "    by[name] = by.get(name, 0.0) + max(h, g)"]
+        lines += ["    host += h", "    gpu += g", "    name = CLASSES[q]",
+                  "    by[name] = by.get(name, 0.0) + (g if g > h else h)"]
     extra = 0.0
     if launch == "graph":
         extra = host_cost(table, "cuda_graph")
