@@ -15,10 +15,13 @@ numbers for one point with Python floats, from the same sources:
   basis): nothing of the projection is re-written here. Per call: bound = max over resources (ties to
   the first of ``RESOURCES``), NaN where work has no known ceiling; the model: the sum over calls, the
   bottleneck the resource bounding the largest share (``evaluate.analyze``'s rules).
-- **Achievable estimate** (``achievable=True``): ``achievable.achievable_work`` called once on the
-  [work column, call] array of the plan (one call per column, with each implementation's tf32 / serial
-  / mma.sync traits as arrays), combined over the step as ``report.achievable_rows`` does (max of the
-  summed host and device times).
+- **Achievable estimate** (``achievable=True``): ``step_achievable``: ``achievable.achievable_work``
+  called once on the [work column, call] array of the plan (one call per column, with each
+  implementation's tf32 / serial / mma.sync traits as arrays), combined over the step as
+  ``report.achievable_rows`` does (max of the summed host and device times). Its rules written out per
+  call as one generated function per (plan, spec, launch regime, phase) (``point_achievable.py``,
+  cached beside the bound's) give it; ``step_achievable`` itself runs where that function cannot be
+  written (a spec constant that is not finite).
 
 Where it does not apply, ``analyze_point`` takes the general path (``analyze`` plus
 ``report.achievable_rows``) and says so in ``PointResult.path``: a spec with a persistent on-chip level
