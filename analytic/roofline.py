@@ -37,9 +37,10 @@ many specs at once; ``project`` is the one-op, one-spec form with labels, built 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
@@ -109,7 +110,7 @@ class SpecCeilings:
     dram_capacity: Ceiling
 
     @classmethod
-    def of(cls, spec: Spec, prefer: Prefer = "measured") -> "SpecCeilings":
+    def of(cls, spec: Spec, prefer: Prefer = "measured") -> SpecCeilings:
         check_choice("ceiling preference", prefer, PREFER_CHOICES)
         caches, per_sm = [], []
         for name, level in spec.memory.items():
@@ -190,8 +191,24 @@ class SpecTable:
             elif isinstance(v, Mapping):
                 object.__setattr__(self, f.name, MappingProxyType({k: _frozen_array(a) for k, a in v.items()}))
 
+    def take(self, idx: Sequence[int]) -> SpecTable:
+        """The table of the specs at ``idx``: this table's rows (``SpecTable.of`` of those specs with the
+        same preference gives the same values, each computed per spec), without looking the ceilings up
+        again."""
+        idx = list(idx)
+        parts: dict[str, Any] = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, np.ndarray):
+                parts[f.name] = v[idx]
+            elif isinstance(v, Mapping):
+                parts[f.name] = {k: a[idx] for k, a in v.items()}
+            else:
+                parts[f.name] = tuple(v[i] for i in idx)
+        return SpecTable(**parts)
+
     @classmethod
-    def of(cls, specs: Sequence[Spec], prefer: Prefer = "measured") -> "SpecTable":
+    def of(cls, specs: Sequence[Spec], prefer: Prefer = "measured") -> SpecTable:
         sc = tuple(SpecCeilings.of(s, prefer) for s in specs)
         inv_tensor = np.array([[_inv(s.tensor[d]) for d in TENSOR_DTYPES] for s in sc]).reshape(len(sc), -1)
         known = {f"tensor.{d}": np.array([s.tensor[d].value is not None for s in sc]) for d in TENSOR_DTYPES}

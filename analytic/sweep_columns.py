@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import sweep_fast as sf
-from .energy import NO_ESTIMATE, TERMS, counts, energy, label, not_modelled
+from .energy import NO_ESTIMATE, TERMS, counts, label, not_modelled, power_limit_stretch
 from .registry import AnalyticError
 from .roofline import COL, RESOURCES, SpecTable
 from .workloads.batch import evaluate_plans
@@ -30,7 +30,7 @@ from .workloads.phases import PHASES, plan
 from .workloads.placement import StateResidency, persistent_level
 from .workloads.precision import as_precision
 
-NAMES = np.array(list(RESOURCES) + ["none"])  # GridResult.bottleneck_names
+NAMES = np.array(list(RESOURCES) + ["none"], dtype=object)  # GridResult.bottleneck_names, as objects (the other text columns are)
 
 
 def columns(models, specs, phases, b: np.ndarray, ln: np.ndarray, table: SpecTable, kinds: np.ndarray, *,
@@ -155,8 +155,7 @@ def _energy(bd: sf.Bounds, pl: sf.Plans, table: SpecTable, moved: dict, n: int, 
     executed = tot[COL["dram.executed"]]
     time = np.moveaxis(bd.time, 1, 0)  # [S, n, P]
     c = counts(tot, 0.0, executed, on_chip_bytes=0.0)
-    arr = energy(c, time, et)
-    out = np.moveaxis(arr.energy_j, 0, 1).copy()  # [n, S, P]
+    out = np.moveaxis(_energy_j(c, time, et), 0, 1).copy()  # [n, S, P]
     used = _used(c, n)
     used_by = {s: used for s in range(S)}
     for s in sorted({s for _, s in moved}):
@@ -165,13 +164,29 @@ def _energy(bd: sf.Bounds, pl: sf.Plans, table: SpecTable, moved: dict, n: int, 
             if s2 == s:
                 on[i] = v
         cs = counts(tot, 0.0, executed - on, on_chip_bytes=on)
-        out[:, s] = energy(cs, time[s:s + 1], et.row(s)).energy_j[0]
+        out[:, s] = _energy_j(cs, time[s:s + 1], et.row(s))[0]
         used_by[s] = _used(cs, n)
     notes: dict[tuple, str] = {}
     for s in range(S):
         for u in set(used_by[s]):
             notes[(s, u)] = _note(et, s, set(u))
     return out, [[notes[(s, used_by[s][i])] for s in range(S)] for i in range(n)]
+
+
+def _energy_j(c: dict, time: np.ndarray, et) -> np.ndarray:
+    """``energy.energy(c, time, et).energy_j`` [S, n, P]: the dynamic energy as one matrix product of the
+    coefficients [S, terms] by the counts [terms, n x P] over the terms with counts (a term without adds
+    0 x a finite coefficient), then the same static power, power-limit stretch and NaN rule."""
+    shape = time.shape
+    terms = [t for t in TERMS if np.any(c[t])]
+    if terms:
+        k = np.stack([np.nan_to_num(et.per_term[t]) for t in terms], axis=1)
+        e_dyn = (k @ np.stack([np.broadcast_to(c[t], shape[1:]).reshape(-1) for t in terms])).reshape(shape)
+    else:
+        e_dyn = np.zeros(shape)
+    static_w = np.nan_to_num(et.static_w).reshape(-1, 1, 1)
+    stretched, _ = power_limit_stretch(e_dyn, time, static_w, et.limit_w.reshape(-1, 1, 1))
+    return np.where(et.has_section.reshape(-1, 1, 1), static_w * stretched + e_dyn, np.nan)
 
 
 def _note(et, s: int, used: set[str]) -> str:
@@ -207,8 +222,8 @@ def _assemble(names, entries, ok, bd, mem, fits, tokens, energy_j, notes, res, h
     cols["model"] = np.repeat(np.array([en[0].id for en in entries], dtype=object), S * P)
     cols["spec"] = np.tile(np.repeat(np.array([s.id for s in specs], dtype=object), P), E)
     cols["phase"] = np.repeat(np.array([en[1] for en in entries], dtype=object), S * P)
-    cols["batch"] = np.tile(np.repeat(b, len(ln)), S * E).astype(np.int64)
-    cols["length"] = np.tile(ln, len(b) * S * E).astype(np.int64)
+    cols["batch"] = np.tile(np.repeat(b.astype(np.int64), len(ln)), S * E)
+    cols["length"] = np.tile(ln.astype(np.int64), len(b) * S * E)
     cols["ceilings"] = np.tile(np.repeat(kinds, P), E)
     if every:
         cols["bottleneck"] = NAMES[bd.bottleneck].reshape(n)
@@ -221,15 +236,16 @@ def _assemble(names, entries, ok, bd, mem, fits, tokens, energy_j, notes, res, h
         cols[c] = put(np.broadcast_to(mem[key][:, None, :], (len(ok), S, P)))
     # state residency as codes into a few strings: "", then per spec (on chip, DRAM) texts
     texts, code = [""], np.zeros((E, S, P), dtype=np.intp)
-    for i, rs in res.items():
-        for s, r in enumerate(rs):
-            off = "DRAM" if r.level is None or r.capacity is None else f"DRAM (exceeds {r.level})"
-            pair = (f"on chip ({r.level})", off)
-            if pair[0] not in texts:
-                texts.append(pair[0])
-            if off not in texts:
-                texts.append(off)
-            code[ok[i], s] = np.where(r.resident.reshape(P), texts.index(pair[0]), texts.index(off))
+    if res:  # the texts depend on the spec alone (its persistent level): codes per spec, then per plan
+        on, off = np.zeros((S, 1), dtype=np.intp), np.zeros((S, 1), dtype=np.intp)
+        for s, r in enumerate(next(iter(res.values()))):
+            for t, at in ((f"on chip ({r.level})", on),
+                          ("DRAM" if r.level is None or r.capacity is None else f"DRAM (exceeds {r.level})", off)):
+                if t not in texts:
+                    texts.append(t)
+                at[s] = texts.index(t)
+        for i, rs in res.items():
+            code[ok[i]] = np.where(np.stack([r.resident.reshape(P) for r in rs]), on, off)
     cols["state_residency"] = np.array(texts, dtype=object)[code.reshape(n)]
     cav = np.zeros((E, S), dtype=np.intp)
     host = np.full((E, S, P), np.nan)

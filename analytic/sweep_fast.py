@@ -82,9 +82,10 @@ def plans_of(index: list[np.ndarray], work: np.ndarray, regimes: list[str]) -> P
     pl = Plans(order, starts, sizes, regimes)
     P = work.shape[-1]
     pl.tot = np.zeros((NCOL, len(index), P))
-    if len(order):
-        for c in WORK_NEEDED:  # calls in order, as W.sum(axis=0)
-            pl.tot[c] = gb.segment_sums(work[c][order], starts)
+    cols = np.array(WORK_NEEDED)
+    for k, i in enumerate(index):  # every column needed at once, one plan's calls (in order) at a time
+        if len(i):
+            pl.tot[cols, k] = work[cols[:, None], i[None, :]].sum(axis=1)
     return pl
 
 
@@ -94,21 +95,21 @@ def _kinds(table: SpecTable, regime: str, bytes_basis: str, hosts: list[tuple[in
     known = [(s, h) for s, h in hosts if h.value is not None]
     if not known:
         return kinds
-    sub = SpecTable.of([table.specs[s].spec for s, _ in known], table.specs[known[0][0]].prefer)
+    sub = table.take([s for s, _ in known])
     variant = gb.standard_kinds(sub, regime, bytes_basis, inv_dram=np.array([1.0 / h.value for _, h in known]))
     return [gb.RowKind(a.col, np.concatenate([a.coef, b.coef]), np.concatenate([a.resource, b.resource]),
                        a.tensor) for a, b in zip(kinds, variant)]
 
 
 def sum_bound(table: SpecTable, tot: np.ndarray, regime: str, bytes_basis: str) -> np.ndarray:
-    """The sum bound [n_plans, S, P] of plans whose work summed over calls is ``tot`` [NCOL, n_plans, P]."""
-    def c(inv, col):
-        return inv[None, :, None] * tot[COL[col]][:, None, :]
-
-    t = sum(c(table.inv_tensor[:, j], f"tensor.{d}") for j, d in enumerate(TENSOR_DTYPES))
-    return (t + c(table.inv_vector, "vector") + c(table.inv_sfu, "special_function")
-            + c(table.inv_dram, f"dram.{bytes_basis}") + c(table.inv_cache, "dram.executed")
-            + c(table.launch_s[regime], "launches"))
+    """The sum bound [n_plans, S, P] of plans whose work summed over calls is ``tot`` [NCOL, n_plans, P]:
+    the ceilings' reciprocals [S, terms] times the work [terms, n_plans x P], one matrix product."""
+    cols = [COL[f"tensor.{d}"] for d in TENSOR_DTYPES] + [COL[c] for c in (
+        "vector", "special_function", f"dram.{bytes_basis}", "dram.executed", "launches")]
+    inv = np.concatenate([table.inv_tensor, np.stack([table.inv_vector, table.inv_sfu, table.inv_dram,
+                                                      table.inv_cache, table.launch_s[regime]], axis=1)], axis=1)
+    n, P = tot.shape[1:]
+    return np.moveaxis((inv @ tot[cols].reshape(len(cols), n * P)).reshape(-1, n, P), 0, 1)
 
 
 @dataclass
@@ -124,13 +125,12 @@ class Bounds:
 
 def bounds(work: np.ndarray, pl: Plans, table: SpecTable, bytes_basis: str, hosts: list[tuple[int, object]]
            ) -> Bounds:
-    """``work`` [NCOL, n_calls, P]; ``hosts``: (spec index, host DRAM ceiling) of the PIM specs."""
+    """``work`` (``batch.Columns``) [NCOL, n_calls, P]; ``hosts``: (spec index, host DRAM ceiling) of the PIM
+    specs."""
     n, S, P = len(pl.sizes), len(table.specs), work.shape[-1]
     out = Bounds(np.empty((n, S, P)), np.empty((n, S, P), dtype=int), np.empty((n, S, P)),
                  {s: np.full((n, P), np.nan) for s, _ in hosts})
-    nonzero = np.zeros((NCOL, work.shape[1]), dtype=bool)
-    for c in TIME_COLS:
-        nonzero[c] = work[c].any(axis=1)
+    nonzero = work.any_per_call()
     used = [c for c in TENSOR_COLS if nonzero[c].any()]  # tensor dtypes some call uses
     tensor = sum(work[c] for c in used) > 0 if used else np.zeros(work.shape[1:], dtype=bool)
     some = tensor | (work[COL["vector"]] > 0) | (work[COL["special_function"]] > 0) | (
@@ -144,7 +144,7 @@ def bounds(work: np.ndarray, pl: Plans, table: SpecTable, bytes_basis: str, host
         pr = gb.project(work, rows, plan_of, len(idx), values=tuple(s for s in known) + tuple(
             S + h for h in range(len(known))), some=some[sel])
         out.time[idx] = pr.time[:, :S]
-        out.bottleneck[idx] = np.where(np.isnan(pr.time), -1, gb.first_max(pr.shares))[:, :S]
+        out.bottleneck[idx] = np.where(np.isnan(pr.time), -1, pr.bottleneck())[:, :S]
         for h, s in enumerate(known):
             mixed = np.where(tensor[sel], pr.values[S + h], pr.values[s])
             out.host_gemms[s][idx] = gb.plan_sum(mixed, plan_of, len(idx))
@@ -170,7 +170,7 @@ def state_on_chip(out: Bounds, work: np.ndarray, state: tuple[np.ndarray, np.nda
     for c in TIME_COLS:
         Wr[c] = work[c][sel]
     Wr[NCOL:] = np.stack([se, sc, Wr[ex] - se])
-    one = SpecTable.of([table.specs[s].spec], table.specs[s].prefer)
+    one = table.take([s])
     inv_level = np.array([1.0 / level.bandwidth])
     base_col, state_col = (ex, st_e) if bytes_basis == "executed" else (COL["dram.compulsory"], st_c)
     regime = pl.regimes[int(idx[0])]
@@ -182,9 +182,12 @@ def state_on_chip(out: Bounds, work: np.ndarray, state: tuple[np.ndarray, np.nda
                         gb.RowKind(state_col, -one.inv_dram, dram.resource, add_to=len(std) - 3),
                         gb.RowKind(xm, one.inv_cache, np.array([gb.R["cache"]]), needs=ex),
                         gb.RowKind(ex, inv_level, np.array([gb.R["cache"]])), std[-1]]
-    rows = gb.make_rows(kinds, Wr.any(axis=2), np.arange(len(sel)))
+    nonzero = np.zeros(Wr.shape[:2], dtype=bool)
+    for c in TIME_COLS + (st_e, st_c, xm):
+        nonzero[c] = Wr[c].any(axis=1)
+    rows = gb.make_rows(kinds, nonzero, np.arange(len(sel)))
     pr = gb.project(Wr, rows, np.repeat(np.arange(len(idx)), pl.sizes[idx]), len(idx))  # NaN: plain variant's
-    time, bott = pr.time, gb.first_max(pr.shares)[:, 0]
+    time, bott = pr.time, pr.bottleneck()[:, 0]
     cache = gb.segment_sums(np.maximum(Wr[xm] * one.inv_cache[0], Wr[ex] * inv_level[0]), starts)
     state_tot = gb.segment_sums(Wr[state_col], starts)
     tot = pl.tot[:, idx]

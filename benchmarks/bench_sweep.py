@@ -10,7 +10,10 @@ costs cached, which is the steady state of a long sweep or a second call), wall 
 machine may be shared: 2 cores here; CPU time is the figure of one core). The sweep takes the batched
 path (``analytic/sweep_columns.py``: every plan's work in one batch, every plan projected on every spec
 in one array); the per-(model, phase) path it replaced (``sweep(..., force_general=True)``, equal to it
-to 1e-12: tests/test_sweep_fast.py) is timed beside it. For comparison, the
+to 1e-12: tests/test_sweep_fast.py) is timed beside it. The per-call max runs as one compiled loop
+where numba is installed (``workloads/grid_kernel.py``, the ``fast`` extra; the first sweep also
+compiles it, or loads it from numba's cache); the script says which, and then times the numpy path
+(``SSMBENCH_NUMBA=0``) too. For comparison, the
 plain-Python one-point path (``workloads/point.analyze_point``: time bound and bottleneck only, no
 memory or energy) over a sample of the same grid's points, one call per point. Writing the CSV is
 timed apart. If fewer than 15 built-in specs or 20 built-in models exist, the lists are cycled to reach the
@@ -35,6 +38,7 @@ import time  # noqa: E402
 from ssmbench.analytic import sweep  # noqa: E402
 from ssmbench.analytic.registry import AnalyticError  # noqa: E402
 from ssmbench.analytic.roofline import SpecTable  # noqa: E402
+from ssmbench.analytic.workloads import grid_kernel  # noqa: E402
 from ssmbench.analytic.workloads.models import builtin_models  # noqa: E402
 from ssmbench.analytic.workloads.phases import plan  # noqa: E402
 from ssmbench.analytic.workloads.point import analyze_point  # noqa: E402
@@ -84,6 +88,10 @@ def main() -> None:
     if skipped:
         print("left out (a phase the analytic model cannot cost):", "; ".join(skipped))
 
+    compiled = grid_kernel.enabled()
+    print("per-call max: " + (f"compiled loop (numba {grid_kernel.numba.__version__})" if compiled else
+                              "numpy (" + ("numba not installed" if not grid_kernel.AVAILABLE else
+                                           f"{grid_kernel.ENV}=0") + ")"))
     t0 = time.perf_counter()
     cols = sweep.sweep(models, specs, PHASES, BATCHES, LENGTHS)
     cold = time.perf_counter() - t0
@@ -99,6 +107,16 @@ def main() -> None:
           f"{sorted(warm)[len(warm) // 2]:.3f} s (target >= {TARGET:,}/s: "
           f"{'met' if n / min(cpu) >= TARGET else 'NOT met'}; issue #17's faster core, >= {FAST_TARGET:,}/s: "
           f"{'met' if n / min(cpu) >= FAST_TARGET else 'NOT met'})")
+    if compiled:
+        os.environ[grid_kernel.ENV] = "0"
+        plain = []
+        for _ in range(args.repeats):
+            c0 = time.process_time()
+            sweep.sweep(models, specs, PHASES, BATCHES, LENGTHS)
+            plain.append(time.process_time() - c0)
+        del os.environ[grid_kernel.ENV]
+        print(f"the same sweeps with the numpy per-call max ({grid_kernel.ENV}=0): best {min(plain):.3f} s CPU = "
+              f"{n / min(plain):,.0f} analyses/s CPU")
     general = []
     for _ in range(max(1, args.repeats // 2)):
         c0 = time.process_time()

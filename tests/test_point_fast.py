@@ -113,3 +113,65 @@ def test_api_point_matches_the_general_path():
     assert fast.path == FAST and not _same(fast, general)
     with pytest.raises(ValueError, match="unknown option"):
         point("mamba2-2.7b", hw=table, phase="prefill", batch=2, seqlen=2048, dtyp="bf16")
+
+
+def test_generated_achievable_equals_step_achievable(tables):
+    """The generated estimate (point_achievable.py) against ``step_achievable`` (the numpy path it
+    replaces, kept where a constant is not finite) at every model x phase x point x spec: the same
+    numbers to 1e-12 and the same label; both also equal the general path (above)."""
+    from ssmbench.analytic.workloads import point as pt
+    from ssmbench.analytic.workloads import point_achievable
+    from ssmbench.analytic.workloads.phases import plan
+    from ssmbench.analytic.workloads.precision import as_precision
+
+    compared = 0
+    for model_id in sorted(builtin_models()):
+        model = get_model(model_id)
+        for phase in ("prefill", "decode", "train"):
+            try:
+                _, pp, _ = pt.point_plan(plan(model, phase), as_precision("bf16"))
+            except AnalyticError:
+                continue
+            for s in SPECS:
+                for launch in ("eager", "graph"):
+                    f = point_achievable.generate(pp, pt._achievable_table(tables[s], 0), launch, phase)
+                    assert f is not None
+                    for b, n in POINTS:
+                        try:
+                            work = pt.plan_work(pp, phase, b, n)
+                        except AnalyticError:
+                            continue
+                        ref = pt.step_achievable(pp, work, tables[s], 0, launch, phase, b, n)
+                        got = f(float(b), float(n))
+                        assert all(_close(got[k], ref[k]) for k in ref), (model_id, phase, s, launch, b, n, got, ref)
+                        compared += 1
+    assert compared > 500
+
+
+def test_without_a_generated_estimate_the_numpy_path_runs(monkeypatch, tables):
+    """Where ``generate`` writes no function (a constant not finite), ``step_achievable`` gives the
+    estimate: still the general path's."""
+    from ssmbench.analytic.workloads import point_achievable
+
+    monkeypatch.setattr(point_achievable, "generate", lambda *a: None)
+    table = SpecTable.of([get_spec("a100-80gb-sxm")])  # a table of its own: no function cached for it
+    (f,) = analyze_point(get_model("jamba-v0.1"), "prefill", table, 2, 4096, achievable=True)
+    (g,) = analyze_point(get_model("jamba-v0.1"), "prefill", table, 2, 4096, achievable=True, force_general=True)
+    assert not _same(f, g)
+
+
+def test_a_changed_rule_in_the_generated_estimate_is_caught(monkeypatch, tables):
+    """The comparison is not blind: the generated estimate with the DRAM latency left out differs."""
+    from ssmbench.analytic.workloads import point_achievable
+
+    original = point_achievable._constants
+
+    def no_latency(t):
+        k = original(t)
+        return {**k, "zlat": 0.0}
+
+    monkeypatch.setattr(point_achievable, "_constants", no_latency)
+    table = SpecTable.of([get_spec("h200-sxm")])
+    (f,) = analyze_point(get_model("llama-3-8b"), "decode", table, 1, 4096, achievable=True)
+    (g,) = analyze_point(get_model("llama-3-8b"), "decode", table, 1, 4096, achievable=True, force_general=True)
+    assert any(k.startswith("achievable") for k in _same(f, g))

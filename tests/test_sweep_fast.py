@@ -2,12 +2,13 @@
 against the per-(model, phase) path (``sweep(..., force_general=True)``: ``evaluate.analyze`` per pair):
 every column, every built-in model x phase x spec, to 1e-12 relative (labels and flags exactly), under
 each launch regime, bytes basis and dtype; and a mutation of the batched path that the comparison
-catches."""
+catches. Each test runs on both ways of taking the per-call max (``path``): the numpy one and, where
+numba is installed, the compiled loop (workloads/grid_kernel.py)."""
 
 import numpy as np
 import pytest
 from ssmbench.analytic import sweep
-from ssmbench.analytic.workloads import grid_bound
+from ssmbench.analytic.workloads import grid_bound, grid_kernel
 from ssmbench.analytic.workloads.batch import evaluate_plans
 from ssmbench.analytic.workloads.evaluate import compile_plan, evaluate_plan, phase_grid
 from ssmbench.analytic.workloads.models import builtin_models, get_model
@@ -39,12 +40,22 @@ def _models():
     return list(builtin_models().values())
 
 
+@pytest.fixture(params=["numpy", "numba"])
+def path(request, monkeypatch):
+    """The per-call max taken by numpy or by the compiled loop (skipped where numba is not installed)."""
+    if request.param == "numba" and not grid_kernel.AVAILABLE:
+        pytest.skip("numba is not installed (the optional 'fast' extra)")
+    monkeypatch.setenv(grid_kernel.ENV, "1" if request.param == "numba" else "0")
+    assert grid_kernel.enabled() == (request.param == "numba")
+    return request.param
+
+
 @pytest.fixture(scope="module")
 def specs():
     return list(load_all().values())
 
 
-def test_every_model_phase_and_spec(specs):
+def test_every_model_phase_and_spec(specs, path):
     found_f, found_g = [], []
     fast = sweep.sweep(_models(), specs, PHASES, BATCHES, LENGTHS, unsupported=found_f)
     general = sweep.sweep(_models(), specs, PHASES, BATCHES, LENGTHS, unsupported=found_g, force_general=True)
@@ -57,7 +68,7 @@ def test_every_model_phase_and_spec(specs):
 
 @pytest.mark.parametrize("kw", [{"launch": "eager"}, {"launch": "graph"}, {"bytes_basis": "compulsory"},
                                 {"dtype": "fp8"}, {"dtype": "fp32", "prefer": "datasheet"}])
-def test_options(kw, specs):
+def test_options(kw, specs, path):
     models = [get_model(m) for m in ("mamba2-2.7b", "jamba-v0.1", "llama-3-8b", "mamba-1.4b")]
     fast = sweep.sweep(models, specs, PHASES, BATCHES, LENGTHS, unsupported=[], **kw)
     general = sweep.sweep(models, specs, PHASES, BATCHES, LENGTHS, unsupported=[], force_general=True, **kw)
@@ -79,7 +90,7 @@ def test_batched_work_equals_evaluate_plan():
         assert all(np.array_equal(getattr(batch.call_bytes(k), f), getattr(cb, f)) for f in ("live", "saved"))
 
 
-def test_a_constraint_failure_is_the_general_paths_error():
+def test_a_constraint_failure_is_the_general_paths_error(path):
     """A plan whose shapes break a kernel's constraint (here SSD's ``L % C == 0``, made stricter for the
     test: L below 1000): the same reason in ``unsupported`` on both paths, and the same error without it."""
     from ssmbench.analytic.ops.ssd.cost import SSD
@@ -105,7 +116,7 @@ def test_a_constraint_failure_is_the_general_paths_error():
         object.__setattr__(con, "check", original)
 
 
-def test_mutation_is_caught(monkeypatch, specs):
+def test_mutation_is_caught(monkeypatch, specs, path):
     """The comparison is not blind: the batched path with DRAM and cache labels swapped (a wrong tie
     rule) differs from the general path."""
     models = [get_model("llama-3-8b")]

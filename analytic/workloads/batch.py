@@ -22,6 +22,7 @@ raises the check's message).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,6 +61,13 @@ class Columns:
             return np.zeros(self.shape[1:])
         return self.array[self.slot[key]]
 
+    def any_per_call(self) -> np.ndarray:
+        """[NCOL, n_calls] bool: the call's column is not zero somewhere (False for a column not computed)."""
+        out = np.zeros(self.shape[:2], dtype=bool)
+        have = np.nonzero(self.slot >= 0)[0]
+        out[have] = self.array.reshape(len(self.array), self.shape[1], -1).any(axis=2)[self.slot[have]]
+        return out
+
     def reshape(self, *shape) -> Columns:
         return Columns(self.array.reshape((len(self.array),) + tuple(shape[1:])),
                        tuple(np.nonzero(self.slot >= 0)[0][np.argsort(self.slot[self.slot >= 0])]))
@@ -84,7 +92,15 @@ class Batch:
         return np.stack([self.work[c][self.index[k]] for c in range(NCOL)], axis=1)
 
     def call_bytes(self, k: int) -> CallBytes:
-        return CallBytes(**{key: v[self.index[k]] for key, v in self.bytes.items()})
+        """Plan k's ``CallBytes`` (views into every plan's bytes gathered once, in plan order)."""
+        at, by_key = self._in_plan_order
+        return CallBytes(**{key: v[at[k]:at[k + 1]] for key, v in by_key.items()})
+
+    @functools.cached_property
+    def _in_plan_order(self) -> tuple[list[int], dict[str, np.ndarray]]:
+        order = np.concatenate(self.index) if self.index else np.zeros(0, dtype=int)
+        at = np.concatenate([[0], np.cumsum([len(i) for i in self.index])]).astype(int).tolist()
+        return at, {key: v[order] for key, v in self.bytes.items()}
 
 
 @dataclass(frozen=True)
@@ -104,6 +120,9 @@ class _Group:
     plans: np.ndarray  # plan index per member
     counts: np.ndarray  # multiplicity per member
     dims: tuple[_Dim, ...]
+    used: frozenset[int]  # the function's terms that some column or byte class reads
+    produced: tuple[int, ...]  # the work columns its terms go to, in order of first appearance
+    byte_terms: tuple[tuple[str, tuple[int, ...]], ...]  # per byte class (BYTE_KEYS) its terms, in order
 
 
 def _layout(plans: tuple[CompiledPlan, ...], grid_of: tuple[int, ...]):
@@ -130,8 +149,14 @@ def _layout(plans: tuple[CompiledPlan, ...], grid_of: tuple[int, ...]):
                            for p in (tuple(q) + (0, None)[len(q) - 3:] for q in parts))
             dims.append(_Dim(np.array([float(p[1]) for p in parts]),
                              tuple((key, np.array(idx)) for key, idx in where.items()), positive))
+        used = frozenset({ti for ti, _ in first.cols} | set(first.live) | set(first.saved) | set(first.weights)
+                         | {ti for ti, _ in first.state})
+        byte_terms = (("live", tuple(first.live)), ("saved", tuple(first.saved)), ("weights", tuple(first.weights)),
+                      ("state_executed", tuple(ti for ti, _ in first.state)),
+                      ("state_compulsory", tuple(ti for ti, compulsory in first.state if compulsory)))
         groups.append(_Group(first, slice(at, at + len(ms)), np.array([k for k, _, _, _ in ms]),
-                             np.array([n for _, _, _, n in ms], dtype=float), tuple(dims)))
+                             np.array([n for _, _, _, n in ms], dtype=float), tuple(dims), used,
+                             tuple(dict.fromkeys(c for _, c in first.cols)), byte_terms))
         at += len(ms)
     return tuple(groups), tuple(index), at
 
@@ -179,12 +204,15 @@ def evaluate_plans(plans: list[CompiledPlan], grids: list[dict], grid_of: list[i
     the work columns to compute (indices into ``WORK_COLUMNS``; default all)."""
     groups, index, n = layout(tuple(plans), tuple(grid_of))
     columns = tuple(range(NCOL)) if columns is None else tuple(columns)
-    W = np.empty((len(columns), n) + shape)
-    per = {k: np.empty((n,) + shape) for k in BYTE_KEYS}
+    W = np.zeros((len(columns), n) + shape)  # a column a group does not produce stays zero
+    per = {k: np.zeros((n,) + shape) for k in BYTE_KEYS}  # a group without a term leaves zeros
     failed: set[int] = set()
     counts = np.empty(n)
     bases: dict[tuple, np.ndarray] = {}
     col = (-1,) + (1,) * len(shape)
+    slot = np.full(NCOL, -1)
+    slot[list(columns)] = np.arange(len(columns))
+    slot = slot.tolist()
     for g in groups:
         first, rows = g.first, g.rows
         counts[rows] = g.counts
@@ -194,28 +222,29 @@ def evaluate_plans(plans: list[CompiledPlan], grids: list[dict], grid_of: list[i
             ok = np.asarray(con.check(*(args[first.dims.index(d)] for d in con.dims)))
             ok = np.broadcast_to(ok, (n_m,) + shape).reshape(n_m, -1).all(axis=1)
             failed.update(int(k) for k in g.plans[~ok])
-        runs = np.ones((n_m,) + shape)
+        runs = None
         for a, d in zip(args, g.dims):
             if not d.positive:
-                runs = runs * (a > 0)
+                runs = (a > 0) * (1.0 if runs is None else runs)
         vals = first.fn(*args)
         # x * 1.0 is x: where every member runs everywhere, the product by ``runs`` is left out (the
         # assignments below broadcast)
-        ones = bool(runs.all())
-        used = {ti for ti, _ in first.cols} | set(first.live) | set(first.saved) | set(first.weights) | {
-            ti for ti, _ in first.state}
-        term = {ti: vals[ti] if ones else vals[ti] * runs for ti in used}
+        ones = runs is None or bool(runs.all())
+        term = {ti: vals[ti] if ones else vals[ti] * runs for ti in g.used}
         cols: dict[int, np.ndarray] = {}
         for ti, c in first.cols:  # evaluate_plan's order: terms summed per column, then x multiplicity
             cols[c] = cols[c] + term[ti] if c in cols else term[ti]
-        for i, c in enumerate(columns):  # every element written once: the column's value or zero
-            if c in cols:
-                W[i, rows] = cols[c] * g.counts.reshape(col) if ADDITIVE[c] else cols[c]
+        for c in g.produced:
+            i = slot[c]
+            if i < 0:
+                continue
+            if ADDITIVE[c]:
+                np.multiply(cols[c], g.counts.reshape(col), out=W[i, rows])
             else:
-                W[i, rows] = 0.0
-        state_c = [ti for ti, compulsory in first.state if compulsory]
-        for key, terms in (("live", first.live), ("saved", first.saved), ("weights", first.weights),
-                           ("state_executed", [ti for ti, _ in first.state]), ("state_compulsory", state_c)):
+                W[i, rows] = cols[c]
+        for key, terms in g.byte_terms:
+            if not terms:
+                continue
             total = 0.0  # evaluate_plan's order: 0 + the first term + the next ...
             for ti in terms:
                 total = total + term[ti]

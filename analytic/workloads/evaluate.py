@@ -50,8 +50,8 @@ tensor-core work that the bound projects with it.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
@@ -303,19 +303,22 @@ def memory_by_class(model: Model, phase: str, dtype: str | Precision, recompute:
     return mem
 
 
-_ENERGY_TABLES: dict[int, tuple] = {}
+_ENERGY_TABLES: dict[tuple, tuple] = {}
 
 
 def _energy_table(table: SpecTable):
-    """``EnergyTable.of`` of the table's specs, cached with the table (an immutable snapshot, by
-    identity: the entry keeps the table, so that its id is not reused)."""
+    """``EnergyTable.of`` of the table's specs, cached by the specs' identities (a Spec is frozen: the
+    entry keeps the specs, so that their ids are not reused), so that tables of the same specs built
+    again (each sweep builds its ``SpecTable``) share it."""
     from ..energy import EnergyTable
 
-    hit = _ENERGY_TABLES.get(id(table))
-    if hit is None or hit[0] is not table:
+    specs = tuple(sc.spec for sc in table.specs)
+    key = tuple(id(s) for s in specs)
+    hit = _ENERGY_TABLES.get(key)
+    if hit is None or any(a is not b for a, b in zip(hit[0], specs)):
         if len(_ENERGY_TABLES) >= 64:
             _ENERGY_TABLES.clear()
-        hit = _ENERGY_TABLES[id(table)] = (table, EnergyTable.of([sc.spec for sc in table.specs]))
+        hit = _ENERGY_TABLES[key] = (specs, EnergyTable.of(list(specs)))
     return hit[1]
 
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..roofline import COL, RESOURCES, TENSOR_DTYPES, SpecTable
+from . import grid_kernel
 
 LOW = np.int64(7)  # the low bits that carry the resource
 CLEAR = np.int64(~7)
@@ -86,7 +87,7 @@ class Rows:
     call: np.ndarray  # [nr] index into the work's call axis
     coef: np.ndarray  # [nr, V]
     code: np.ndarray  # [nr, V, 1] int64: 7 - resource index
-    extra: tuple[tuple[int, int], ...]  # (row, row it adds into), in order
+    extra: np.ndarray  # [n, 2] int: (row, row it adds into), in order
     call_starts: np.ndarray  # [nc] first row of each call (calls in ``order``)
 
 
@@ -103,23 +104,21 @@ def make_rows(kinds: list[RowKind], nonzero: np.ndarray, order: np.ndarray) -> R
     coef = np.stack([k.coef for k in kinds])[rows_kind]
     code = (LOW - np.stack([k.resource for k in kinds]).astype(np.int64))[rows_kind][:, :, None]
     starts = np.searchsorted(rows_pos, np.arange(nc))
-    extra = []
+    # rows added into others, in order: a call's later tensor rows into its first, then each ``add_to``
+    # row into the same call's row of that kind (where it has one)
+    nr = len(rows_pos)
+    at = np.full((nc, len(kinds)), -1)
+    at[rows_pos, rows_kind] = np.arange(nr)
     tensor = np.array([k.tensor for k in kinds])
-    adds = [k.add_to for k in kinds]
-    several = np.bincount(rows_pos[tensor[rows_kind]], minlength=nc).max(initial=0) > 1
-    if several or any(a is not None for a in adds):
-        first: dict[tuple[int, int], int] = {}
-        for i, (p, k) in enumerate(zip(rows_pos.tolist(), rows_kind.tolist())):
-            if tensor[k]:
-                if (p, -1) in first:
-                    extra.append((i, first[(p, -1)]))
-                else:
-                    first[(p, -1)] = i
-            first[(p, k)] = i
-        for i, (p, k) in enumerate(zip(rows_pos.tolist(), rows_kind.tolist())):
-            if adds[k] is not None and (p, adds[k]) in first:
-                extra.append((i, first[(p, adds[k])]))
-    return Rows(col, order[rows_pos], coef, code, tuple(extra), starts)
+    first_t = np.where(tensor[None, :] & (at >= 0), at, nr).min(axis=1, initial=nr)
+    later_t = np.nonzero(tensor[rows_kind] & (np.arange(nr) != first_t[rows_pos]))[0]
+    into = np.array([-1 if k.add_to is None else k.add_to for k in kinds])[rows_kind]
+    adds = np.nonzero(into >= 0)[0]
+    target = at[rows_pos[adds], into[adds]]
+    adds, target = adds[target >= 0], target[target >= 0]
+    extra = np.stack([np.concatenate([later_t, adds]), np.concatenate([first_t[rows_pos[later_t]], target])],
+                     axis=1).astype(np.int64)
+    return Rows(col, order[rows_pos], coef, code, extra, starts)
 
 
 def segment_sums(a: np.ndarray, starts: np.ndarray) -> np.ndarray:
@@ -142,6 +141,11 @@ class Projected:
     time: np.ndarray
     shares: np.ndarray
     values: dict[int, np.ndarray]
+    first: np.ndarray | None = None  # ``first_max(shares)`` where the compiled loop computed it
+
+    def bottleneck(self) -> np.ndarray:
+        """[n_plans, V, P] the resource with the largest share (the first of equals)."""
+        return first_max(self.shares) if self.first is None else self.first
 
 
 def _dominant(Wr: np.ndarray, rows: Rows, per_call: np.ndarray, plain: np.ndarray
@@ -200,7 +204,10 @@ def project(work: np.ndarray, rows: Rows, plan_of: np.ndarray, n_plans: int, val
 
     Where one row bounds a call on a spec at every point (``_dominant``), the call's bound there is that
     row's time, added per plan by one matrix product per plan; the other (call, spec) pairs take the
-    row max with the resource in the low bits, per pair, and a ``np.bincount``."""
+    row max with the resource in the low bits, per pair, and a ``np.bincount``. Where numba is installed
+    (``grid_kernel``), one compiled loop does all of it instead."""
+    if grid_kernel.enabled():
+        return _project_compiled(work, rows, plan_of, n_plans, values, some)
     nr, V = rows.coef.shape
     P = work.shape[-1]
     nc = len(rows.call_starts)
@@ -208,8 +215,8 @@ def project(work: np.ndarray, rows: Rows, plan_of: np.ndarray, n_plans: int, val
     per_call = np.diff(np.append(rows.call_starts, nr))
     call_of_row = np.repeat(np.arange(nc), per_call)
     plain = np.ones(nc, dtype=bool)
-    if rows.extra:
-        plain[call_of_row[[i for i, _ in rows.extra]]] = False
+    if len(rows.extra):
+        plain[call_of_row[rows.extra[:, 0]]] = False
     Wr = work[rows.col, rows.call]  # [nr, P]
     dom, alive = _dominant(Wr, rows, per_call, plain)
     res_of = (LOW - rows.code[:, :, 0]).astype(int)  # [nr, V]
@@ -230,7 +237,7 @@ def project(work: np.ndarray, rows: Rows, plan_of: np.ndarray, n_plans: int, val
     exact = {}
     if len(pc):
         extra: dict[int, list[tuple[int, int]]] = {}
-        for i, j in rows.extra:
+        for i, j in rows.extra.tolist():
             c = int(call_of_row[i])
             extra.setdefault(c, []).append((i - int(rows.call_starts[c]), j - int(rows.call_starts[c])))
         Mp = np.empty((len(pc), P))
@@ -285,6 +292,38 @@ def project(work: np.ndarray, rows: Rows, plan_of: np.ndarray, n_plans: int, val
             vals[exact[v][0]] = exact[v][1]
         out[v] = vals
     return Projected(time, shares, out)
+
+
+def _project_compiled(work, rows: Rows, plan_of, n_plans: int, values: tuple[int, ...], some) -> Projected:
+    """``project`` by ``grid_kernel``'s loop: its inputs laid out as arrays (the added rows per call in
+    order, whether a call has a row of unknown ceiling per spec)."""
+    nr, V = rows.coef.shape
+    nc = len(rows.call_starts)
+    per_call = np.diff(np.append(rows.call_starts, nr))
+    call_of_row = np.repeat(np.arange(nc), per_call)
+    ex = rows.extra
+    ex_call = call_of_row[ex[:, 0]]
+    order = np.argsort(ex_call, kind="stable")  # per call, in the order of ``rows.extra``
+    ex_start = np.searchsorted(ex_call[order], np.arange(nc + 1))
+    rel = ex[order] - rows.call_starts[ex_call[order]][:, None]
+    unknown = np.add.reduceat((rows.coef == 0).astype(np.int64), rows.call_starts, axis=0) > 0 if nr else (
+        np.zeros((nc, V), dtype=bool))
+    has_some = some is not None
+    vidx = np.array(values, dtype=np.int64)
+    if hasattr(work, "slot"):  # batch.Columns: its array and where each column lies in it
+        arr, row_col = work.array, work.slot[rows.col]
+    else:
+        arr, row_col = work, rows.col
+    arr = arr.reshape(arr.shape[0], arr.shape[1], -1)
+    shares, time, first, vals = grid_kernel.kernel()(
+        np.ascontiguousarray(arr, dtype=float), row_col.astype(np.int64), rows.call.astype(np.int64),
+        np.ascontiguousarray(rows.coef, dtype=float),
+        np.ascontiguousarray(rows.code[:, :, 0], dtype=np.int64), rows.call_starts.astype(np.int64),
+        per_call.astype(np.int64), np.asarray(plan_of, dtype=np.int64), ex_start.astype(np.int64),
+        np.ascontiguousarray(rel[:, 0]), np.ascontiguousarray(rel[:, 1]), np.ascontiguousarray(unknown),
+        np.ascontiguousarray(some, dtype=bool) if has_some else np.zeros((1, 1), dtype=bool), has_some, vidx,
+        len(RESOURCES), n_plans)
+    return Projected(time, shares, {v: vals[i] for i, v in enumerate(values)}, first)
 
 
 def plan_sum(values: np.ndarray, plan_of: np.ndarray, n_plans: int) -> np.ndarray:

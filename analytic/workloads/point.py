@@ -15,10 +15,13 @@ numbers for one point with Python floats, from the same sources:
   basis): nothing of the projection is re-written here. Per call: bound = max over resources (ties to
   the first of ``RESOURCES``), NaN where work has no known ceiling; the model: the sum over calls, the
   bottleneck the resource bounding the largest share (``evaluate.analyze``'s rules).
-- **Achievable estimate** (``achievable=True``): ``achievable.achievable_work`` called once on the
-  [work column, call] array of the plan (one call per column, with each implementation's tf32 / serial
-  / mma.sync traits as arrays), combined over the step as ``report.achievable_rows`` does (max of the
-  summed host and device times).
+- **Achievable estimate** (``achievable=True``): ``step_achievable``: ``achievable.achievable_work``
+  called once on the [work column, call] array of the plan (one call per column, with each
+  implementation's tf32 / serial / mma.sync traits as arrays), combined over the step as
+  ``report.achievable_rows`` does (max of the summed host and device times). Its rules written out per
+  call as one generated function per (plan, spec, launch regime, phase) (``point_achievable.py``,
+  cached beside the bound's) give it; ``step_achievable`` itself runs where that function cannot be
+  written (a spec constant that is not finite).
 
 Where it does not apply, ``analyze_point`` takes the general path (``analyze`` plus
 ``report.achievable_rows``) and says so in ``PointResult.path``: a spec with a persistent on-chip level
@@ -382,6 +385,23 @@ def step_achievable(pp: _PointPlan, work: list[list[float]], table: SpecTable, s
             "bottleneck": "host/launch" if host >= gpu else max(by_class, key=by_class.get)}
 
 
+def _achievable(pp: _PointPlan, generated: dict, table: SpecTable, s: int, launch: str, phase: str, batch: float,
+                length: float) -> dict:
+    """``step_achievable`` at this point, by the function ``point_achievable.generate`` writes for the plan
+    on spec ``s`` (cached beside the bound's), or by ``step_achievable`` itself where it writes none."""
+    from . import point_achievable
+
+    gk = ("achievable", id(table), s, launch, phase)
+    hit = generated.get(gk)
+    if hit is None or hit[0] is not table:
+        if len(generated) >= CACHE_LIMIT:
+            generated.clear()
+        hit = generated[gk] = (table, point_achievable.generate(pp, _achievable_table(table, s), launch, phase))
+    if hit[1] is None:
+        return step_achievable(pp, plan_work(pp, phase, batch, length), table, s, launch, phase, batch, length)
+    return hit[1](batch, length)
+
+
 def _general(model, phase, table, batch, length, kw, achievable) -> tuple[PointResult, ...]:
     from .report import achievable_rows
     res = analyze(model, phase, table, [batch], [length], keep_calls=achievable, **kw)
@@ -419,7 +439,6 @@ def analyze_point(model: Model, phase: str, table: SpecTable, batch: float, leng
     _, pp, generated = point_plan(plan(model, phase, impls, recompute, logits), prec)
     batch, length = float(batch), float(length)
     tokens = batch * (length if phase != "decode" else 1.0)
-    work = plan_work(pp, phase, batch, length) if achievable else None
     out = []
     for s, sc in enumerate(table.specs):
         gk = (id(table), s, launch, bytes_basis, phase)
@@ -430,7 +449,7 @@ def analyze_point(model: Model, phase: str, table: SpecTable, batch: float, leng
             hit = generated[gk] = (table, generate(pp, _projection(table, s, launch, bytes_basis), phase))
         t, ssum, shares, unb = hit[1](batch, length)
         b = -1 if math.isnan(t) else shares.index(max(shares))
-        ach = step_achievable(pp, work, table, s, launch, phase, batch, length) if achievable else None
+        ach = _achievable(pp, generated, table, s, launch, phase, batch, length) if achievable else None
         out.append(PointResult(sc.spec.id, t, ssum, None if b < 0 else RESOURCES[b], dict(zip(RESOURCES, shares)),
                                tuple(r for r, u in zip(RESOURCES, unb) if u), tokens, ach, FAST))
     return tuple(out)
