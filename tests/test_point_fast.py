@@ -148,6 +148,24 @@ def test_generated_achievable_equals_step_achievable(tables):
     assert compared > 500
 
 
+def test_a_call_on_a_dram_kernel_path_is_left_to_step_achievable(tables):
+    """A plan with a call whose bytes move on a DRAM kernel path (the runtimes' KV-cache copies) gets no
+    generated function: ``step_achievable`` (which honours ``dram_path``) estimates it."""
+    import dataclasses
+
+    import numpy as np
+    from ssmbench.analytic.workloads import point as pt
+    from ssmbench.analytic.workloads import point_achievable
+    from ssmbench.analytic.workloads.phases import plan
+    from ssmbench.analytic.workloads.precision import as_precision
+
+    _, pp, _ = pt.point_plan(plan(get_model("llama-3-8b"), "decode"), as_precision("bf16"))
+    table = pt._achievable_table(tables[SPECS[0]], 0)
+    assert point_achievable.generate(pp, table, "eager", "decode") is not None
+    on_path = dataclasses.replace(pp, dram_path=np.where(np.arange(len(pp.dram_path)) == 0, 0, -1))
+    assert point_achievable.generate(on_path, table, "eager", "decode") is None
+
+
 def test_without_a_generated_estimate_the_numpy_path_runs(monkeypatch, tables):
     """Where ``generate`` writes no function (a constant not finite), ``step_achievable`` gives the
     estimate: still the general path's."""

@@ -161,11 +161,14 @@ def _call_lines(i: int, c, k: dict, tf32: bool, serial: bool, mma: bool, launch:
 
 def generate(pp, table: AchievableTable, launch: str, phase: str):
     """``f(batch, length) -> dict`` (``step_achievable``'s) for the compiled point plan ``pp`` on the
-    table's first spec, or None where a constant is not finite (module docstring)."""
+    table's first spec, or None where a constant is not finite or a call moves its bytes on a DRAM kernel
+    path (module docstring)."""
     from .point import _dim_src
 
     k = _constants(table)
-    if k is None:
+    # a call whose whole device-memory traffic moves on a kernel path (execution.dram_path_index: the
+    # runtimes' KV-cache copies) is not written out here: step_achievable takes the plan
+    if k is None or (np.asarray(pp.dram_path) >= 0).any():
         return None
     chained = dict(pp.chained)
     env: dict = {"_ceil": math.ceil, "AnalyticError": AnalyticError, "CLASSES": CLASSES}
