@@ -89,9 +89,12 @@ use_prebuilt() {  # an earlier call's module, carried as .fa3prebuilt/
   cat $parts | xz -d | tar -C "$HOPPER" -xf - || { say "could not unpack .fa3prebuilt/: building instead"; return 1; }
   "$PY" - "$BUILD_JSON" "$HOPPER" <<'PYEOF'
 import json, pathlib, sys
+sys.path.insert(0, "scripts")
+from fa3_build import _meta
 so = sorted(pathlib.Path(sys.argv[2], "flash_attn_3").glob("_C*.so"))
 json.dump({"status": "prebuilt", "stage": "done", "so": str(so[0]) if so else None, "seconds": 0.0,
-           "note": "the module of an earlier call (.fa3prebuilt/), not compiled here"}, open(sys.argv[1], "w"), indent=1)
+           "note": "the module of an earlier call (.fa3prebuilt/), not compiled here", "meta": _meta()},
+          open(sys.argv[1], "w"), indent=1)
 PYEOF
   say "using the prebuilt FA3 module from .fa3prebuilt/"
 }
