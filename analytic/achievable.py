@@ -238,6 +238,19 @@ def _path_column(a: np.ndarray | None, i: int, n_specs: int) -> np.ndarray:
     return np.full(n_specs, np.nan) if a is None else a[:, i]
 
 
+def chain_step_time(chain: Chain, table: AchievableTable) -> np.ndarray:
+    """One step of ``chain`` per spec of ``table`` [n_specs]: a tile loop's step is its tile's work at the
+    CTA's share of the SM's engines (``chain.tile_step_time``; mma.sync FLOPs at their own rate where the
+    spec has one), any other class's is the spec's ``compute.chain_step.<class>``."""
+    if chain.cls != TILE_LOOP:
+        return table.chain_step[:, CHAIN_CLASSES.index(chain.cls)]
+    d = TENSOR_DTYPES.index(chain.dtype)
+    rate_t = table.rate_tensor[:, d]
+    if chain.mma_sync:
+        rate_t = np.where(np.isnan(table.rate_mma_sync[:, d]), rate_t, table.rate_mma_sync[:, d])
+    return tile_step_time(chain, table.sm_count, rate_t, table.rate_vector, table.rate_sfu)
+
+
 def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarray | bool = False,
                     serial: np.ndarray | bool = False, launch: str = "eager", graph_replays: float = 1.0,
                     mma_sync: np.ndarray | bool = False, l2_reread: np.ndarray | float = 0.0,
@@ -323,15 +336,7 @@ def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarra
     engines = stacked[:3].sum(axis=0) + reread
     top = np.where(serial, np.maximum(engines, np.maximum(stacked[3], stacked[4] - reread)), stacked.max(axis=0))
     if chain is not None:
-        if chain.cls == TILE_LOOP:  # the step's work at the CTA's share of the SM's engines
-            d = TENSOR_DTYPES.index(chain.dtype)
-            rate_t = table.rate_tensor[:, d]
-            if chain.mma_sync:
-                rate_t = np.where(np.isnan(table.rate_mma_sync[:, d]), rate_t, table.rate_mma_sync[:, d])
-            step = tile_step_time(chain, table.sm_count, rate_t, table.rate_vector, table.rate_sfu)
-        else:
-            step = table.chain_step[:, CHAIN_CLASSES.index(chain.cls)]
-        chain_s = np.broadcast_to(chain_time(chain, ps(table.sm_count), ps(step)), shape)
+        chain_s = np.broadcast_to(chain_time(chain, ps(table.sm_count), ps(chain_step_time(chain, table))), shape)
     else:
         chain_s = np.zeros(shape) if chain_s is None else np.broadcast_to(np.asarray(chain_s, dtype=float), shape)
     chain_binds = (chain_s > 0) & (chain_s >= top)

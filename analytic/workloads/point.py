@@ -243,6 +243,21 @@ def bound_of(work: list[list[float]], pj: _Proj) -> tuple[float, float, int, lis
     return time, total, bottleneck, shares, tuple(r for r, u in zip(RESOURCES, unb) if u)
 
 
+def call_prologue(i: int, c, env: dict) -> tuple[list[str], list[str]]:
+    """(lines, argument names) that open plan call ``i`` (``c``: its cost function, arguments and constraint
+    checks) in a generated step function: its arguments ``a<i>_<k>`` at this point and the kernel
+    constraints, which raise ``AnalyticError`` as the general path does; the callables go into ``env``."""
+    env[f"f{i}"] = c.fn
+    args = [f"a{i}_{k}" for k in range(len(c.args))]
+    lines = [f"    {a} = {_dim_src(*parts)}" for a, parts in zip(args, c.args)]
+    for n, (who, con, pos) in enumerate(c.checks):
+        env[f"k{i}_{n}"] = con.check
+        env[f"m{i}_{n}"] = f"{c.label}: {who}: {con.message}"
+        lines.append(f"    if not k{i}_{n}({', '.join(args[p] for p in pos)}):")
+        lines.append(f"        raise AnalyticError(m{i}_{n})")
+    return lines, args
+
+
 def _dim_src(var, mult, step, minus=0, cap=None) -> str:
     """``_dim`` as a Python expression over the grid variables (same operations, same order)."""
     if var is None:
@@ -287,14 +302,8 @@ def generate(pp: _PointPlan, pj: _Proj, phase: str):
              "    total = 0.0"]
     lines += [f"    s{r} = 0.0" for r in range(nr)] + [f"    u{r} = False" for r in range(nr)]
     for i, c in enumerate(_merged(pp.calls)):
-        env[f"f{i}"] = c.fn
-        args = [f"a{i}_{k}" for k in range(len(c.args))]
-        lines += [f"    {a} = {_dim_src(*parts)}" for a, parts in zip(args, c.args)]
-        for n, (who, k, pos) in enumerate(c.checks):
-            env[f"k{i}_{n}"] = k.check
-            env[f"m{i}_{n}"] = f"{c.label}: {who}: {k.message}"
-            lines.append(f"    if not k{i}_{n}({', '.join(args[p] for p in pos)}):")
-            lines.append(f"        raise AnalyticError(m{i}_{n})")
+        opening, args = call_prologue(i, c, env)
+        lines += opening
         cols: dict[int, list[str]] = {}
         for ti, col, m in c.cols:
             cols.setdefault(col, []).append(f"v[{ti}] * {m!r}")

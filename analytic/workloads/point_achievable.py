@@ -33,9 +33,9 @@ import math
 
 import numpy as np
 
-from ...hwspecs.schema import CHAIN_CLASSES, COMPUTE_PATHS, DRAM_PATHS, HOST_CLASSES
-from ..achievable import CLASSES, L2_RESIDENT_FRACTION, AchievableTable, _z, host_cost
-from ..chain import TILE_LOOP, chain_time, tile_step_time
+from ...hwspecs.schema import COMPUTE_PATHS, DRAM_PATHS, HOST_CLASSES
+from ..achievable import CLASSES, L2_RESIDENT_FRACTION, AchievableTable, _z, chain_step_time, host_cost
+from ..chain import chain_time
 from ..registry import AnalyticError
 from ..roofline import COL, TENSOR_DTYPES
 
@@ -84,14 +84,7 @@ def chain_seconds(table: AchievableTable, c, phase: str, batch: float, length: f
     if chain is None:
         return 0.0
     chain = chain.repeated(c.count)
-    if chain.cls == TILE_LOOP:
-        d = TENSOR_DTYPES.index(chain.dtype)
-        rate_t = table.rate_tensor[:, d]
-        if chain.mma_sync:
-            rate_t = np.where(np.isnan(table.rate_mma_sync[:, d]), rate_t, table.rate_mma_sync[:, d])
-        step = tile_step_time(chain, table.sm_count, rate_t, table.rate_vector, table.rate_sfu)
-    else:
-        step = table.chain_step[:, CHAIN_CLASSES.index(chain.cls)]
+    step = chain_step_time(chain, table)
     return _f(chain_time(chain, np.asarray(table.sm_count).reshape(-1, 1), np.asarray(step).reshape(-1, 1)))
 
 
@@ -163,7 +156,7 @@ def generate(pp, table: AchievableTable, launch: str, phase: str):
     """``f(batch, length) -> dict`` (``step_achievable``'s) for the compiled point plan ``pp`` on the
     table's first spec, or None where a constant is not finite or a call moves its bytes on a DRAM kernel
     path (module docstring)."""
-    from .point import _dim_src
+    from .point import call_prologue
 
     k = _constants(table)
     # a call whose whole device-memory traffic moves on a kernel path (execution.dram_path_index: the
@@ -179,14 +172,8 @@ def generate(pp, table: AchievableTable, launch: str, phase: str):
              "    gpu = 0.0",
              "    by = {}"]
     for i, c in enumerate(pp.calls):
-        env[f"f{i}"] = c.fn
-        args = [f"a{i}_{n}" for n in range(len(c.args))]
-        lines += [f"    {a} = {_dim_src(*parts)}" for a, parts in zip(args, c.args)]
-        for n, (who, con, pos) in enumerate(c.checks):
-            env[f"k{i}_{n}"] = con.check
-            env[f"m{i}_{n}"] = f"{c.label}: {who}: {con.message}"
-            lines.append(f"    if not k{i}_{n}({', '.join(args[p] for p in pos)}):")
-            lines.append(f"        raise AnalyticError(m{i}_{n})")
+        opening, args = call_prologue(i, c, env)
+        lines += opening
         cols: dict[int, list[str]] = {}
         for ti, col, m in c.cols:  # x * 1.0 is x
             cols.setdefault(col, []).append(f"v[{ti}]" if m == 1.0 else f"v[{ti}] * {m!r}")
