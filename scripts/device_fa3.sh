@@ -17,6 +17,9 @@ parts, the build is skipped and that module is used.
   --bwd               also build the backward (two more instantiation files) and time training steps
                       (measure/suites/fa3_h200_train.yaml)
   --no-measure        build (and check) only
+  --suite FILE        time this suite instead of fa3_h200 (and fa3_h200_train with --bwd); repeatable,
+                      run in the order given (e.g. measure/suites/fill_fa3_h200.yaml with a module
+                      carried in .fa3prebuilt/ that has the backward)
   --help              this text
 
 Writes $OUT/fa3.log (everything), $OUT/fa3_build.json (status built | failed | timeout | prebuilt, the
@@ -37,7 +40,7 @@ bad() {
 }
 whole() { [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || bad "$1 needs a positive whole number, got '${2:-}'"; }
 
-DEADLINE_S=575 BUILD_S=480 JOBS=$(nproc 2>/dev/null || echo 8) BWD='' MEASURE=1
+DEADLINE_S=575 BUILD_S=480 JOBS=$(nproc 2>/dev/null || echo 8) BWD='' MEASURE=1 SUITES=()
 KEEP_AFTER_BUILD_S=60   # kept after the build for the check and the packing of the module
 ARGS="$*"
 while [ $# -gt 0 ]; do
@@ -45,6 +48,7 @@ while [ $# -gt 0 ]; do
   case "$opt" in
     --help|-h) usage; exit 0 ;;
     --build-deadline|--deadline|--jobs) [ $# -ge 2 ] || bad "$opt needs a value"; whole "$opt" "$2" ;;
+    --suite) [ $# -ge 2 ] || bad "$opt needs a value"; [ -f "$2" ] || bad "--suite $2: no such file" ;;
   esac
   case "$opt" in
     --build-deadline) BUILD_S=$2; shift ;;
@@ -52,6 +56,7 @@ while [ $# -gt 0 ]; do
     --jobs) JOBS=$2; shift ;;
     --bwd) BWD=1 ;;
     --no-measure) MEASURE='' ;;
+    --suite) SUITES+=("$2"); shift ;;
     *) bad "unknown option '$opt'" ;;
   esac
   shift
@@ -134,7 +139,10 @@ fi
 export PYTHONPATH=$HOPPER:$PYTHONPATH   # flash_attn_interface, flash_attn_config and flash_attn_3._C
 timeout 60 "$PY" scripts/fa3_build.py check --out "$OUT/fa3_check.json" || say "FA3 check ended with exit $?"
 [ "$status" = built ] && { pack_module & PACK_PID=$!; }  # end_call waits for it
-if [ -n "$MEASURE" ]; then
+if [ -n "$MEASURE" ] && [ ${#SUITES[@]} -gt 0 ]; then
+  for i in "${!SUITES[@]}"; do run_sweep "${SUITES[$i]}" 60 $(( 40 * (${#SUITES[@]} - i - 1) )); done
+  summary
+elif [ -n "$MEASURE" ]; then
   keep=0; [ -n "$BWD" ] && keep=40
   run_sweep measure/suites/fa3_h200.yaml 60 "$keep"
   [ -n "$BWD" ] && run_sweep measure/suites/fa3_h200_train.yaml 60 0
