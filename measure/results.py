@@ -381,7 +381,16 @@ def find_results(folder: str | Path) -> Found:
 
 
 def read_dir(out_dir: str | Path) -> list[ResultFile]:
-    return [read_results(p) for p in result_files(out_dir)]
+    """The measurement files of one folder (not its subfolders), oldest first. Other JSON files beside
+    them (a build record, a probe, a byte audit: ``not_measurements`` says why) are passed over, as
+    ``find_results`` does, so that a run folder used for ``--resume-from`` may hold them; a damaged
+    result file is still an error naming it."""
+    out = []
+    for path in result_files(out_dir):
+        text = read_user_text(path, ResultsError)
+        if not_measurements(path, text) is None:
+            out.append(_parse(path, text))
+    return out
 
 
 def measured_on(rf: ResultFile) -> str | None:

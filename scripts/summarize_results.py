@@ -19,7 +19,7 @@ def _num(x, scale=1.0, fmt="{:.3g}"):
 
 
 def main(folder: str, totals_with: list[str]) -> int:
-    from ssmbench.measure.results import latest_by_key, measured_on, read_dir, read_results, result_files
+    from ssmbench.measure.results import latest_by_key, measured_on, read_dir
 
     files = read_dir(folder)
     cases = latest_by_key(files)
@@ -41,8 +41,9 @@ def main(folder: str, totals_with: list[str]) -> int:
     if totals_with:
         devices = {measured_on(f) for f in files}
         # names are run-<UTC time>-<pid>: name order is oldest first, as latest_by_key wants
-        paths = sorted({p.resolve() for d in [*totals_with, folder] for p in result_files(d)}, key=lambda p: p.name)
-        every = [f for f in map(read_results, paths) if not devices or measured_on(f) in devices]
+        by_path = {f.path.resolve(): f for d in [*totals_with, folder] for f in read_dir(d)}
+        every = [by_path[p] for p in sorted(by_path, key=lambda p: p.name)
+                 if not devices or measured_on(by_path[p]) in devices]
         total = collections.Counter(c["status"] for c in latest_by_key(every).values())
         print(f"with {', '.join(totals_with)}: {sum(total.values())} cases in {len(every)} result file(s) of "
               f"{', '.join(sorted(str(d) for d in devices)) or 'any device'}: "

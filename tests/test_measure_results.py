@@ -116,6 +116,22 @@ def test_dir_reading_finished_keys_and_latest(tmp_path):
     assert latest["a"]["value"] == 2
 
 
+def test_resume_folder_may_hold_other_json_files(tmp_path):
+    """A run folder keeps build and check records beside its runs (scripts/device_fa3.sh's
+    fa3_build.json): resuming from it reads the runs and passes over the rest; a damaged run file is
+    still an error."""
+    w = ResultWriter(tmp_path, {}, {})
+    w.add(_rec("a", value=1))
+    w.finish()
+    (tmp_path / "fa3_build.json").write_text(json.dumps({"status": "prebuilt", "stage": "done", "meta": {}}))
+    assert finished_keys(tmp_path).keys == {"a"}
+    runs = read_dir(tmp_path)
+    assert len(runs) == 1 and runs[0].path.name.startswith("run-") and runs[0].cases[0]["key"] == "a"
+    (tmp_path / "run-broken.json").write_text("{not json")
+    with pytest.raises(ResultsError, match="run-broken"):
+        read_dir(tmp_path)
+
+
 def test_jsonable():
     np = pytest.importorskip("numpy")
     assert jsonable({"a": np.float64(1.5), "b": np.int64(3), "c": float("inf"), "d": (1, 2)}) == \
