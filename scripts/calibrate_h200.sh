@@ -8,19 +8,21 @@
 # results/h200/2026-12-03/achievable, measured on another machine of the same kind) and the matched-pairs
 # and block-shape call of 2026-12-03 (results/h200/2026-12-03/pairs-blocks: attention, SSD, the Mamba-1
 # scan, blocks at smaller widths and short sequences; see its README), and the FlashAttention-3 call of
-# 2026-12-03 (results/h200/2026-12-03/fa3: FA3, SDPA cuDNN and flash at the pairs' attention points).
+# 2026-12-03 (results/h200/2026-12-03/fa3: FA3, SDPA cuDNN and flash at the pairs' attention points),
+# and the calls that gave every group of 1-4 shapes new ones (results/h200/2026-12-03/fill; its README).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 IN=results/h200/2026-12-02
 MORE=results/h200/2026-12-03/achievable
 PAIRS=results/h200/2026-12-03/pairs-blocks
 FA3=results/h200/2026-12-03/fa3
+FILL=results/h200/2026-12-03/fill
 OUT=$IN/calibration
 mkdir -p "$OUT"
-ssmbench calibrate --results "$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$MORE/call2" "$PAIRS" "$FA3" --hw h200-sxm --out "$OUT/profile.json" --force
-ssmbench gap --results "$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$MORE/call2" "$PAIRS" "$FA3" --hw h200-sxm --calibration "$OUT/profile.json" \
+ssmbench calibrate --results "$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$MORE/call2" "$PAIRS" "$FA3" "$FILL" --hw h200-sxm --out "$OUT/profile.json" --force
+ssmbench gap --results "$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$MORE/call2" "$PAIRS" "$FA3" "$FILL" --hw h200-sxm --calibration "$OUT/profile.json" \
     --format md --out "$OUT/gap.md" --plot "$OUT/gap.png" --energy-plot "$OUT/energy.png"
-ssmbench gap --results "$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$MORE/call2" "$PAIRS" "$FA3" --hw h200-sxm --calibration "$OUT/profile.json" \
+ssmbench gap --results "$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$MORE/call2" "$PAIRS" "$FA3" "$FILL" --hw h200-sxm --calibration "$OUT/profile.json" \
     --format json --out "$OUT/gap.json"
-ssmbench energy-fit --results "$IN/default" "$MORE/call1" "$MORE/call2" "$PAIRS" "$FA3" --hw h200-sxm --out "$OUT/energy-fit.json" --force > /dev/null
+ssmbench energy-fit --results "$IN/default" "$MORE/call1" "$MORE/call2" "$PAIRS" "$FA3" "$FILL" --hw h200-sxm --out "$OUT/energy-fit.json" --force > /dev/null
 rm -f "$OUT/energy-fit.yaml"  # the measured: fragment that energy-fit wrote before it wrote a profile
