@@ -142,6 +142,9 @@ def _shortfall(stats: dict, groups: list[dict], rows: list[dict]) -> list[str]:
     if stats["coverage"] is not None and stats["coverage"] < TARGET["coverage"]:
         why.append(f"interval coverage {100 * stats['coverage']:.0f}% ({stats['n_covered']} of {stats['n']} "
                    f"held-out cases) < {100 * TARGET['coverage']:.0f}%")
+    if stats["coverage"] is not None and stats["coverage"] > TARGET["coverage_max"]:
+        why.append(f"interval coverage {100 * stats['coverage']:.0f}% ({stats['n_covered']} of {stats['n']} "
+                   f"held-out cases) > {100 * TARGET['coverage_max']:.0f}%: the intervals are wider than their level")
     if len(why) > len(not_cal):
         worst = sorted((r for r in rows if r["heldout_ape_pct"] is not None), key=lambda r: -r["heldout_ape_pct"])[:3]
         why.append("largest held-out errors: " + "; ".join(
