@@ -45,7 +45,10 @@ Implementations:
   their FLOPs run through ``compute.path.conv_depthwise`` too (the probe measured the forward kernel;
   the backward kernels are taken at its rate). fp16's cuDNN path is not modelled (forward nor backward). Decode is mamba-ssm's
   PyTorch fallback of ``Mamba.step``: roll the state (read K, write K), copy it back (read K, write
-  K), write the new token, multiply by the weight, sum over K, add bias, silu: 7 launches.
+  K), write the new token, multiply by the weight, sum over K, add bias, silu: 7 launches. ATen runs
+  the token write into the strided [:, :, -1] view, the weight product and the bias add (operands of
+  different shapes) and the sum along the last dimension on its non-vectorized kernels: their bytes
+  move on ``memory.dram.path.strided_copy``, ``broadcast`` and ``reduction`` (``Cost.path``).
   Not counted: any input padding copy or layout transform cuDNN may make internally.
 
 Working set (on-chip, per block): ``causal_conv1d`` forward and backward hold 128 threads x kNElts
@@ -178,10 +181,10 @@ def _torch_conv(mode: str, dtype: str) -> Cost:
         return kernel_chain([
             Kernel("torch.roll", (needed, oldest), (rolled,)),
             Kernel("conv_state.copy_", (rolled,), (full,)),
-            Kernel("conv_state[:, :, -1] = x", (xt,), (new,)),
-            Kernel("aten.mul", (full, w), (prod,), B * E * K),
-            Kernel("aten.sum", (prod,), (s,), B * E * K),
-            Kernel("aten.add bias", (s, b), (sb,), B * E),
+            Kernel("conv_state[:, :, -1] = x", (xt,), (new,), path="dram.strided_copy"),
+            Kernel("aten.mul", (full, w), (prod,), B * E * K, path="dram.broadcast"),
+            Kernel("aten.sum", (prod,), (s,), B * E * K, path="dram.reduction"),
+            Kernel("aten.add bias", (s, b), (sb,), B * E, path="dram.broadcast"),
             Kernel("aten.silu", (sb,), (out,), SILU[0] * B * E, SILU[1] * B * E),
         ], [xt, needed, w, b], [out, new], stream_working_sets=False)
     raise ValueError(mode)
