@@ -39,7 +39,21 @@ Kernel classes (grids and loops read from the kernels' sources):
   takes 1.79 x (L = 2048) and 1.86 x (L = 8192) the time of the H = 32 grid (128 programs), two waves
   against one (results/h200/2026-12-02/default/run-20261202T172122.267473Z-1902.jsonl).
 
-A third class has no spec parameter: its step time follows from the engines (``TILE_LOOP``).
+- ``lane_chunk_cta``: causal-conv1d's channel-first forward kernel (``causal_conv1d_fwd_kernel``,
+  csrc/causal_conv1d_fwd.cu): grid (B, E), one block of kNThreads = 128 threads per (batch, channel)
+  lane; each block loops over its lane's L in chunks of 128 x kNElts elements (one 16-byte load per
+  thread: kNElts = 8 for 2-byte, 4 for 4-byte types), each chunk a load, four barriers and a store:
+  steps = ceil(L / (128 kNElts)). Programs per SM: 16, the thread limit (2048 resident threads per SM on
+  compute capability 9.0 / 128; the 2 KiB of shared memory per block allow more; the registers may allow
+  fewer). A short sequence leaves each block one short step (at L = 128 only 16 of its 128 threads load
+  256 bytes), so a large batch of short sequences is a long queue of tiny blocks whose lifetime (launch,
+  round trip, exit), not the bandwidth, sets the time: B = 64, L = 128, E = 4096 (262144 blocks, 125 waves)
+  takes 237 us on the H200 where its 134 MB would stream in 32 us. The step (1.87 us, five DRAM
+  load-to-use latencies) is derived from two such cases (the spec's ``measured:`` entry); from L = 2048
+  on, the streaming terms exceed the chain. The channel-last kernel (``causal_conv1d_channellast_fwd_kernel``:
+  64 x 64 tiles of (L, E)) has no such chain.
+
+A fourth class has no spec parameter: its step time follows from the engines (``TILE_LOOP``).
 FlashAttention-2's forward kernel (``flash_fwd_kernel``, csrc/flash_attn/src/flash_fwd_kernel.h,
 the kernel PyTorch's SDPA flash backend vendors) runs one CTA per (query tile of kBlockM rows, batch,
 head), grid (ceil(L / kBlockM), B, H) with the query tile fastest; each CTA loops over its key tiles
@@ -76,6 +90,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..hwspecs.schema import CHAIN_CLASSES
+from .conventions import nbytes
 
 # Resident blocks per SM on compute capability 9.0 (CUDA C++ Programming Guide, Table "Technical
 # Specifications per Compute Capability": maximum number of resident blocks per SM, 32)
@@ -86,6 +101,12 @@ SM90_MAX_BLOCKS_PER_SM = 32
 SISO_CHUNK = 64
 # fla fused_recurrent: the value block of one program (BV = min(8, next_pow2(V)))
 FLA_RECURRENT_BV = 8
+# causal-conv1d forward (csrc/causal_conv1d_fwd.cu): threads per block (kNThreads), bytes each thread loads
+# per chunk (kNElts x sizeof(input_t) = 16), and resident threads per SM on compute capability 9.0 (CUDA C++
+# Programming Guide, technical specifications per compute capability: 2048)
+CONV1D_FWD_THREADS = 128
+CONV1D_FWD_LOAD_BYTES = 16
+SM90_MAX_THREADS_PER_SM = 2048
 # The chain class whose step time follows from the engine rates, not from a spec parameter
 TILE_LOOP = "tile_loop"
 # FlashAttention-2 forward CTAs per SM (module docstring: the register file's limit)
@@ -166,7 +187,7 @@ def fa2_fwd_chain(causal: bool):
     (dims B, H, G, L, S, P) and decode (L = 1; with G < H the kernel packs the H / G query heads of a
     KV head into the query tile's rows, flash_api.cpp ``seqlenq_ngroups_swapped``)."""
 
-    def chain(dims: Mapping[str, int], mode: str) -> Chain | None:
+    def chain(dims: Mapping[str, int], mode: str, dtype: str = "bf16") -> Chain | None:
         # imports the registry, which imports this module
         from .ops.attention.common import FA2_FWD_TILES
 
@@ -195,7 +216,7 @@ def _next_pow2(n: int) -> int:
     return 1 << max(int(n) - 1, 0).bit_length()
 
 
-def fla_recurrent_chain(dims: Mapping[str, int], mode: str) -> Chain | None:
+def fla_recurrent_chain(dims: Mapping[str, int], mode: str, dtype: str = "bf16") -> Chain | None:
     """fla's fused recurrent gated delta rule, forward and decode (the backward is another kernel)."""
     if mode not in ("fwd", "decode"):
         return None
@@ -205,7 +226,17 @@ def fla_recurrent_chain(dims: Mapping[str, int], mode: str) -> Chain | None:
     return Chain("token_recurrent_warp", steps, nv * int(dims["B"]) * int(dims["H"]), SM90_MAX_BLOCKS_PER_SM)
 
 
-def mamba3_siso_chain(dims: Mapping[str, int], mode: str) -> Chain | None:
+def causal_conv1d_fwd_chain(dims: Mapping[str, int], mode: str, dtype: str = "bf16") -> Chain | None:
+    """causal-conv1d's channel-first forward kernel (module docstring; the backward and the decode update
+    are other kernels): steps = ceil(L / chunk), chunk = 128 threads x (16 bytes / element size)."""
+    if mode != "fwd":
+        return None
+    chunk = CONV1D_FWD_THREADS * (CONV1D_FWD_LOAD_BYTES // nbytes(dtype))
+    return Chain("lane_chunk_cta", math.ceil(int(dims["L"]) / chunk), int(dims["B"]) * int(dims["E"]),
+                 SM90_MAX_THREADS_PER_SM // CONV1D_FWD_THREADS)
+
+
+def mamba3_siso_chain(dims: Mapping[str, int], mode: str, dtype: str = "bf16") -> Chain | None:
     """mamba-ssm's Mamba-3 SISO forward kernel (decode runs mamba3_siso_step, the backward other kernels)."""
     if mode != "fwd":
         return None

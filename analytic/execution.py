@@ -31,7 +31,8 @@ These traits feed the achievable-time model (``achievable.py``), not the rooflin
   Sec. 2: wgmma is needed for the Hopper tensor cores' full throughput; measured on the H200 by the
   probe's mma.sync loop: ``compute.tensor_mma_sync.<dtype>``).
 - ``chain``: the sequential chain of a kernel whose programs loop over dependent steps (``chain.py``:
-  steps, programs, programs per SM and kernel class, as a function of the case's dims and mode).
+  steps, programs, programs per SM and kernel class, as a function of the case's dims, mode and storage
+  dtype).
 - ``dram_path``: the ATen kernel path (``hwspecs.schema.DRAM_PATHS``) whose attained DRAM bandwidth
   (``memory.dram.path.<path>``) the kernel's device-memory bytes move at, where that path does not
   reach the copy bandwidth: a copy out of a non-contiguous view (a repeated or interleaved KV cache)
@@ -56,7 +57,13 @@ from typing import Literal
 
 from ..hwspecs.schema import DRAM_PATHS, HOST_CLASSES
 from .cases import is_composite
-from .chain import Chain, fa2_fwd_chain, fla_recurrent_chain, mamba3_siso_chain
+from .chain import (
+    Chain,
+    causal_conv1d_fwd_chain,
+    fa2_fwd_chain,
+    fla_recurrent_chain,
+    mamba3_siso_chain,
+)
 from .conventions import nbytes
 from .cost import Cost
 
@@ -80,8 +87,8 @@ class Traits:
     dram_path: str | None = None
     # (dims, dtype, mode) -> bytes re-read from the device-wide cache (module docstring); None: none
     l2_rereads: Callable[[Mapping[str, int], str, str], float] | None = None
-    # (dims, mode) -> the kernel's sequential chain (module docstring); None: none
-    chain: Callable[[Mapping[str, int], str], Chain | None] | None = None
+    # (dims, mode, dtype) -> the kernel's sequential chain (module docstring); None: none
+    chain: Callable[[Mapping[str, int], str, str], Chain | None] | None = None
 
     def __post_init__(self):
         for c in (self.host_class, self.decode_host_class):
@@ -196,7 +203,8 @@ TRAITS: dict[tuple[str, str], Traits] = {
     ("a_from_log", "fp32_param"): EAGER,
     ("a_from_log", "cast_param"): EAGER,
     ("mamba3_prep", "torch_eager"): EAGER,
-    ("conv1d", "causal_conv1d"): EXTENSION,
+    # causal-conv1d's channel-first forward: one block per (batch, channel) lane (chain.causal_conv1d_fwd_chain)
+    ("conv1d", "causal_conv1d"): dataclasses.replace(EXTENSION, chain=causal_conv1d_fwd_chain),
     ("conv1d", "torch_conv"): EAGER,
     ("gated_delta_rule", "chunked"): AUTOTUNED,
     ("gated_delta_rule", "recurrent"): dataclasses.replace(TRITON, chain=fla_recurrent_chain),
@@ -244,8 +252,10 @@ TRAITS: dict[tuple[str, str], Traits] = {
 # Measured backends that execute an implementation differently from what it implies: SDPA's cuDNN
 # backend runs cuDNN's own Hopper kernels (engines overlapped) behind cuDNN's call path.
 # The memory-efficient backend runs CUTLASS's sm80 kernels (mma.sync, phases in sequence) with its own
-# grid and loop, not FlashAttention-2's: no FA2 chain.
-BACKEND_TRAITS = {"torch.sdpa.cudnn": Traits("cudnn"), "torch.sdpa.efficient": FA2}
+# grid and loop, not FlashAttention-2's: no FA2 chain. causal-conv1d's channel-last entry point runs its
+# own forward kernel over 64 x 64 (L, E) tiles: no lane chain.
+BACKEND_TRAITS = {"torch.sdpa.cudnn": Traits("cudnn"), "torch.sdpa.efficient": FA2,
+                  "causal_conv1d.causal_conv1d_fn_cl": EXTENSION}
 
 
 def traits(op: str, impl: str, backend: str | None = None) -> Traits:
@@ -349,11 +359,12 @@ def chain_of(op: str, impl: str, dims: Mapping[str, int], mode: str, backend: st
              dtype: str | None = None) -> Chain | None:
     """The sequential chain of one call of ``op``/``impl`` (None for composites and for
     implementations without ``Traits.chain``); ``dtype``: the storage dtype, whose tensor rate a chain
-    with a computed step (``chain.TILE_LOOP``) uses (bf16 where not given)."""
+    with a computed step (``chain.TILE_LOOP``) uses and whose element size sets a streaming kernel's chunk
+    (bf16 where not given)."""
     if is_composite(op):
         return None
     fn = traits(op, impl, backend).chain
-    c = None if fn is None else fn(dims, mode)
+    c = None if fn is None else fn(dims, mode, dtype or "bf16")
     if c is not None and c.step_work is not None and dtype in ("bf16", "fp16"):
         c = dataclasses.replace(c, dtype=dtype)
     return c

@@ -116,8 +116,11 @@ COMPUTE_PATHS = ("conv_depthwise",)
 # matrix-state recurrence (loads of the token's q, k, v, gate, a decay, warp reductions, a rank-1
 # update, a store: fla's fused_recurrent kernels); ``chunk_recurrent_cta``, one Triton program per
 # (head, batch) stepping one chunk of a chunked scan with its state in registers (loads of the chunk's
-# tiles, their matmuls, a state update: mamba-ssm's Mamba-3 SISO forward kernel).
-CHAIN_CLASSES = ("token_recurrent_warp", "chunk_recurrent_cta")
+# tiles, their matmuls, a state update: mamba-ssm's Mamba-3 SISO forward kernel); ``lane_chunk_cta``, one
+# CUDA block per (batch, channel) lane streaming its sequence in chunks of one 16-byte load per thread (the
+# block's launch, the chunk's DRAM round trip, barriers, a store, the block's exit: causal-conv1d's
+# channel-first forward kernel).
+CHAIN_CLASSES = ("token_recurrent_warp", "chunk_recurrent_cta", "lane_chunk_cta")
 DRAM_PATHS = ("broadcast", "cast_copy", "reduction", "strided_copy", "expand_copy")
 
 

@@ -114,6 +114,26 @@ def test_torch_conv_forward_runs_its_conv_on_the_depthwise_path():
     assert np.isclose(float(c.vector), c.path["compute.conv_depthwise"] + 3 * 8 * 32)
 
 
+def test_torch_conv_backward_runs_its_depthwise_kernels_on_the_path_too():
+    # bf16: PyTorch's CudaDepthwise2d backward, grad input 2K per input element and grad weight 2K per
+    # padded output element, both generic per-element kernels like the forward (cost.py docstring)
+    dims = {"B": 2, "E": 8, "L": 32, "K": 4}
+    c = case_cost("conv1d", dims, impl="torch_conv", mode="bwd", dtype="bf16")
+    assert c.path == {"compute.conv_depthwise": 2 * 4 * 2 * 8 * 32 + 2 * 4 * 2 * 8 * (32 + 3)}
+    f = case_cost("conv1d", dims, impl="torch_conv", mode="fwdbwd", dtype="bf16")
+    assert f.path["compute.conv_depthwise"] == c.path["compute.conv_depthwise"] + (2 * 4 + 1) * 2 * 8 * (32 + 3)
+
+
+def test_torch_conv_decode_names_its_non_vectorized_kernels():
+    # bf16 [B, E, K] state: the token write (x_t read, one state element written), state x weight (state and
+    # weight read, product written), the last-dimension sum (product read, sum written), the bias add
+    b, e, k = 2, 8, 4
+    c = case_cost("conv1d", {"B": b, "E": e, "K": k}, impl="torch_conv", mode="decode", dtype="bf16")
+    assert c.path == {"dram.strided_copy": 2 * (b * e + b * e),
+                      "dram.broadcast": 2 * (2 * b * e * k + e * k) + 2 * (2 * b * e + e),
+                      "dram.reduction": 2 * (b * e * k + b * e)}
+
+
 def test_a_design_point_keeps_the_base_paths_share_of_its_bandwidth_and_rate():
     from ssmbench.analytic.design import space
 

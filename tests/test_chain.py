@@ -104,3 +104,37 @@ def test_h200_predicts_the_other_mamba3_grids_from_its_measured_step():
     one = ch.mamba3_siso_chain({"B": 4, "H": 32, "L": 2048}, "fwd")
     two = ch.mamba3_siso_chain({"B": 4, "H": 64, "L": 2048}, "fwd")
     assert float(ch.chain_time(two, 132, 10e-6)) == pytest.approx(2 * float(ch.chain_time(one, 132, 10e-6)))
+
+
+def test_causal_conv1d_forward_grid_and_loop():
+    # grid (B, E) of 128-thread blocks, 2048 / 128 = 16 per SM; chunk 128 x 8 bf16 or 128 x 4 fp32 elements
+    c = ch.causal_conv1d_fwd_chain({"B": 3, "E": 5, "K": 4, "L": 1025}, "fwd", "bf16")
+    assert (c.cls, c.steps, c.programs, c.programs_per_sm) == ("lane_chunk_cta", 2, 15, 16)
+    assert ch.causal_conv1d_fwd_chain({"B": 3, "E": 5, "K": 4, "L": 1025}, "fwd", "fp32").steps == 3
+    assert ch.causal_conv1d_fwd_chain({"B": 3, "E": 5, "K": 4, "L": 128}, "fwd").steps == 1
+    assert ch.causal_conv1d_fwd_chain({"B": 3, "E": 5, "K": 4}, "decode") is None
+    dims = {"B": 3, "E": 5, "K": 4, "L": 1025}
+    assert execution.chain_of("conv1d", "causal_conv1d", dims, "fwd", "causal_conv1d.causal_conv1d_fn", "fp32").steps == 3
+    # the channel-last entry point runs a tiled kernel of its own; torch's conv has no lane chain
+    assert execution.chain_of("conv1d", "causal_conv1d", dims, "fwd", "causal_conv1d.causal_conv1d_fn_cl") is None
+    assert execution.chain_of("conv1d", "torch_conv", dims, "fwd") is None
+
+
+def test_h200_causal_conv1d_short_sequences_are_a_queue_of_blocks():
+    # by hand: B=16, E=4096, L=512 (bf16): 65536 one-step blocks over 132 x 16 slots = ceil(31.03) = 32 waves
+    # of 1.874 us = 60.0 us, where its 134 MB (x in, out) stream in 32 us: the chain binds (latency class)
+    from ssmbench.analytic.registry import cost
+
+    spec = get_spec("h200-sxm")
+    step = ceiling(spec, "compute.chain_step.lane_chunk_cta")
+    assert step.value == pytest.approx(1.874e-6) and step.origin == "measured"
+    dims = {"B": 16, "E": 4096, "K": 4, "L": 512}
+    c = execution.chain_of("conv1d", "causal_conv1d", dims, "fwd", "causal_conv1d.causal_conv1d_fn", "bf16")
+    assert float(ch.chain_time(c, 132, step.value)) == pytest.approx(32 * 1.874e-6)
+    e = estimate(cost("conv1d", dims, "causal_conv1d", "fwd", "bf16"), spec, chain=c)
+    assert e.chain_s == pytest.approx(32 * 1.874e-6) and e.bottleneck == "latency"
+    # at L = 8192 (8 steps, B = 4, E = 5120: 10 waves, 150 us) the bytes bind instead
+    long = {"B": 4, "E": 5120, "K": 4, "L": 8192}
+    c8 = execution.chain_of("conv1d", "causal_conv1d", long, "fwd", None, "bf16")
+    e8 = estimate(cost("conv1d", long, "causal_conv1d", "fwd", "bf16"), spec, chain=c8)
+    assert e8.chain_s == pytest.approx(8 * 10 * 1.874e-6) and e8.bottleneck == "dram"

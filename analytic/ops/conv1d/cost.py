@@ -36,10 +36,19 @@ Implementations:
   its FLOPs run through ``compute.path.conv_depthwise``, ``Cost.path``) writes the full [B, E, L + K - 1] output, of which the slice
   keeps L; silu reads the slice and writes out (2 launches). The conv computes all L + K - 1 outputs:
   (2K + 1) FLOPs each (bias added, not used as the initial value). Backward through autograd:
-  silu_backward (1), slice_backward = zeros [B, E, L + K - 1] + copy into the slice (2), cuDNN
-  backward-data, backward-filter and the bias reduction (3): 6 launches. Decode is mamba-ssm's
+  silu_backward (1), slice_backward = zeros [B, E, L + K - 1] + copy into the slice (2), the
+  depthwise backward-input and backward-weight kernels and the bias reduction (3): 6 launches.
+  PyTorch runs a depthwise convolution on cuDNN only for fp16 operands (``use_cudnn_depthwise``,
+  aten/src/ATen/native/Convolution.cpp); bf16 and fp32 take the ``CudaDepthwise2d`` backend, whose
+  backward kernels (``conv_depthwise2d_backward_kernel``, ``conv_depthwise2d_grad_weight_kernel``,
+  aten/src/ATen/native/cuda/DepthwiseConv2d.cu) are the same generic per-element loops as its forward:
+  their FLOPs run through ``compute.path.conv_depthwise`` too (the probe measured the forward kernel;
+  the backward kernels are taken at its rate). fp16's cuDNN path is not modelled (forward nor backward). Decode is mamba-ssm's
   PyTorch fallback of ``Mamba.step``: roll the state (read K, write K), copy it back (read K, write
-  K), write the new token, multiply by the weight, sum over K, add bias, silu: 7 launches.
+  K), write the new token, multiply by the weight, sum over K, add bias, silu: 7 launches. ATen runs
+  the token write into the strided [:, :, -1] view, the weight product and the bias add (operands of
+  different shapes) and the sum along the last dimension on its non-vectorized kernels: their bytes
+  move on ``memory.dram.path.strided_copy``, ``broadcast`` and ``reduction`` (``Cost.path``).
   Not counted: any input padding copy or layout transform cuDNN may make internally.
 
 Working set (on-chip, per block): ``causal_conv1d`` forward and backward hold 128 threads x kNElts
@@ -157,8 +166,8 @@ def _torch_conv(mode: str, dtype: str) -> Cost:
             Kernel("aten.silu_backward", (dout, pre), (g,), SILU_BWD[0] * n, SILU_BWD[1] * n),
             Kernel("slice_backward zeros", (), (g_full,)),
             Kernel("slice_backward copy", (g,), (g_slice_write,)),
-            Kernel("cudnn conv backward data", (g_full, w), (dx,), 2 * K * n),
-            Kernel("cudnn conv backward filter", (g_full, x), (dw,), 2 * K * n_full),
+            Kernel("conv_depthwise2d_backward (input)", (g_full, w), (dx,), 2 * K * n, path="compute.conv_depthwise"),
+            Kernel("conv_depthwise2d_grad_weight", (g_full, x), (dw,), 2 * K * n_full, path="compute.conv_depthwise"),
             Kernel("bias grad reduction", (g_full,), (db,), n_full),
         ], [dout, x, w], [dx, dw, db], stream_working_sets=False)
     if mode == "decode":
@@ -172,10 +181,10 @@ def _torch_conv(mode: str, dtype: str) -> Cost:
         return kernel_chain([
             Kernel("torch.roll", (needed, oldest), (rolled,)),
             Kernel("conv_state.copy_", (rolled,), (full,)),
-            Kernel("conv_state[:, :, -1] = x", (xt,), (new,)),
-            Kernel("aten.mul", (full, w), (prod,), B * E * K),
-            Kernel("aten.sum", (prod,), (s,), B * E * K),
-            Kernel("aten.add bias", (s, b), (sb,), B * E),
+            Kernel("conv_state[:, :, -1] = x", (xt,), (new,), path="dram.strided_copy"),
+            Kernel("aten.mul", (full, w), (prod,), B * E * K, path="dram.broadcast"),
+            Kernel("aten.sum", (prod,), (s,), B * E * K, path="dram.reduction"),
+            Kernel("aten.add bias", (s, b), (sb,), B * E, path="dram.broadcast"),
             Kernel("aten.silu", (sb,), (out,), SILU[0] * B * E, SILU[1] * B * E),
         ], [xt, needed, w, b], [out, new], stream_working_sets=False)
     raise ValueError(mode)
