@@ -98,3 +98,31 @@ def test_extrapolated_host_bound_and_uncalibrated_calls_keep_the_models_device_t
     row = next(r for r in composed_bound("block:mamba2", m2, H200, mode="fwd")["calls"] if r["op"] == "ssd")
     g, src, _ = block_calibrated.calibrated_gpu(row, {**case, "mode": "fwd", "dims": m2}, profile, H200)
     assert (g, src) == (row["gpu_s"], "model (calibrated call host-bound)")
+
+
+def test_the_calibration_join_records_a_blocks_composed_estimate():
+    """calibrate/join.resource_bounds of a block case: the composition's host and device sums (the plain
+    estimate's steady state and, as measured, its time with the timed call's extra), and the calibration's
+    achievable terms reproduce the composed estimate with every parameter at 1."""
+    from ssmbench.analytic.workloads.blocks import composed_estimate
+    from ssmbench.calibrate.join import resource_bounds
+    from ssmbench.calibrate.models import Features
+
+    dims = {"B": 1, "L": 2048, "D": 768, "N": 128, "P": 64, "G": 1}
+    timing = {"flush_l2": True, "flush_bytes": 2 * 60 * 2**20, "cuda_graph": False}
+    b = resource_bounds(H200, "block:mamba2", "mem_eff_path", dims, "bf16", "fwd", backend="mamba_ssm.Mamba2",
+                        timing=timing)
+    comp = composed_bound("block:mamba2", dims, H200, mode="fwd")
+    a = comp["achievable"]
+    assert b.achievable["host_s"] == pytest.approx(a["host_s"]) and b.achievable["gpu_s"] == pytest.approx(a["gpu_s"])
+    assert b.achievable["time_s"] == pytest.approx(max(a["host_s"], a["gpu_s"]))
+    assert b.as_measured["time_s"] == pytest.approx(a["time_s"])
+    for r in ("dram", "tensor"):
+        assert b.achievable["times_s"][r] == pytest.approx(sum(c["times_s"][r] for c in comp["calls"]))
+    assert b.achievable["fixed_s"] == pytest.approx(a["gpu_s"] - max(b.achievable["times_s"].values()))
+    assert Features.from_bounds([b]).achievable_time()[0] == pytest.approx(b.achievable["time_s"])
+    plain, timed = composed_estimate("block:mamba2", dims, H200, mode="fwd")
+    assert plain == b.achievable and timed["timed_call_extra_s"] == pytest.approx(timed_call_extra(H200))
+    # host-bound: 6 op calls x 88.1 us of module Python on top of the ops' host classes (SSD's 5 autotuned launches)
+    assert plain["bottleneck"] == "host/launch"
+    assert plain["host_s"] == pytest.approx(sum(c["host_ops_s"] for c in comp["calls"]) + 6 * SSM_MODULE_S)
