@@ -41,8 +41,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..analytic import achievable, execution, roofline, timed
+from ..analytic.cases import BLOCK_PREFIX, case_family
 from ..analytic.cases import case_cost as analytic_cost
-from ..analytic.cases import case_family
 from ..errors import UserError
 from ..hwspecs import Spec, device_matches
 from ..measure.results import ResultFile, latest_by_key
@@ -136,7 +136,16 @@ def resource_bounds(spec: Spec, op: str, impl: str, dims: Mapping[str, int], dty
             "executed_bytes": float(c.executed_bytes), "bytes": float(c.bytes)}
     timed_est = None if timing is None else _as_measured(ach, measured_cost, spec, (op, impl, backend, mode),
                                                          launch, timing, prefer)
-    return Bounds(times, unknown, float(c.launches), used, work, tuple(proj.not_bounded), ach.to_dict(),
+    ach_d = ach.to_dict()
+    if op.startswith(BLOCK_PREFIX):
+        # a block runs its op calls one after another, each with its own host path and kernels: its
+        # achievable estimate is the composition of those calls (analytic/workloads/blocks.py), not one call
+        # of the summed cost
+        from ..analytic.workloads.blocks import composed_estimate
+
+        ach_d, composed_timed = composed_estimate(op, dims, spec, impl=impl, mode=mode, dtype=dtype, launch=launch)
+        timed_est = None if timing is None else composed_timed
+    return Bounds(times, unknown, float(c.launches), used, work, tuple(proj.not_bounded), ach_d,
                   sheet.time_s, timed_est)
 
 

@@ -3,7 +3,7 @@ composed from the op calls its plan lists (``analytic/workloads/blocks.py``, ``c
 
 Usage: python scripts/block_gap.py RESULTS_DIR [RESULTS_DIR ...] [--hw SPEC] [--prefer measured|datasheet] [--json]
                                    [--max-median-error PCT] [--ops achievable|measured]
-                                   [--op-results DIR ...] [--max-distance X]
+                                   [--op-results DIR ...] [--max-distance X] [--calibration PROFILE]
 
 For every block case with status ok in the folders given (the latest record of each key over all of
 them; their op records also serve ``--ops measured``), on the spec of the device it
@@ -16,7 +16,9 @@ was measured on (``--hw``, default h200-sxm):
 - ratio: measured / composed (>= 1 for a true bound);
 - achievable: the achievable estimate composed from the same calls (analytic/achievable.py: host and
   device overlap across the block's calls; one graph replay for decode, one autograd call for a
-  backward), and measured / achievable.
+  backward; mamba-ssm's modules with the runtime's Python per op call, ``blocks.block_runtime``), and
+  measured / achievable; the same with the ops' host classes alone is in ``--json``
+  (``achievable_ops_host_s``) and its median in the summary.
 Then the median ratio per block and over all cases. ``--max-median-error PCT`` exits 1 when the
 median of |measured / composed - 1| exceeds PCT percent (the check for an achievable model of the
 whole blocks composed from their ops). Nothing is fitted.
@@ -27,6 +29,9 @@ scaled by the model's shape ratio) takes the device time that measurement implie
 way; measured / oracle and its median |error| separate plan and composition errors (oracle far from
 the measurement) from op-model errors (oracle near it, achievable far). Each call's source
 (measured, scaled, model) is in ``--json``; the table gives the share of device time from measurements.
+
+``--calibration PROFILE`` adds the blocks composed from the profile's calibrated op estimates
+(``block_calibrated.py``: op groups only, so the blocks are held out; label calibrated estimate).
 """
 
 from __future__ import annotations
@@ -40,18 +45,23 @@ from pathlib import Path
 
 
 def rows(folder: str | list[str] | tuple[str, ...], hw: str, prefer: str, ops: str = "achievable", op_results: tuple[str, ...] = (),
-         max_distance: float = math.log(16)) -> list[dict]:
+         max_distance: float = math.log(16), calibration: str | None = None) -> list[dict]:
     from ssmbench.analytic.workloads.blocks import composed_bound
     from ssmbench.hwspecs import get_spec
     from ssmbench.measure.results import latest_by_key, read_dir
 
     spec = get_spec(hw)
     files = [f for d in ([folder] if isinstance(folder, str) else folder) for f in read_dir(d)]
-    records = None
-    if ops == "measured":
+    records = profile = None
+    if ops == "measured" or calibration:
         import block_oracle
 
         records = block_oracle.op_records(files + [f for d in op_results for f in read_dir(d)])
+    if calibration:
+        import block_calibrated
+        from ssmbench.calibrate.profile import read_profile
+
+        profile = read_profile(calibration)
     out = []
     for key, c in sorted(latest_by_key(files).items()):
         if not str(c.get("op", "")).startswith("block:") or c.get("status") != "ok":
@@ -64,8 +74,12 @@ def rows(folder: str | list[str] | tuple[str, ...], hw: str, prefer: str, ops: s
                     "launch": b["launch"], "calls": b["calls"],
                     "ratio": measured / b["composed_s"] if measured and b["composed_s"] else None,
                     "achievable_s": b["achievable"]["time_s"],
+                    "achievable_ops_host_s": (b["achievable_ops_host"] or b["achievable"])["time_s"],
                     "achievable_ratio": measured / b["achievable"]["time_s"] if measured else None})
-        if records is not None:
+        if profile is not None:
+            k = block_calibrated.compose(b, c, profile, spec, records)
+            out[-1].update(calibrated=k, calibrated_s=k["time_s"])
+        if ops == "measured":
             o = block_oracle.compose(b, c, records, spec, max_distance)
             out[-1].update(oracle=o, oracle_s=o["time_s"], oracle_ratio=measured / o["time_s"] if measured else None)
     return out
@@ -79,7 +93,12 @@ def summary(rs: list[dict]) -> dict:
     every = [r["ratio"] for r in rs if r["ratio"] is not None]
     ach = [r["achievable_ratio"] for r in rs if r.get("achievable_ratio")]
     orc = [r["oracle_ratio"] for r in rs if r.get("oracle_ratio")]
-    return {"oracle_median_ratio": statistics.median(orc) if orc else None,
+    ops_host = [r["measured_s"] / r["achievable_ops_host_s"] for r in rs if r.get("measured_s") and r.get("achievable_ops_host_s")]
+    cal = [r["measured_s"] / r["calibrated_s"] for r in rs if r.get("measured_s") and r.get("calibrated_s")]
+    return {"calibrated_median_abs_error_pct": statistics.median(abs(1 / x - 1) * 100 for x in cal) if cal else None,
+            "achievable_ops_host_median_abs_error_pct":
+                statistics.median(abs(1 / x - 1) * 100 for x in ops_host) if ops_host else None,
+"oracle_median_ratio": statistics.median(orc) if orc else None,
             "oracle_median_abs_error_pct": statistics.median(abs(1 / x - 1) * 100 for x in orc) if orc else None,
             "achievable_median_ratio": statistics.median(ach) if ach else None,
             "achievable_median_abs_error_pct": statistics.median(abs(1 / x - 1) * 100 for x in ach) if ach else None,
@@ -101,9 +120,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="more result folders with op measurements for --ops measured")
     ap.add_argument("--max-distance", type=float, default=math.log(16),
                     help="largest sum over dimensions of |ln(call / record)| a measurement is scaled over (default ln 16)")
+    ap.add_argument("--calibration", metavar="PROFILE",
+                    help="a calibrated profile (ssmbench calibrate --out): add the blocks composed from its op groups' "
+                         "calibrated estimates (block_calibrated.py; no block case is in any op group's fit)")
     a = ap.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    rs = rows(a.folder, a.hw, a.prefer, a.ops, tuple(a.op_results), a.max_distance)
+    rs = rows(a.folder, a.hw, a.prefer, a.ops, tuple(a.op_results), a.max_distance, a.calibration)
     s = summary(rs)
     if a.json:
         print(json.dumps({"label": "measured vs analytic bound composed from the block's ops", "spec": a.hw,
@@ -128,6 +150,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"achievable estimate composed from the ops, all block cases: median measured / estimate "
                   f"{s['achievable_median_ratio']:.3f}, median |estimate / measured - 1| = "
                   f"{s['achievable_median_abs_error_pct']:.1f} % (target <= 10 %)")
+        if s["achievable_ops_host_median_abs_error_pct"] is not None:
+            print(f"achievable estimate with the ops' host classes only (no module Python, a diagnostic): median "
+                  f"|estimate / measured - 1| = {s['achievable_ops_host_median_abs_error_pct']:.1f} %")
+        if s["calibrated_median_abs_error_pct"] is not None:
+            print(f"calibrated estimate composed from the ops' calibrated estimates (blocks held out), all block "
+                  f"cases: median |estimate / measured - 1| = {s['calibrated_median_abs_error_pct']:.1f} %")
         if s["oracle_median_ratio"] is not None:
             print(f"measurement-composed (op measurements through the same composition), all block cases: median "
                   f"measured / composed {s['oracle_median_ratio']:.3f}, median |composed / measured - 1| = "

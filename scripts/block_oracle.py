@@ -12,8 +12,10 @@ Per call (op, implementation, mode, dtype, backend where the block names one, di
   from the measurement, its scaling from the model);
 - ``model``: neither; the achievable estimate's device time.
 
-The device time a record implies: its median, where the same queue model says the isolated timed call
-was device-bound with that median as its device time (``achievable.timed_call_lead``: the modelled
+The device time a record implies: its median less the timed call's extra fixed time of its first kernel
+(``blocks.timed_call_extra``: the as-measured model of ``analytic/timed.py`` times a device-bound sample
+as device time + that extra, and the composition adds it once per block, not once per call), where the
+same queue model says the isolated timed call was device-bound with that median as its device time (``achievable.timed_call_lead``: the modelled
 host time of the call and the flush at most the median plus the flush's device time; a graph-timed
 record issues one ``launch.host.cuda_graph``). A record the model calls host-bound (SSD's and
 Mamba-3's autotuned Triton calls at small shapes) measures mostly host time: the call keeps the
@@ -38,7 +40,7 @@ def op_records(files) -> dict[tuple, list]:
     return out
 
 
-def _model_times(op, impl, mode, dtype, dims, backend, spec, graph: bool) -> tuple[float, float]:
+def model_times(op, impl, mode, dtype, dims, backend, spec, graph: bool) -> tuple[float, float]:
     """(achievable device s, modelled host s of one timed call) of one op call."""
     from ssmbench.analytic.achievable import AchievableTable, estimate, host_cost
     from ssmbench.analytic.execution import as_measured, chain_of, traits
@@ -51,13 +53,13 @@ def _model_times(op, impl, mode, dtype, dims, backend, spec, graph: bool) -> tup
     return a.gpu_s, host_cost(AchievableTable.of([spec]), "cuda_graph") if graph else a.host_s
 
 
-def _same_names(call: dict, rec: dict) -> bool:
+def same_names(call: dict, rec: dict) -> bool:
     """Whether a record names the call's dimensions: the same names, or extra ones at 1 (a rank or group
     count that the call's cost rule leaves out because it is 1 there, e.g. Mamba-3 SISO's M)."""
     return set(call) <= set(rec) and all(rec[k] == 1 for k in set(rec) - set(call))
 
 
-def _distance(a: dict, b: dict) -> float:
+def distance(a: dict, b: dict) -> float:
     return sum(abs(math.log(a[k] / b[k])) for k in a)
 
 
@@ -65,25 +67,25 @@ def oracle_gpu(row: dict, case: dict, records: dict, spec, max_distance: float) 
     """(device s, source, record key) of one call row of ``blocks.composed_bound``."""
     dims = row["dims"]
     group = [r for r in records.get((row["op"], row["impl"], row["mode"], case["dtype"]), ())
-             if (row.get("backend") is None or r.get("backend") == row["backend"]) and _same_names(dims, r["dims"])]
+             if (row.get("backend") is None or r.get("backend") == row["backend"]) and same_names(dims, r["dims"])]
     if not group or not dims:
         return row["gpu_s"], "model", None
-    best = min(group, key=lambda r: _distance(dims, r["dims"]))
-    d = _distance(dims, best["dims"])
+    best = min(group, key=lambda r: distance(dims, r["dims"]))
+    d = distance(dims, best["dims"])
     if d > max_distance:
         return row["gpu_s"], "model", None
     from ssmbench.analytic.achievable import timed_call_lead
     from ssmbench.measure.results import launch_regime
 
     graph = launch_regime(best) == "graph"  # the timer's graph or the backend's own (the blocks' decode)
-    from ssmbench.analytic.workloads.blocks import flush_times
+    from ssmbench.analytic.workloads.blocks import flush_times, timed_call_extra
 
-    g_ref, h_ref = _model_times(row["op"], row["impl"], row["mode"], case["dtype"], {k: best["dims"][k] for k in dims},
+    g_ref, h_ref = model_times(row["op"], row["impl"], row["mode"], case["dtype"], {k: best["dims"][k] for k in dims},
                                 best.get("backend"), spec, graph)
     median = best["time_s"]["median"]
     if timed_call_lead(h_ref, median, *flush_times(spec)) != float("inf"):  # host-bound as measured
         return row["gpu_s"], "model (nearest record host-bound)", best.get("key") or _key(best)
-    implied = median * row["count"]
+    implied = max(median - timed_call_extra(spec), 0.0) * row["count"]
     if d == 0:
         return implied, "measured", best.get("key") or _key(best)
     return implied * row["gpu_s"] / (g_ref * row["count"]), "scaled", best.get("key") or _key(best)

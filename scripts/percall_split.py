@@ -67,6 +67,15 @@ CALLS = (
     ("causal_conv1d_fn_fwdbwd", "conv1d", "causal_conv1d.causal_conv1d_fn", "bf16",
      {"B": 2, "L": 4096, "E": 5120, "K": 4}, "fwdbwd"),
     ("torch_conv_decode", "conv1d", "torch.conv1d", "bf16", {"B": 64, "E": 5120, "K": 4}, "decode"),
+    # whole blocks (measure/backends/blocks.py) at their smallest suite shapes (blocks_h200), forward: the
+    # host time of one module call against what the composed plan charges (analytic/workloads/blocks.py:
+    # the ops' host classes + launch.host.ssm_module per op call for mamba-ssm's modules)
+    ("block_mamba1", "block:mamba1", "mamba_ssm.Mamba", "bf16", {"B": 1, "L": 512, "D": 768, "N": 16}),
+    ("block_mamba2", "block:mamba2", "mamba_ssm.Mamba2", "bf16", {"B": 1, "L": 512, "D": 768, "N": 128, "P": 64, "G": 1}),
+    ("block_mamba3", "block:mamba3", "mamba_ssm.Mamba3", "bf16", {"B": 1, "L": 512, "D": 1024, "N": 128, "P": 64}),
+    ("block_attention", "block:attention", "torch.attention_block", "bf16",
+     {"B": 1, "L": 512, "D": 2048, "H": 32, "G": 8, "P": 64}),
+    ("block_gated_mlp", "block:gated_mlp", "torch.gated_mlp", "bf16", {"B": 1, "L": 512, "D": 2048, "F": 8192}),
 )
 HOST_SINGLE = 30
 B2B_CALLS, B2B_REPEATS = 10, 10
@@ -119,7 +128,12 @@ def split_one(label, op, backend, dtype, dims, device, mode="fwd"):
     wait_for_build(backend)
     b = get_backend(backend, op)
     case = Case(op, b.impl, backend, dims, dtype, mode)
-    get_op(op)  # the op exists in the registry (the case is one the analytic side costs)
+    if op.startswith("block:"):  # a block case the analytic side composes from its plan
+        from ssmbench.analytic.cases import case_cost
+
+        case_cost(op, dims, impl=b.impl, mode=mode, dtype=dtype)
+    else:
+        get_op(op)  # the op exists in the registry (the case is one the analytic side costs)
     torch.manual_seed(0)
     prepared = b.prepare(case, device, 0)
     call = prepared.run
