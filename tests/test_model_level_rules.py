@@ -144,3 +144,27 @@ def test_class_judged_at_the_calibrated_part_time():
     op.pop("calibrated")
     row = next(p for p in characterize_record(rec, pred)["parts"] if p["part"] == "gemm")
     assert row["predicted_class"] == "tensor" and row["predicted_class_basis"] == CLASS_BASIS[1]
+
+
+def test_host_noise_suite_and_summary(tmp_path):
+    import json
+    import sys
+    from pathlib import Path
+
+    from ssmbench.measure.models.suite import load_suite
+    repo = Path(__file__).resolve().parents[1]
+    suite = load_suite(repo / "measure" / "suites" / "models" / "host_noise_h200.yaml")
+    keys = [(e["model"], c.phase, c.batch) for e, cases in suite.by_entry() for c in cases]
+    assert len(keys) == 18 and all(keys.count(k) == 3 for k in keys)  # each host-bound case three times
+    sys.path.insert(0, str(repo / "scripts"))
+    import host_noise
+
+    # a synthetic model-run file (made-up times, a fixture): one key at 10, 12 and 11 ms, one record not ok
+    recs = [{"key": "model/m/r/prefill/e/b1_l2048", "status": "ok", "time_s": {"median": t},
+             "profile": {"host_idle_s": 0.8 * t}} for t in (0.010, 0.012, 0.011)]
+    recs.append({"key": "model/m/r/decode/e/b1_l2048", "status": "error"})
+    (tmp_path / "model-run-x.json").write_text(json.dumps({"records": recs}))
+    (row,) = host_noise.rows(sorted(tmp_path.glob("model-run-*.json")))
+    assert (row["n"], row["median_s"], row["in_order_s"]) == (3, 0.011, [0.010, 0.012, 0.011])
+    assert row["spread"] == pytest.approx(0.002 / 0.011) and row["idle_share"] == pytest.approx(0.8)
+    assert host_noise.main([str(tmp_path)]) == 0 and host_noise.main([]) == 2
