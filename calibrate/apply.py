@@ -94,7 +94,8 @@ def add_calibration(r: dict, profile, spec, backends: dict[str, str] | None = No
     spec) or ``calibrated: null`` and ``calibration_note`` with the reason; the row keeps its
     analytic bound either way. ``total.calibrated`` sums them (``calibrate.estimate.sum_estimates``)
     and adds the analytic bound of the rows not covered; ``calibration`` names the profile.
-    ``backends`` (op -> backend) picks a group where the profile calibrates an op with several.
+    ``backends`` (op -> backend) picks a group where the profile calibrates an op with several; without
+    one, a row's own ``backend`` (the backend its plan's modules call) picks it.
     """
     backends = dict(backends or {})
     stray = sorted(set(backends) - {o["op"] for o in r["ops"]})
@@ -103,7 +104,8 @@ def add_calibration(r: dict, profile, spec, backends: dict[str, str] | None = No
                         f"run; its ops: {', '.join(sorted({o['op'] for o in r['ops']}))}")
     parts, bound_part, bound_calls, uncovered, unbounded = [], 0.0, 0, [], []
     for o in r["ops"]:
-        est, fields = _calibrate_row(o, profile, spec, r["dtype"], backends.get(o["op"]))
+        # a row whose plan names the backend its modules call (phases.SDPA_BACKEND) takes that backend's group
+        est, fields = _calibrate_row(o, profile, spec, r["dtype"], backends.get(o["op"]) or o.get("backend"))
         o.update(fields)
         if est is not None:
             parts.append((est, o["count"]))

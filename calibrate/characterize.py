@@ -16,9 +16,16 @@ max(0, host - device) of the achievable step. Shares are of the step time on eac
 Bottleneck class of a part, the same rule on both sides, from the fraction of each roofline it
 reaches: the analytic bound of the part's ops per resource at the spec's attained ceilings (op rows'
 ``bound_s``: tensor, vector, special_function, dram, cache) divided by the part's time (measured, or
-predicted device time). The part is bound by the resource with the largest fraction when that
-fraction is at least ``ROOFLINE_FRACTION_BOUND``; below it on every resource, no resource is near its
-roof and the part is ``latency``-bound (fixed per-kernel costs, dependency chains, memory latency).
+predicted: the best device-time prediction of the part, its ops' calibrated estimates where the
+profile calibrates them, else their achievable device time, ``CLASS_BASIS``). The part is bound by the resource with the largest fraction when that
+fraction is at least ``ROOFLINE_FRACTION_BOUND``. Else, where the SM's compute engines together reach
+it (the sum of the tensor, vector and special-function fractions: their instructions share the SMs'
+issue slots, and a kernel that runs its GEMMs and its exponentials one after another on the same warps,
+as attention's softmax between its two GEMMs, is busy for the sum of the phases), the part is bound by
+the engine with the largest fraction: attention at 0.49 of the tensor roof and 0.41 of the
+special-function roof keeps the SMs ~90% busy, and more FLOP/s is what would speed it up. Below that,
+no resource is near its roof and the part is ``latency``-bound (fixed per-kernel costs, dependency
+chains, memory latency).
 The ``host`` part is ``host/launch``. Parts only measured (loss, optimizer, memcpy, unmapped kernels)
 have no predicted class: they count as disagreement. Agreement = the measured share of the step in
 parts whose predicted and measured classes are equal.
@@ -38,7 +45,14 @@ LABEL_MEASURED = "measurement"
 # A part runs "at" a roof when it reaches at least this fraction of that resource's attained rate.
 ROOFLINE_FRACTION_BOUND = 0.5
 ROOF_RESOURCES = ("tensor", "vector", "special_function", "dram", "cache")
+# The SM's compute engines: their instructions share the SMs' issue slots, and in a kernel whose phases run
+# one after another on the same warps (execution.Traits.engines) their times add
+ENGINES = ("tensor", "vector", "special_function")
 HOST_PART = "host"
+# The predicted time a part's predicted class is judged at: the sum of its ops' calibrated estimates where the
+# profile calibrates them (the others at their achievable device time), else the achievable device time
+CLASS_BASIS = ("calibrated estimate (achievable device time for ops the profile does not cover)",
+               "achievable estimate (device time)")
 # What hardware (or software) change would move a part out of each class.
 REQUIREMENT = {
     "tensor": "more tensor-core throughput at the dtype (FLOP/s); bandwidth does not help",
@@ -64,14 +78,21 @@ ENERGY_NONE = "not available: the spec has no energy section, or the record no e
 
 
 def roof_class(bounds: dict[str, float], time_s: float) -> tuple[str | None, dict[str, float]]:
-    """(class, fraction per resource) of work with analytic ``bounds`` per resource run in ``time_s``."""
+    """(class, fraction per resource) of work with analytic ``bounds`` per resource run in ``time_s``
+    (the rule of the module docstring: one resource at ``ROOFLINE_FRACTION_BOUND`` of its roof, or the
+    SM's engines together at it)."""
     if not time_s or time_s <= 0:
         return None, {}
     frac = {r: bounds[r] / time_s for r in ROOF_RESOURCES if bounds.get(r)}
     if not frac:
         return "latency", {}
     best = max(frac, key=frac.get)
-    return (best if frac[best] >= ROOFLINE_FRACTION_BOUND else "latency"), frac
+    if frac[best] >= ROOFLINE_FRACTION_BOUND:
+        return best, frac
+    engines = {r: frac[r] for r in ENGINES if r in frac}
+    if engines and sum(engines.values()) >= ROOFLINE_FRACTION_BOUND:
+        return max(engines, key=engines.get), frac
+    return "latency", frac
 
 
 def _predicted_parts(r: dict) -> dict[str, dict[str, Any]]:
@@ -79,9 +100,12 @@ def _predicted_parts(r: dict) -> dict[str, dict[str, Any]]:
 
     parts: dict[str, dict[str, Any]] = {}
     for o in r["ops"]:
-        p = parts.setdefault(part_of_op(o["op"]), {"gpu_s": 0.0, "bounds": {k: 0.0 for k in ROOF_RESOURCES},
-                                                   "ops": []})
+        p = parts.setdefault(part_of_op(o["op"], o.get("impl")), {"gpu_s": 0.0, "class_s": 0.0, "calibrated_ops": 0,
+                                                                  "bounds": {k: 0.0 for k in ROOF_RESOURCES}, "ops": []})
         p["gpu_s"] += float(o["achievable"]["gpu_s"])
+        cal = o.get("calibrated")
+        p["class_s"] += float(cal["estimate_s"]) if cal else float(o["achievable"]["gpu_s"])
+        p["calibrated_ops"] += 1 if cal else 0
         for k in ROOF_RESOURCES:
             p["bounds"][k] += float((o.get("bound_s") or {}).get(k) or 0.0)
         if o["op"] not in p["ops"]:
@@ -104,7 +128,7 @@ def characterize_record(rec: dict, prediction: dict) -> dict[str, Any]:
     for part in sorted(set(pred_parts) | set(m_parts)):
         pp, mp = pred_parts.get(part), m_parts.get(part)
         bounds = pp["bounds"] if pp else {}
-        p_cls, _ = roof_class(bounds, pp["gpu_s"]) if pp else (None, {})
+        p_cls, _ = roof_class(bounds, pp["class_s"]) if pp else (None, {})
         m_time = mp["time_s"] if mp else 0.0
         m_cls, m_frac = roof_class(bounds, m_time) if (mp and pp) else (None, {})
         rows.append({"part": part, "ops": pp["ops"] if pp else [],
@@ -112,10 +136,13 @@ def characterize_record(rec: dict, prediction: dict) -> dict[str, Any]:
                      "predicted_share": pp["gpu_s"] / ach["time_s"] if pp and ach["time_s"] else None,
                      "measured_share": m_time / meas if mp else None,
                      "predicted_class": p_cls, "measured_class": m_cls,
+                     "predicted_class_basis": None if not pp else (
+                         CLASS_BASIS[0] if pp["calibrated_ops"] else CLASS_BASIS[1]),
                      "measured_roof_fraction": m_frac, "requirement": REQUIREMENT.get(m_cls or p_cls or "", None)})
     host_pred = max(0.0, ach["host_s"] - ach["gpu_s"])
     host_meas = prof.get("host_idle_s")
     rows.append({"part": HOST_PART, "ops": [], "predicted_s": host_pred, "measured_s": host_meas,
+                 "predicted_class_basis": CLASS_BASIS[1],
                  "predicted_share": host_pred / ach["time_s"] if ach["time_s"] else None,
                  "measured_share": host_meas / meas if host_meas is not None else None,
                  "predicted_class": "host/launch", "measured_class": "host/launch" if host_meas is not None else None,
@@ -233,6 +260,7 @@ def characterize(records: list[dict], spec_for, profile=None, held_out: bool = F
         rows.append(characterize_record(rec, p))
     return {"label": "characterization: measurement vs achievable / calibrated estimate",
             "rule": {"roofline_fraction_bound": ROOFLINE_FRACTION_BOUND, "resources": list(ROOF_RESOURCES),
+                     "engines": list(ENGINES), "predicted_time": CLASS_BASIS[0] if profile is not None else CLASS_BASIS[1],
                      "doc": "calibrate/characterize.py"},
             "held_out": {"rule": HELD_OUT_RULE, "terms_by_model": terms} if held_out else None,
             "records": rows, "skipped": skipped, "summary": summarize(rows)}

@@ -115,7 +115,7 @@ def rows_of(records: list[dict], spec_for: Callable[[dict], Spec]) -> list[dict[
                        residual_s=t - a["host_s"], calls_by_key=calls, value_s=(t - a["host_s"]) / row["op_calls_plan"])
         else:
             gemm = (prof.get("parts") or {}).get("gemm")
-            planned = sum(o["achievable"]["gpu_s"] for o in p["ops"] if part_of_op(o["op"]) == "gemm")
+            planned = sum(o["achievable"]["gpu_s"] for o in p["ops"] if part_of_op(o["op"], o.get("impl")) == "gemm")
             if not gemm or not gemm.get("launches"):
                 continue
             row.update(term=GEMM_KEY, usable=True, gemm_measured_s=gemm["time_s"], gemm_plan_s=planned,

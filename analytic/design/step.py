@@ -7,7 +7,8 @@ design point is then a row of ``AchievableTable`` and ``achievable.achievable_wo
 on all of them in one call. The step composes the calls exactly as ``predict`` does
 (``report.achievable_rows``):
 
-- per call c: host_c and gpu_c from ``achievable_work`` (under CUDA-graph replay host_c = 0), with the
+- per call c: host_c and gpu_c from ``achievable_work`` (under CUDA-graph replay host_c = 0), with its
+  kernel's cache re-reads (``energy_step.call_rereads``) and the
   sequential chain of its kernel (``chain.py``) where it has one, as ``predict`` charges it; where the
   design keeps the recurrent state on chip (``placement.py``: a persistent on-chip level that holds the
   whole state of the batch, decode only) the call's state bytes leave DRAM and its device time is at
@@ -81,7 +82,7 @@ class WorkloadWork:
     tf32: np.ndarray  # [n_calls] fp32 matmuls on TF32 tensor cores
     serial: np.ndarray  # [n_calls] engine times add
     mma_sync: np.ndarray  # [n_calls] tensor FLOPs issued as mma.sync
-    l2_reread: np.ndarray  # [n_calls] bytes re-read from the device-wide cache (the energy model charges them)
+    l2_reread: np.ndarray  # [n_calls] bytes re-read from the device-wide cache (time and energy charge them)
     tokens: float
     memory_total: float  # bytes in device memory (weights, KV cache, state, activations, ...)
     state_bytes: float  # the recurrent state of the whole batch (0: none, or not decode)
@@ -104,13 +105,13 @@ class WorkloadWork:
         chains = []
         for i, c in enumerate(cp.calls):
             ch = chain_of(c.call.op, c.call.impl, {k: round(v) for k, v in call_shape(
-                c.call, res.phase, float(w.batch), float(w.length)).items()}, c.call.mode)
+                c.call, res.phase, float(w.batch), float(w.length)).items()}, c.call.mode, c.call.backend)
             if ch is not None:
                 chains.append((i, ch.repeated(c.call.count)))
         return cls(w, res.launch, tuple(c.call.label for c in cp.calls), work, state_c, state_e,
-                   np.array([fp32_matmul_on_tf32(c.call.op, c.call.impl) for c in cp.calls]),
-                   np.array([serial_engines(c.call.op, c.call.impl) for c in cp.calls]),
-                   np.array([tensor_instr(c.call.op, c.call.impl) == "mma_sync" for c in cp.calls]),
+                   np.array([fp32_matmul_on_tf32(c.call.op, c.call.impl, c.call.backend) for c in cp.calls]),
+                   np.array([serial_engines(c.call.op, c.call.impl, c.call.backend) for c in cp.calls]),
+                   np.array([tensor_instr(c.call.op, c.call.impl, c.call.backend) == "mma_sync" for c in cp.calls]),
                    call_rereads(res), float(res.tokens[0, 0]), float(res.memory_total[0, 0]), state,
                    float(work[COL["working_set"]].max(initial=0.0)), step, tuple(chains))
 
@@ -139,7 +140,7 @@ def _chunk(ww: WorkloadWork, d: Designs) -> Step:
     # placement.state_residency: a level with known capacity and bandwidth that holds the whole state
     resident = (ww.state_bytes > 0) & ~np.isnan(state_bw) & (ww.state_bytes <= state_cap)
     a = achievable_work(ww.work, d.table(), tf32=ww.tf32, serial=ww.serial, launch=ww.launch, graph_replays=0.0,
-                        mma_sync=ww.mma_sync)
+                        mma_sync=ww.mma_sync, l2_reread=ww.l2_reread)
     host, gpu, cls = np.array(a.host), np.array(a.gpu), np.array(a.bottleneck)
     if resident.any():
         moved = ww.work.copy()
@@ -147,14 +148,15 @@ def _chunk(ww: WorkloadWork, d: Designs) -> Step:
         moved[COL["dram.executed"]] -= ww.state_executed
         r = d.take(resident)
         b = achievable_work(moved, r.table(), tf32=ww.tf32, serial=ww.serial, launch=ww.launch, graph_replays=0.0,
-                        mma_sync=ww.mma_sync)
+                            mma_sync=ww.mma_sync, l2_reread=ww.l2_reread)
         node = b.gpu - np.max(np.stack(list(b.times.values())), axis=0)
         g = np.where(ww.state_executed > 0, np.maximum(b.gpu, node + ww.state_executed / state_bw[resident, None]),
                      b.gpu)
         host[resident], gpu[resident], cls[resident] = b.host, g, b.bottleneck
     for i, chain in ww.chains:  # device time n x node + max(engines, memory, chain): at least node + chain
         one = achievable_work(ww.work[:, i:i + 1], d.table(), tf32=ww.tf32[i:i + 1], serial=ww.serial[i:i + 1],
-                              launch=ww.launch, graph_replays=0.0, mma_sync=ww.mma_sync[i:i + 1], chain=chain)
+                              launch=ww.launch, graph_replays=0.0, mma_sync=ww.mma_sync[i:i + 1], chain=chain,
+                              l2_reread=ww.l2_reread[i:i + 1])
         binds = one.gpu[:, 0] > gpu[:, i]
         gpu[:, i] = np.where(binds, one.gpu[:, 0], gpu[:, i])
         cls[:, i] = np.where(binds, one.bottleneck[:, 0], cls[:, i])

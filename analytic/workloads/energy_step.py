@@ -29,7 +29,7 @@ def call_rereads(res: GridResult) -> np.ndarray:
     for c in res.calls.calls:
         call = c.call
         dims = {k: round(v) for k, v in call_shape(call, res.phase, float(res.batch[0]), float(res.length[0])).items()}
-        out.append(call.count * l2_reread_bytes(call.op, call.impl, dims, res.dtype, call.mode))
+        out.append(call.count * l2_reread_bytes(call.op, call.impl, dims, res.dtype, call.mode, call.backend))
     return np.array(out, dtype=float)
 
 
@@ -43,8 +43,9 @@ def step_energy(res: GridResult, spec, ops: list[dict], time_s: float, tokens: f
         a = ops[i]["achievable"]
         w = np.array(res.call_work[i, :, 0, 0])
         call = c.call
-        part = counts(w, a["l2_bytes"], a["dram_bytes"], tf32=fp32_matmul_on_tf32(call.op, call.impl),
-                      on_chip_bytes=a["on_chip_bytes"], mma_sync=tensor_instr(call.op, call.impl) == "mma_sync",
+        part = counts(w, a["l2_bytes"], a["dram_bytes"], tf32=fp32_matmul_on_tf32(call.op, call.impl, call.backend),
+                      on_chip_bytes=a["on_chip_bytes"],
+                      mma_sync=tensor_instr(call.op, call.impl, call.backend) == "mma_sync",
                       l2_reread=rereads[i])
         for t, v in part.items():
             total[t] = total.get(t, 0.0) + np.asarray(v, dtype=float)

@@ -62,6 +62,10 @@ not viewable the module copies it, and those copies are counted (``copy``), as r
   against S = W keys (a call with a zero dimension does not run). FLOPs and q / o bytes are exact;
   the two calls read the K/V of 2W keys where a windowed kernel (FlashAttention's ``window_size``)
   reads each of the L keys' K/V once, one launch instead of two.
+- residual add: ``torch_eager`` (one add kernel) for Hugging Face modules; mamba-ssm's modules
+  (``library``, ``library_sdpa``: ``fused_add_norm=True``, ``residual_in_fp32=True``) add it inside the
+  next norm's Triton kernel (``fused_norm``: no launch, the fp32 residual stream's bytes); the whole-model
+  profiles of mamba-ssm models show no add kernel per block.
 - mlp: norm(D), then the op of the block's (activation, gated) pair, ``MLP_OPS`` (D, F): ``mlp`` (GELU),
   ``mlp_relu2`` (Nemotron-H's ReLU^2), ``gated_mlp`` (SwiGLU), ``gated_mlp_geglu`` (Zamba2's GeGLU); any
   other pair is an error naming these.
@@ -167,6 +171,9 @@ class OpCall:
     count: int
     instances: int  # occurrences of the block in the layer sequence
     recompute: bool = False  # the extra forward of activation recomputation
+    # the measured backend the modules call for this op where it runs the implementation differently from
+    # what the implementation implies (``execution.BACKEND_TRAITS``; ``SDPA_BACKEND``); None: as implied
+    backend: str | None = None
 
     def dim_map(self) -> dict[str, Dim]:
         return dict(self.dims)
@@ -204,6 +211,16 @@ def resolve_impl(op_name: str, mode: str, requested: str | None) -> tuple[str, s
 # k and v even at repeats = 1 (MHA): in decode a copy of the whole cached K and V of every attention
 # layer per step (the measured profiles: two direct_copy kernels per layer the size of the cache)
 MODULE_STYLES = ("library", "hf", "library_sdpa")
+# The backend PyTorch's SDPA picks for the causal attention of the "hf" and "library_sdpa" modules in
+# prefill and training on the H200 (bf16, head dim 64, causal or with a mask): cuDNN. Evidence: every
+# whole-model profile of 2026-12-03 (results/h200/2026-12-03/models*, PyTorch 2.11) names only
+# ``cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma`` (and ``..._bprop_wgmma`` in training) for
+# the attention kernels, none of the flash backend's ``pytorch_flash::flash_fwd_kernel``. cuDNN's Hopper
+# kernels issue wgmma and overlap the softmax with the GEMMs (``execution.BACKEND_TRAITS``), where the
+# FlashAttention-2 traits of ``fa2`` charge mma.sync and serial phases. Decode keeps its ``splitkv`` rule.
+SDPA_BACKEND = "torch.sdpa.cudnn"
+SDPA_MODULES = ("hf", "library_sdpa")
+SDPA_OPS = ("attention_causal", "attention_full")
 
 
 class _Builder:
@@ -223,7 +240,10 @@ class _Builder:
         if unknown:
             raise AnalyticError(f"op {op!r} has no dimension(s) {unknown} (its dims: {', '.join(op_dims)})")
         kept = tuple((k, v) for k, v in full.items() if k in op_dims)
-        self.calls.append(OpCall(label, block, op, impl, mode, kept, instances * per_block, instances))
+        backend = SDPA_BACKEND if (self.modules in SDPA_MODULES and op in SDPA_OPS and impl == "fa2"
+                                   and mode in ("fwd", "fwdbwd")) else None
+        self.calls.append(OpCall(label, block, op, impl, mode, kept, instances * per_block, instances,
+                                 backend=backend))
 
     def norm(self, label: str, block: str, n: int, width: int) -> None:
         self.add(f"{label}.norm", block, n, self.model.spec.norm, {"D": width})
@@ -362,7 +382,9 @@ class _Builder:
             return
         else:
             raise AnalyticError(f"block {name!r}: no op plan for kind {blk.kind!r}")
-        self.add(f"{name}.residual", name, n, "add", {"D": D})
+        # mamba-ssm's blocks (fused_add_norm) add the residual inside the next norm's kernel
+        self.add(f"{name}.residual", name, n, "add", {"D": D},
+                 impl=None if self.modules == "hf" else "fused_norm")
 
 
 @functools.lru_cache(maxsize=512)
@@ -388,7 +410,7 @@ def _plan(model: Model, phase: str, impls: tuple[tuple[str, str], ...], recomput
         for name, n in model.block_counts.items():
             extra.block(name, n)
         calls = calls + [OpCall(c.label + ".recompute", c.block, c.op, c.impl, c.mode, c.dims, c.count,
-                                c.instances, recompute=True) for c in extra.calls]
+                                c.instances, recompute=True, backend=c.backend) for c in extra.calls]
     return tuple(calls)
 
 

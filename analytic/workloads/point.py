@@ -97,6 +97,9 @@ class _PointPlan:
     mma_sync: np.ndarray
     dram_path: np.ndarray  # [n_calls] int, execution.dram_path_index
     chained: tuple[tuple[int, OpCall], ...] = ()  # (index, call) of the calls with a sequential chain trait
+    # (index, call) of the calls whose kernel re-reads bytes from the device-wide cache (Traits.l2_rereads)
+    rereading: tuple[tuple[int, OpCall], ...] = ()
+    dtype: str = "bf16"  # the step's dtype (the re-read bytes' element size, as energy_step.call_rereads)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -143,12 +146,26 @@ def compile_point_plan(calls: tuple[OpCall, ...], dtype: str | Precision) -> _Po
         cols = tuple((ti, col, float(count) if ADDITIVE[col] else 1.0) for ti, col in c.cols)
         checks = tuple((who, k, tuple(c.dims.index(d) for d in k.dims)) for who, k in c.checks)
         out.append(_PCall(fn, c.args, cols, checks, call.label))
-    traits = [(fp32_matmul_on_tf32(c.op, c.impl), serial_engines(c.op, c.impl), tensor_instr(c.op, c.impl) == "mma_sync")
-              for c in calls]
+    traits = [(fp32_matmul_on_tf32(c.op, c.impl, c.backend), serial_engines(c.op, c.impl, c.backend),
+               tensor_instr(c.op, c.impl, c.backend) == "mma_sync") for c in calls]
     tr = np.array(traits, dtype=bool).reshape(-1, 3)
-    chained = tuple((i, c) for i, c in enumerate(calls) if not is_composite(c.op) and traits_of(c.op, c.impl).chain)
-    paths = np.array([dram_path_index(c.op, c.impl) for c in calls], dtype=int)
-    return _PointPlan(tuple(out), tr[:, 0].copy(), tr[:, 1].copy(), tr[:, 2].copy(), paths, chained)
+    chained = tuple((i, c) for i, c in enumerate(calls)
+                    if not is_composite(c.op) and traits_of(c.op, c.impl, c.backend).chain)
+    rereading = tuple((i, c) for i, c in enumerate(calls)
+                      if not is_composite(c.op) and traits_of(c.op, c.impl, c.backend).l2_rereads)
+    paths = np.array([dram_path_index(c.op, c.impl, c.backend) for c in calls], dtype=int)
+    return _PointPlan(tuple(out), tr[:, 0].copy(), tr[:, 1].copy(), tr[:, 2].copy(), paths, chained, rereading,
+                      prec.dtype)
+
+
+def reread_bytes(c: OpCall, dtype: str, phase: str, batch: float, length: float) -> float:
+    """Bytes plan call ``c`` re-reads from the device-wide cache at this point (its count times), as
+    ``energy_step.call_rereads`` and ``report.achievable_rows`` charge them."""
+    from ..execution import l2_reread_bytes
+    from .evaluate import call_shape
+
+    dims = {k: round(v) for k, v in call_shape(c, phase, batch, length).items()}
+    return c.count * l2_reread_bytes(c.op, c.impl, dims, dtype, c.mode, c.backend)
 
 
 def _dim(grid: dict, var, mult, step, minus=0, cap=None) -> float:
@@ -360,7 +377,7 @@ def _achievable_table(table: SpecTable, s: int):
 def step_achievable(pp: _PointPlan, work: list[list[float]], table: SpecTable, s: int, launch: str,
                     phase: str, batch: float = 1.0, length: float = 1.0) -> dict:
     """The step's achievable estimate as ``report.achievable_rows`` (no runtime, state in DRAM), from one
-    ``achievable_work`` call over the plan's calls; a call with a sequential chain (``execution.chain_of``
+    ``achievable_work`` call over the plan's calls, with each call's cache re-reads (``reread_bytes``); a call with a sequential chain (``execution.chain_of``
     at this point, its count times in a row, as ``achievable_rows`` charges it) is estimated again on its
     own with that chain, since ``achievable_work`` takes one chain for all its elements."""
     from ..achievable import CLASSES, achievable_work, host_cost
@@ -369,16 +386,20 @@ def step_achievable(pp: _PointPlan, work: list[list[float]], table: SpecTable, s
 
     table = _achievable_table(table, s)
     w = np.array(work).T  # [n_cols, n_calls]
+    rr = np.zeros(w.shape[1])
+    for i, c in pp.rereading:
+        rr[i] = reread_bytes(c, pp.dtype, phase, batch, length)
     a = achievable_work(w, table, tf32=pp.tf32, serial=pp.serial, launch=launch, graph_replays=0.0,
-                        mma_sync=pp.mma_sync, dram_path=pp.dram_path)
+                        mma_sync=pp.mma_sync, dram_path=pp.dram_path, l2_reread=rr)
     hs, gs, ks = a.host[0].tolist(), a.gpu[0].tolist(), a.bottleneck[0].tolist()
     for i, c in pp.chained:
-        chain = chain_of(c.op, c.impl, {k: round(v) for k, v in call_shape(c, phase, batch, length).items()}, c.mode)
+        chain = chain_of(c.op, c.impl, {k: round(v) for k, v in call_shape(c, phase, batch, length).items()}, c.mode,
+                         c.backend)
         if chain is None:
             continue
         one = achievable_work(w[:, i:i + 1], table, tf32=pp.tf32[i:i + 1], serial=pp.serial[i:i + 1], launch=launch,
                               graph_replays=0.0, mma_sync=pp.mma_sync[i:i + 1], dram_path=pp.dram_path[i:i + 1],
-                              chain=chain.repeated(c.count))
+                              chain=chain.repeated(c.count), l2_reread=rr[i:i + 1])
         hs[i], gs[i], ks[i] = float(one.host[0, 0]), float(one.gpu[0, 0]), int(one.bottleneck[0, 0])
     host = gpu = 0.0
     by_class: dict[str, float] = {}

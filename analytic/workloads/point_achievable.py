@@ -15,7 +15,8 @@ the same rules are written out per call, for one spec, as one Python function ``
   and GEMM fixed times, the host's time per backend class (eager) or none (a graph, replayed once for
   the step), the max over the engines (or their sum where the call's engines run one after another),
   the chain (``execution.chain_of`` at this point, its count times in a row: computed at run time by
-  the same functions as ``achievable_work``), and the label (the largest engine, the first of equals;
+  the same functions as ``achievable_work``), the kernel's cache re-reads (``point.reread_bytes`` at
+  this point: an l2 term, and one more phase of a serial kernel's engines), and the label (the largest engine, the first of equals;
   latency where the fixed time or the chain binds; host/launch where the host does);
 - the step combined as ``step_achievable`` does.
 
@@ -80,7 +81,8 @@ def chain_seconds(table: AchievableTable, c, phase: str, batch: float, length: f
     from ..execution import chain_of
     from .evaluate import call_shape
 
-    chain = chain_of(c.op, c.impl, {k: round(v) for k, v in call_shape(c, phase, batch, length).items()}, c.mode)
+    chain = chain_of(c.op, c.impl, {k: round(v) for k, v in call_shape(c, phase, batch, length).items()}, c.mode,
+                     c.backend)
     if chain is None:
         return 0.0
     chain = chain.repeated(c.count)
@@ -88,7 +90,8 @@ def chain_seconds(table: AchievableTable, c, phase: str, batch: float, length: f
     return _f(chain_time(chain, np.asarray(table.sm_count).reshape(-1, 1), np.asarray(step).reshape(-1, 1)))
 
 
-def _call_lines(i: int, c, k: dict, tf32: bool, serial: bool, mma: bool, launch: str, chained: bool) -> list[str]:
+def _call_lines(i: int, c, k: dict, tf32: bool, serial: bool, mma: bool, launch: str, chained: bool,
+                rereads: bool = False) -> list[str]:
     """The body that computes call ``i``'s (host, gpu, class) into h, g, q from its work columns w<col>."""
     cols = {col for _, col, _ in c.cols}
 
@@ -118,6 +121,9 @@ def _call_lines(i: int, c, k: dict, tf32: bool, serial: bool, mma: bool, launch:
     out.append(f"l2b = ({ex} - {co} if {ex} - {co} > 0.0 else 0.0) if {fits} else 0.0")
     out.append(f"db = {ex} - l2b")
     out.append(f"l2 = l2b * {k['zl2']!r}")
+    if rereads:  # the kernel's cache re-reads: one more l2 term, and a phase of a serial kernel's engines
+        out.append(f"rr = _reread{i}(batch, length) * {k['zl2']!r}")
+        out.append("l2 = l2 + rr")
     out.append(f"dram = {lau} * {k['zlat']!r} + db * {k['zd']!r}")
     paths = [(p, d) for p, d in k["dpath"].items() if COL[f"path.dram.{p}"] in cols]
     if paths:
@@ -130,7 +136,11 @@ def _call_lines(i: int, c, k: dict, tf32: bool, serial: bool, mma: bool, launch:
     out.append(f"top = t; e = {CLASSES.index('tensor')}")
     for n, x in enumerate(("vec", "sfu", "dram", "l2"), start=CLASSES.index("tensor") + 1):
         out.append(f"if {x} > top: top = {x}; e = {n}")
-    if serial:
+    if serial and rereads:
+        out.append("top = t + vec + sfu + rr")
+        out.append("m = dram if dram >= l2 - rr else l2 - rr")
+        out.append("if m > top: top = m")
+    elif serial:
         out.append("top = t + vec + sfu + 0.0")
         out.append("m = dram if dram >= l2 else l2")
         out.append("if m > top: top = m")
@@ -156,14 +166,14 @@ def generate(pp, table: AchievableTable, launch: str, phase: str):
     """``f(batch, length) -> dict`` (``step_achievable``'s) for the compiled point plan ``pp`` on the
     table's first spec, or None where a constant is not finite or a call moves its bytes on a DRAM kernel
     path (module docstring)."""
-    from .point import call_prologue
+    from .point import call_prologue, reread_bytes
 
     k = _constants(table)
     # a call whose whole device-memory traffic moves on a kernel path (execution.dram_path_index: the
     # runtimes' KV-cache copies) is not written out here: step_achievable takes the plan
     if k is None or (np.asarray(pp.dram_path) >= 0).any():
         return None
-    chained = dict(pp.chained)
+    chained, rereading = dict(pp.chained), dict(pp.rereading)
     env: dict = {"_ceil": math.ceil, "AnalyticError": AnalyticError, "CLASSES": CLASSES}
     lines = ["def achievable(batch, length):",
              f"    tokens = {'1.0' if phase == 'decode' else 'length'}",
@@ -189,7 +199,11 @@ def generate(pp, table: AchievableTable, launch: str, phase: str):
         if i in chained:
             call = chained[i]
             env[f"_chain{i}"] = (lambda b, n, call=call: chain_seconds(table, call, phase, b, n))
-        body = _call_lines(i, c, k, bool(pp.tf32[i]), bool(pp.serial[i]), bool(pp.mma_sync[i]), launch, i in chained)
+        if i in rereading:
+            call = rereading[i]
+            env[f"_reread{i}"] = (lambda b, n, call=call: reread_bytes(call, pp.dtype, phase, b, n))
+        body = _call_lines(i, c, k, bool(pp.tf32[i]), bool(pp.serial[i]), bool(pp.mma_sync[i]), launch, i in chained,
+                           i in rereading)
         lines += [f"    {b}" for b in body]
         lines += ["    host += h", "    gpu += g", "    name = CLASSES[q]",
                   "    by[name] = by.get(name, 0.0) + (g if g > h else h)"]

@@ -140,7 +140,7 @@ def _op_rows(res: GridResult) -> list[dict]:
         ws = float(w[COL["working_set"]])
         rows.append({
             "label": c.call.label, "block": c.call.block or None, "op": c.call.op, "impl": c.call.impl,
-            "mode": c.call.mode, "dtype": c.dtype, "count": c.call.count, "dims": {k: v for k, v in c.call.dims},
+            "backend": c.call.backend, "mode": c.call.mode, "dtype": c.dtype, "count": c.call.count, "dims": {k: v for k, v in c.call.dims},
             "shape": {k: int(v) if v.is_integer() else v
                       for k, v in call_shape(c.call, res.phase, res.batch[0], res.length[0]).items()},
             "flops_tensor": by_dtype, "flops_vector": float(w[COL["vector"]]),
@@ -227,7 +227,10 @@ def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dic
 
     The step's host and device overlap across op calls (the launch queue lets the host run ahead of the
     device while it issues later calls), so the step takes max(sum of host times, sum of device times),
-    not the sum of per-call maxima; under CUDA-graph replay the host term is zero."""
+    not the sum of per-call maxima; under CUDA-graph replay the host term is zero. Each call's device time
+    holds the bytes its kernel re-reads from the device-wide cache (``execution.Traits.l2_rereads``: Mamba-1's
+    scan re-reads B and C once per channel), as the op-level estimate (``calibrate/join.py``) and the
+    energy model (``energy_step.call_rereads``) charge them."""
     from ..achievable import LABEL as ACH_LABEL
     from ..achievable import AchievableTable, achievable_work, host_cost
     from ..execution import (
@@ -242,6 +245,8 @@ def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dic
     # runs, the bound of what could
     table = AchievableTable.of([spec], "measured")
     from ..runtime import RUNTIMES, call_host_s, used_keys
+    from .energy_step import call_rereads
+    rereads = call_rereads(res)  # bytes each call re-reads from the device-wide cache (execution.l2_reread_bytes)
     host = gpu = 0.0
     by_class: dict[str, float] = {}
     eager_parts = []  # per call (host under the plain eager model, launches, op calls, block kind): the runtime comparison
@@ -251,15 +256,17 @@ def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dic
     mma_keys = set()  # compute.tensor_mma_sync.<dtype> that an mma.sync call of this step really uses
     path_keys = set()  # memory.dram.path.<path> that a call of this step moves its bytes on
     for i, c in enumerate(res.calls.calls):
-        path = dram_path_index(c.call.op, c.call.impl)
+        op, impl, be = c.call.op, c.call.impl, c.call.backend  # be: the backend the modules call (phases.SDPA_BACKEND)
+        path = dram_path_index(op, impl, be)
         if path >= 0:
             path_keys.add(f"memory.dram.path.{DRAM_PATHS[path]}")
         w = np.array(res.call_work[i, :, :1, :1])
-        if tensor_instr(c.call.op, c.call.impl) == "mma_sync":
+        mma = tensor_instr(op, impl, be) == "mma_sync"
+        if mma:
             mma_keys |= {f"compute.tensor_mma_sync.{d}" for d in TENSOR_DTYPES if w[COL[f"tensor.{d}"], 0, 0] > 0}
         # the call's sequential chain at the first grid point, its kernel run count times in a row
-        chain = chain_of(c.call.op, c.call.impl, {k: round(v) for k, v in call_shape(
-            c.call, res.phase, float(res.batch[0]), float(res.length[0])).items()}, c.call.mode)
+        chain = chain_of(op, impl, {k: round(v) for k, v in call_shape(
+            c.call, res.phase, float(res.batch[0]), float(res.length[0])).items()}, c.call.mode, be)
         if chain is not None:
             chain = chain.repeated(c.call.count)
             chain_keys |= {k for k in (chain.key, "compute.sm_count") if k}
@@ -269,13 +276,12 @@ def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dic
             w[COL["dram.compulsory"]] -= state_c
             w[COL["dram.executed"]] -= state_e
             state_bytes = state_e
-        a = achievable_work(w, table, tf32=fp32_matmul_on_tf32(c.call.op, c.call.impl),
-                            serial=serial_engines(c.call.op, c.call.impl), launch=res.launch, graph_replays=0.0,
-                            mma_sync=tensor_instr(c.call.op, c.call.impl) == "mma_sync", chain=chain, dram_path=path)
+        tf32, serial = fp32_matmul_on_tf32(op, impl, be), serial_engines(op, impl, be)
+        a = achievable_work(w, table, tf32=tf32, serial=serial, launch=res.launch, graph_replays=0.0,
+                            mma_sync=mma, chain=chain, dram_path=path, l2_reread=rereads[i])
         h, g = float(a.host[0, 0, 0]), float(a.gpu[0, 0, 0])
         h_eager = h if res.launch == "eager" else float(achievable_work(
-            w, table, tf32=fp32_matmul_on_tf32(c.call.op, c.call.impl), serial=serial_engines(c.call.op, c.call.impl),
-            launch="eager").host[0, 0, 0])
+            w, table, tf32=tf32, serial=serial, launch="eager").host[0, 0, 0])
         kind = res.model.block(c.call.block).kind if c.call.block else None
         eager_parts.append((h_eager, float(w[COL["launches"], 0, 0]), float(c.call.count), kind))
         if runtime is not None:

@@ -18,6 +18,9 @@ be told apart by name:
     optimizer    measured only: the optimizer step's kernels
     memory       measured only: memcpy / memset activities
 
+An implementation whose kernels land elsewhere than its op's part is listed in ``PART_OF_IMPL`` (an
+eager norm's ATen kernels are ``elementwise``).
+
 ``KERNEL_PARTS`` rows are tried in order, the first match wins (so the specific library kernels come
 before the broad GEMM and elementwise patterns). A name no row matches is ``unmapped``: it is
 reported with its share of the step, never folded into a part. ``PART_OF_OP`` puts every registered
@@ -96,6 +99,17 @@ PART_OF_OP: dict[str, str] = {
 }
 
 
+# Implementations whose kernels land in another part than their op's: an eager composition of a norm
+# (Hugging Face's RMSNorm: fp32 cast, pow, mean, + eps, rsqrt, *, cast back, * w; the gated norm and
+# layer norm alike) runs ATen's elementwise and reduction kernels, which ``KERNEL_PARTS`` puts in
+# ``elementwise``, not a fused norm kernel; mamba-ssm's residual add (``add``/``fused_norm``) runs inside
+# its norm kernel.
+PART_OF_IMPL: dict[tuple[str, str], str] = {
+    **{(op, "torch_eager"): "elementwise" for op in ("rmsnorm", "layernorm", "gated_rmsnorm")},
+    ("add", "fused_norm"): "norm",  # mamba-ssm's fused_add_norm: the residual add inside the norm kernel
+}
+
+
 def classify(name: str) -> KernelRule | None:
     """The first rule whose pattern matches the kernel ``name``; None: unmapped."""
     for rx, rule in _COMPILED:
@@ -104,7 +118,10 @@ def classify(name: str) -> KernelRule | None:
     return None
 
 
-def part_of_op(op: str) -> str:
+def part_of_op(op: str, impl: str | None = None) -> str:
+    """The part whose kernels an op call of ``op`` (run as ``impl``, where given) lands in."""
+    if impl is not None and (op, impl) in PART_OF_IMPL:
+        return PART_OF_IMPL[(op, impl)]
     try:
         return PART_OF_OP[op]
     except KeyError:

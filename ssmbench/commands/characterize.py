@@ -24,8 +24,10 @@ def _share(x) -> str:
 def markdown(doc: dict) -> str:
     out = [f"# {doc['label']}", "",
            f"Class rule: a part is bound by the resource whose attained roofline it reaches to at least "
-           f"{doc['rule']['roofline_fraction_bound']:.0%}; below that on every resource it is latency-bound "
-           f"({doc['rule']['doc']}). Errors: prediction / measurement - 1.", ""]
+           f"{doc['rule']['roofline_fraction_bound']:.0%}, else by the largest compute engine where the engines "
+           f"({', '.join(doc['rule']['engines'])}) together reach it; below that it is latency-bound "
+           f"({doc['rule']['doc']}); the predicted class is judged at the {doc['rule']['predicted_time']}. "
+           "Errors: prediction / measurement - 1.", ""]
     s = doc["summary"]
     out += ["## Summary", "", "| phase | estimate | n | median abs error | p90 abs error |", "|---|---|---|---|---|"]
     for phase, v in s["by_phase"].items():

@@ -19,7 +19,13 @@ Each is one or a few aten kernels; what they cost is exactly what their eager re
   accumulated by one add (reads 2n, writes n). ``fused_norm``: mamba-ssm's ``fused_add_norm``, the
   add done by the next norm's kernel: no launch of its own; it reads the residual (n) and writes the
   updated residual stream (n) on top of what the norm moves (the norm reads the block output
-  either way); backward the same bytes and FLOPs inside the norm's backward kernel.
+  either way); backward the same bytes and FLOPs inside the norm's backward kernel. The residual
+  stream is fp32 (4 bytes per element) whatever the dtype: mamba-ssm's models run with
+  ``residual_in_fp32=True`` (the default of its ``MambaConfig``, and what measure/models/configs.py
+  builds), and its Triton ``layer_norm_fn`` then reads and writes the residual at fp32. The whole-model
+  profiles show it: transformerpp-125m prefill at 4 x 32768 moves its 25 ``_layer_norm_fwd_1pass_kernel``
+  calls in 10.74 ms, 0.43 ms each for 1e8 elements, more than the 2 + 2 bytes per element of the norm
+  alone allow at the copy bandwidth (results/h200/2026-12-03/models-b).
 - ``a_from_log`` (E, N): ``A = -torch.exp(A_log.float())`` over an [E, N] parameter (Mamba-1: E
   channels x N; Mamba-2: E = H heads, N = 1), recomputed on every forward and every decode step.
   ``fp32_param`` (Mamba-1 keeps A_log in fp32): exp (1 transcendental) and neg (1 vector FLOP), two
@@ -86,8 +92,8 @@ def _add_rule(impl: str):
         if impl == "torch_eager":
             a, b, y = (_t(n, "activations", ELEMENTS, e) for n in ("x", "block_out", "y"))
             return kernel_chain([Kernel("aten.add", (a, b), (y,), ELEMENTS)], [a, b], [y])
-        # fused into the next norm: the residual in and out; no launch
-        r, y = _t("residual", "activations", ELEMENTS, e), _t("residual_new", "activations", ELEMENTS, e)
+        # fused into the next norm: the residual stream in and out, kept at fp32 (RESIDUAL_FP32); no launch
+        r, y = _t("residual", "activations", ELEMENTS, F32), _t("residual_new", "activations", ELEMENTS, F32)
         return Cost(vector=ELEMENTS, read={"activations": r.nbytes}, write={"activations": y.nbytes})
     return rule
 

@@ -1,0 +1,170 @@
+"""Model-level rules of the whole-model prediction (issue #15), each from a hand derivation:
+
+- the cache re-reads of a kernel (``execution.Traits.l2_rereads``) are part of a model step's device
+  time, as they are of the op-level estimate: Mamba-1's selective scan re-reads B and C once per channel;
+- the causal attention of the Hugging Face and SDPA-fallback modules runs on SDPA's cuDNN backend in
+  prefill and training (``phases.SDPA_BACKEND``): cuDNN's traits (wgmma, engines overlapped), not
+  FlashAttention-2's, and the calibrated estimate takes the cuDNN group;
+- an eager norm's kernels are ``elementwise`` in the kernel map (``kernel_map.PART_OF_IMPL``);
+- the class rule counts the SM's engines together (``characterize.roof_class``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from ssmbench.analytic.achievable import AchievableTable
+from ssmbench.analytic.execution import traits
+from ssmbench.analytic.workloads.models import get_model
+from ssmbench.analytic.workloads.phases import SDPA_BACKEND, plan
+from ssmbench.analytic.workloads.report import predict
+from ssmbench.calibrate.characterize import roof_class
+from ssmbench.hwspecs import get_spec
+from ssmbench.measure.models.kernel_map import part_of_op
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return get_spec("h200-sxm")
+
+
+def _row(p: dict, op: str) -> dict:
+    return next(o for o in p["ops"] if o["op"] == op)
+
+
+def test_scan_rereads_are_in_the_model_step(spec):
+    # mamba-130m (E = 1536, N = 16, 24 layers) prefill at B = 16, L = 2048: each of the 24 scan calls
+    # re-reads B and C [B, N, L] once per channel: 2 x B x E x L x N x 2 bytes (bf16)
+    B, E, L, N, layers = 16, 1536, 2048, 16, 24
+    reread = layers * 2 * B * E * L * N * 2
+    p = predict(get_model("mamba-130m"), spec, "prefill", B, L, with_searches=False)
+    row = _row(p, "mamba1_scan")
+    l2_bw = float(AchievableTable.of([spec]).l2_bw[0])
+    # the scan's phases run one after another (serial): its engines' times plus the re-read time
+    t = {r: row["bound_s"].get(r) or 0.0 for r in ("vector", "special_function")}
+    node = row["achievable"]["gpu_s"] - (t["vector"] + t["special_function"] + reread / l2_bw)
+    assert 0 <= node < 1e-3 * row["achievable"]["gpu_s"] + 24 * 20e-6  # only the per-kernel fixed time is left
+    assert p["total"]["achievable"]["gpu_s"] >= row["achievable"]["gpu_s"]
+
+
+def test_rereads_agree_on_the_point_path(spec):
+    from ssmbench.analytic.roofline import SpecTable
+    from ssmbench.analytic.workloads.point import FAST, analyze_point
+    model, table = get_model("mamba-130m"), SpecTable.of([spec], "measured")
+    general = predict(model, spec, "prefill", 16, 2048, with_searches=False)["total"]["achievable"]["gpu_s"]
+    fast = analyze_point(model, "prefill", table, 16, 2048, achievable=True)[0]
+    assert fast.path == FAST and fast.achievable["gpu_s"] == pytest.approx(general, rel=1e-9)
+
+
+def test_sdpa_modules_run_cudnn_in_prefill_and_train():
+    model = get_model("transformerpp-125m")
+    for phase in ("prefill", "train"):
+        for style, expect in (("hf", SDPA_BACKEND), ("library_sdpa", SDPA_BACKEND), ("library", None)):
+            att = [c for c in plan(model, phase, modules=style) if c.op == "attention_causal"]
+            assert att and all(c.backend == expect for c in att), (phase, style)
+    # decode keeps its split-KV rule, with the implementation's own traits
+    assert all(c.backend is None for c in plan(model, "decode", modules="hf"))
+
+
+def test_cudnn_attention_is_timed_with_cudnn_traits(spec):
+    # at B = 4, L = 32768 the attention is FLOP-bound: with cuDNN's traits (wgmma at the full tensor rate,
+    # softmax overlapped) its device time is the per-kernel fixed time + max(engines, memory), below
+    # FlashAttention-2's (mma.sync rate, phases added)
+    model = get_model("transformerpp-125m")
+    sdpa = _row(predict(model, spec, "prefill", 4, 32768, with_searches=False, flash_attn=False), "attention_causal")
+    fa2 = _row(predict(model, spec, "prefill", 4, 32768, with_searches=False, flash_attn=True), "attention_causal")
+    assert sdpa["backend"] == SDPA_BACKEND and fa2["backend"] is None
+    t = traits("attention_causal", "fa2", SDPA_BACKEND)
+    assert t.engines == "overlap" and t.tensor_instr == "full"
+    tensor = sdpa["bound_s"]["tensor"]  # the bound at the attained tensor rate: the cuDNN call's tensor time
+    assert sdpa["achievable"]["gpu_s"] == pytest.approx(tensor, rel=0.01)
+    assert fa2["achievable"]["gpu_s"] > 1.2 * sdpa["achievable"]["gpu_s"]
+
+
+def test_cudnn_rows_take_the_cudnn_group():
+    from pathlib import Path
+
+    from ssmbench.calibrate.apply import add_calibration
+    from ssmbench.calibrate.profile import read_profile
+    prof = Path(__file__).resolve().parent.parent / "results" / "h200" / "2026-12-02" / "calibration" / "profile.json"
+    spec = get_spec("h200-sxm")
+    p = predict(get_model("transformerpp-125m"), spec, "prefill", 1, 2048, with_searches=False, flash_attn=False)
+    add_calibration(p, read_profile(prof), spec)
+    row = _row(p, "attention_causal")
+    assert row["calibrated"] is not None and SDPA_BACKEND in row["calibrated"]["group"]
+
+
+def test_eager_norms_land_in_elementwise():
+    assert part_of_op("rmsnorm", "torch_eager") == "elementwise"
+    assert part_of_op("gated_rmsnorm", "torch_eager") == "elementwise"
+    assert part_of_op("rmsnorm", "fused") == part_of_op("rmsnorm") == "norm"
+
+
+def test_engines_together_bind():
+    # tensor at 0.49 and special function at 0.41 of their roofs: the SMs ~90% busy -> tensor-bound
+    cls, frac = roof_class({"tensor": 0.49e-3, "special_function": 0.41e-3, "dram": 0.1e-3}, 1e-3)
+    assert cls == "tensor" and frac["tensor"] == pytest.approx(0.49)
+    # engines together at 0.4, DRAM at 0.3: nothing near its roof -> latency
+    assert roof_class({"tensor": 0.2e-3, "vector": 0.2e-3, "dram": 0.3e-3}, 1e-3)[0] == "latency"
+    # one resource at its roof still wins over the engines' sum
+    assert roof_class({"dram": 0.6e-3, "tensor": 0.3e-3, "vector": 0.3e-3}, 1e-3)[0] == "dram"
+    assert np.isclose(sum(roof_class({"vector": 0.3e-3, "special_function": 0.25e-3}, 1e-3)[1].values()), 0.55)
+
+
+def test_fused_add_norm_moves_an_fp32_residual():
+    from ssmbench.analytic.cases import case_cost
+    # n = 2 x 3 x 4 = 24 elements: the fp32 residual read (4 B each) and written (4 B each), one add per element,
+    # no launch of its own (inside the norm's kernel), whatever the model dtype
+    for dtype in ("bf16", "fp32"):
+        c = case_cost("add", {"B": 2, "L": 3, "D": 4}, impl="fused_norm", dtype=dtype)
+        assert (c.bytes_read, c.bytes_written, c.vector, c.launches) == (96, 96, 24, 0)
+
+
+def test_mamba_ssm_blocks_fuse_the_residual_add():
+    model = get_model("mamba2-130m")
+    adds = {c.impl for c in plan(model, "prefill") if c.op == "add"}
+    assert adds == {"fused_norm"}
+    assert {c.impl for c in plan(model, "prefill", modules="hf") if c.op == "add"} == {"torch_eager"}
+    assert part_of_op("add", "fused_norm") == "norm" and part_of_op("add", "torch_eager") == "elementwise"
+
+
+def test_class_judged_at_the_calibrated_part_time():
+    from ssmbench.calibrate.characterize import CLASS_BASIS, characterize_record
+    # one part (gemm), bound 0.6 ms on the tensor engine; achievable 0.7 ms (0.86 of the roof: tensor), the
+    # calibrated estimate 1.5 ms (0.4: latency), measured 1.4 ms (0.43: latency): the class is judged at 1.5 ms
+    op = {"op": "linear", "impl": "cublas", "bound_s": {"tensor": 0.6e-3},
+          "achievable": {"gpu_s": 0.7e-3}, "calibrated": {"estimate_s": 1.5e-3}}
+    pred = {"total": {"achievable": {"time_s": 0.7e-3, "host_s": 0.1e-3, "gpu_s": 0.7e-3}}, "ops": [op]}
+    rec = {"key": "k", "model": "m", "runner": "r", "phase": "prefill", "runtime": "mamba-ssm", "batch": 1,
+           "seqlen": 1, "time_s": {"median": 1.4e-3},
+           "profile": {"parts": {"gemm": {"time_s": 1.4e-3}}, "host_idle_s": 0.0}}
+    row = next(p for p in characterize_record(rec, pred)["parts"] if p["part"] == "gemm")
+    assert (row["predicted_class"], row["measured_class"]) == ("latency", "latency")
+    assert row["predicted_class_basis"] == CLASS_BASIS[0]
+    op.pop("calibrated")
+    row = next(p for p in characterize_record(rec, pred)["parts"] if p["part"] == "gemm")
+    assert row["predicted_class"] == "tensor" and row["predicted_class_basis"] == CLASS_BASIS[1]
+
+
+def test_host_noise_suite_and_summary(tmp_path):
+    import json
+    import sys
+    from pathlib import Path
+
+    from ssmbench.measure.models.suite import load_suite
+    repo = Path(__file__).resolve().parents[1]
+    suite = load_suite(repo / "measure" / "suites" / "models" / "host_noise_h200.yaml")
+    keys = [(e["model"], c.phase, c.batch) for e, cases in suite.by_entry() for c in cases]
+    assert len(keys) == 18 and all(keys.count(k) == 3 for k in keys)  # each host-bound case three times
+    sys.path.insert(0, str(repo / "scripts"))
+    import host_noise
+
+    # a synthetic model-run file (made-up times, a fixture): one key at 10, 12 and 11 ms, one record not ok
+    recs = [{"key": "model/m/r/prefill/e/b1_l2048", "status": "ok", "time_s": {"median": t},
+             "profile": {"host_idle_s": 0.8 * t}} for t in (0.010, 0.012, 0.011)]
+    recs.append({"key": "model/m/r/decode/e/b1_l2048", "status": "error"})
+    (tmp_path / "model-run-x.json").write_text(json.dumps({"records": recs}))
+    (row,) = host_noise.rows(sorted(tmp_path.glob("model-run-*.json")))
+    assert (row["n"], row["median_s"], row["in_order_s"]) == (3, 0.011, [0.010, 0.012, 0.011])
+    assert row["spread"] == pytest.approx(0.002 / 0.011) and row["idle_share"] == pytest.approx(0.8)
+    assert host_noise.main([str(tmp_path)]) == 0 and host_noise.main([]) == 2
