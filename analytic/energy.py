@@ -236,15 +236,17 @@ class EnergyTable:
 
 
 def counts(work: np.ndarray, l2_bytes, dram_bytes, *, tf32=False, on_chip_bytes=0.0, l2_capacity=np.nan,
-           warm_l2: bool = False, mma_sync=False, l2_reread=0.0) -> dict[str, np.ndarray]:
+           warm_l2: bool = False, mma_sync=False, l2_reread=0.0, work_factor=1.0) -> dict[str, np.ndarray]:
     """The operations and bytes each dynamic term charges, from a work array (``roofline.work_array``:
     [len(WORK_COLUMNS), *shape]) and the achievable model's split of its executed bytes between the
     device-wide cache (``l2_bytes``) and DRAM (``dram_bytes``), broadcastable to the work shape.
     ``tf32``: fp32 matmul FLOPs run on TF32 tensor cores; ``mma_sync``: the tensor FLOPs are issued as
     mma.sync (``execution.tensor_instr``); ``l2_reread``: bytes the kernel's SMs re-read from the cache
     (``execution.l2_reread_bytes``); ``warm_l2``: the measured-window rule of the module docstring, with
-    ``l2_capacity`` the cache's size in bytes. Each of tf32, mma_sync and l2_reread is a number or an
-    array broadcastable to the work shape."""
+    ``l2_capacity`` the cache's size in bytes; ``work_factor``: executed over counted vector and
+    special-function work, the tile padding of ``padding.executed_work_factor`` (the vector FLOPs of fp32
+    matmuls moved to TF32 are not scaled). Each of tf32, mma_sync, l2_reread and work_factor is a number
+    or an array broadcastable to the work shape."""
     tf32 = np.asarray(tf32, dtype=bool)
     mma = np.asarray(mma_sync, dtype=bool)
     moved = np.where(tf32, work[COL["tensor.fp32"]], 0.0)
@@ -252,8 +254,9 @@ def counts(work: np.ndarray, l2_bytes, dram_bytes, *, tf32=False, on_chip_bytes=
     tensor["tf32"] = tensor["tf32"] + moved
     out = {f"tensor.{d}": np.where(mma, 0.0, v) for d, v in tensor.items()}
     out.update({f"tensor_mma_sync.{d}": np.where(mma, v, 0.0) for d, v in tensor.items()})
-    out["vector.fp32"] = work[COL["vector"]] - moved
-    out["special_function"] = work[COL["special_function"]]
+    pad = np.asarray(work_factor, dtype=float)
+    out["vector.fp32"] = (work[COL["vector"]] - moved) * pad
+    out["special_function"] = work[COL["special_function"]] * pad
     dram = np.asarray(dram_bytes, dtype=float) + 0.0 * work[0]
     if warm_l2:
         fits = work[COL["dram.compulsory"]] <= L2_RESIDENT_FRACTION * l2_capacity  # NaN capacity: False

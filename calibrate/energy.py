@@ -58,6 +58,7 @@ from ..analytic.energy import (
     fallback_term,
     label,
 )
+from ..analytic.padding import executed_work_factor
 from ..analytic.roofline import spec_ceiling, work_array
 from ..errors import UserError
 from ..hwspecs import Spec
@@ -92,10 +93,12 @@ class EnergyCase:
 
 def measured_call_traits(op: str, impl: str, dims, dtype: str, mode: str, backend: str | None) -> dict:
     """The execution traits ``analytic/energy.counts`` charges one measured call by: fp32 matmuls on TF32,
-    tensor FLOPs issued as mma.sync, and the bytes re-read from the cache (``analytic/execution.py``)."""
+    tensor FLOPs issued as mma.sync, the bytes re-read from the cache (``analytic/execution.py``) and the
+    work executed on padded tiles (``analytic/padding.py``)."""
     return {"tf32": execution.fp32_matmul_on_tf32(op, impl, backend),
             "mma_sync": execution.tensor_instr(op, impl, backend) == "mma_sync",
-            "l2_reread": execution.l2_reread_bytes(op, impl, dims, dtype, mode, backend)}
+            "l2_reread": execution.l2_reread_bytes(op, impl, dims, dtype, mode, backend),
+            "work_factor": executed_work_factor(op, impl, dims, dtype, mode, backend)}
 
 
 def energy_cases(joined: Joined, spec: Spec) -> list[EnergyCase]:
