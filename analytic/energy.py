@@ -236,7 +236,8 @@ class EnergyTable:
 
 
 def counts(work: np.ndarray, l2_bytes, dram_bytes, *, tf32=False, on_chip_bytes=0.0, l2_capacity=np.nan,
-           warm_l2: bool = False, mma_sync=False, l2_reread=0.0, work_factor=1.0) -> dict[str, np.ndarray]:
+           warm_l2: bool = False, mma_sync=False, l2_reread=0.0, work_factor=1.0,
+           tensor_factor=1.0) -> dict[str, np.ndarray]:
     """The operations and bytes each dynamic term charges, from a work array (``roofline.work_array``:
     [len(WORK_COLUMNS), *shape]) and the achievable model's split of its executed bytes between the
     device-wide cache (``l2_bytes``) and DRAM (``dram_bytes``), broadcastable to the work shape.
@@ -245,13 +246,15 @@ def counts(work: np.ndarray, l2_bytes, dram_bytes, *, tf32=False, on_chip_bytes=
     (``execution.l2_reread_bytes``); ``warm_l2``: the measured-window rule of the module docstring, with
     ``l2_capacity`` the cache's size in bytes; ``work_factor``: executed over counted vector and
     special-function work, the tile padding of ``padding.executed_work_factor`` (the vector FLOPs of fp32
-    matmuls moved to TF32 are not scaled). Each of tf32, mma_sync, l2_reread and work_factor is a number
-    or an array broadcastable to the work shape."""
+    matmuls moved to TF32 are not scaled); ``tensor_factor``: the same for tensor FLOPs
+    (``padding.executed_tensor_factor``). Each of tf32, mma_sync, l2_reread, work_factor and tensor_factor
+    is a number or an array broadcastable to the work shape."""
     tf32 = np.asarray(tf32, dtype=bool)
     mma = np.asarray(mma_sync, dtype=bool)
     moved = np.where(tf32, work[COL["tensor.fp32"]], 0.0)
-    tensor = {d: work[COL[f"tensor.{d}"]] for d in TENSOR_DTYPES}
-    tensor["tf32"] = tensor["tf32"] + moved
+    tpad = np.asarray(tensor_factor, dtype=float)
+    tensor = {d: work[COL[f"tensor.{d}"]] * tpad for d in TENSOR_DTYPES}
+    tensor["tf32"] = tensor["tf32"] + moved * tpad
     out = {f"tensor.{d}": np.where(mma, 0.0, v) for d, v in tensor.items()}
     out.update({f"tensor_mma_sync.{d}": np.where(mma, v, 0.0) for d, v in tensor.items()})
     pad = np.asarray(work_factor, dtype=float)

@@ -58,7 +58,7 @@ from ..analytic.energy import (
     fallback_term,
     label,
 )
-from ..analytic.padding import executed_work_factor
+from ..analytic.padding import executed_tensor_factor, executed_work_factor
 from ..analytic.roofline import spec_ceiling, work_array
 from ..errors import UserError
 from ..hwspecs import Spec
@@ -91,14 +91,23 @@ class EnergyCase:
         return np.array([self.time_s] + [self.counts[t] for t in TERMS])
 
 
-def measured_call_traits(op: str, impl: str, dims, dtype: str, mode: str, backend: str | None) -> dict:
+def measured_call_traits(op: str, impl: str, dims, dtype: str, mode: str, backend: str | None,
+                         sm_count: float | None = None) -> dict:
     """The execution traits ``analytic/energy.counts`` charges one measured call by: fp32 matmuls on TF32,
     tensor FLOPs issued as mma.sync, the bytes re-read from the cache (``analytic/execution.py``) and the
-    work executed on padded tiles (``analytic/padding.py``)."""
+    work executed on padded tiles (``analytic/padding.py``; ``sm_count``, the spec's, decides a kernel
+    choice that depends on it)."""
     return {"tf32": execution.fp32_matmul_on_tf32(op, impl, backend),
             "mma_sync": execution.tensor_instr(op, impl, backend) == "mma_sync",
             "l2_reread": execution.l2_reread_bytes(op, impl, dims, dtype, mode, backend),
-            "work_factor": executed_work_factor(op, impl, dims, dtype, mode, backend)}
+            "work_factor": executed_work_factor(op, impl, dims, dtype, mode, backend),
+            "tensor_factor": executed_tensor_factor(op, impl, dims, mode, backend, sm_count)}
+
+
+def sm_count(spec: Spec) -> float | None:
+    """The spec's SM count (``compute.sm_count``), None where unknown."""
+    v = spec_ceiling(spec, "compute.sm_count", "measured").value
+    return None if v is None else float(v)
 
 
 def energy_cases(joined: Joined, spec: Spec) -> list[EnergyCase]:
@@ -113,7 +122,7 @@ def energy_cases(joined: Joined, spec: Spec) -> list[EnergyCase]:
         cost = execution.as_measured(case_cost(c.op, c.dims, impl=c.impl, mode=c.mode, dtype=c.dtype), c.backend, c.mode)
         ach = c.bounds.achievable or {}
         n = counts(work_array(cost), ach.get("l2_bytes", 0.0), ach.get("dram_bytes", float(cost.executed_bytes)),
-                   **measured_call_traits(c.op, c.impl, c.dims, c.dtype, c.mode, c.backend), warm_l2=True,
+                   **measured_call_traits(c.op, c.impl, c.dims, c.dtype, c.mode, c.backend, sm_count(spec)), warm_l2=True,
                    l2_capacity=np.nan if cap is None else cap)
         shape = f"{c.op}/{c.impl}/{c.backend}/{c.dtype}/{c.mode}/" + ",".join(f"{k}={v}" for k, v in sorted(c.dims.items()))
         out.append(EnergyCase(c.key, c.family, shape, c.source, e.get("started_utc"), float(e["joules_per_call"]),

@@ -19,7 +19,7 @@ from ..analytic.energy import EnergyTable, cache_level, counts, energy, label
 from ..analytic.roofline import spec_ceiling, work_array
 from ..errors import UserError
 from ..hwspecs import Spec
-from .energy import measured_call_traits
+from .energy import measured_call_traits, sm_count
 from .join import resource_bounds
 
 SOURCE = "analytic/energy.py at the achievable time, with the spec's energy parameters"
@@ -43,7 +43,7 @@ def predict_case_energy(case, spec: Spec, graph: bool) -> dict | None:
     cache = cache_level(spec)
     cap = spec_ceiling(spec, f"memory.{cache}.capacity", "measured").value if cache else None
     n = counts(work_array(cost), ach.get("l2_bytes", 0.0), ach.get("dram_bytes", float(cost.executed_bytes)),
-               **measured_call_traits(case.op, case.impl, case.dims, case.dtype, case.mode, case.backend),
+               **measured_call_traits(case.op, case.impl, case.dims, case.dtype, case.mode, case.backend, sm_count(spec)),
                warm_l2=True, l2_capacity=np.nan if cap is None else cap)
     arr = energy(n, np.array([b.achievable_s]), table)
     used = [t for t, v in n.items() if float(v) > 0]

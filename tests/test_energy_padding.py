@@ -1,13 +1,18 @@
 """Work executed on padded tiles (analytic/padding.py), charged by the energy model: causal_conv1d's
 channel-first kernel walks L in chunks of 128 threads x (16 bytes / element size) tokens and computes
-every slot of its last chunk."""
+every slot of its last chunk; FlashAttention-2's decode computes every row of its 64- or 128-row query
+tile, of which H / G hold queries."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from ssmbench.analytic import energy as em
-from ssmbench.analytic.padding import causal_conv1d_chunk, executed_work_factor
+from ssmbench.analytic.padding import (
+    causal_conv1d_chunk,
+    executed_tensor_factor,
+    executed_work_factor,
+)
 from ssmbench.analytic.roofline import COL, WORK_COLUMNS
 from ssmbench.calibrate.energy import measured_call_traits
 
@@ -54,3 +59,44 @@ def test_counts_scale_vector_and_special_function_work_only():
 def test_measured_call_traits_carry_the_factor():
     t = measured_call_traits("conv1d", "causal_conv1d", {"B": 64, "E": 4096, "K": 4, "L": 128}, "bf16", "fwd", FN)
     assert t["work_factor"] == 8.0
+
+
+def _dec(b, g, h, s=8192, p=128):
+    return {"B": b, "G": g, "H": h, "S": s, "P": p}
+
+
+@pytest.mark.parametrize(("dims", "backend", "factor"), [
+    (_dec(64, 8, 32), "torch.sdpa.flash", 128 / 4),   # 512 query tiles >= 0.8 x 132 SMs: one split, M = 128
+    (_dec(16, 32, 32), "torch.sdpa.flash", 128 / 1),  # MHA: one row of the 128-row tile
+    (_dec(1, 8, 32), "torch.sdpa.flash", 64 / 4),     # 8 tiles: split-KV kernel, M = 64
+    (_dec(1, 8, 32, s=128), "torch.sdpa.flash", 128 / 4),  # one key block: one split
+    (_dec(64, 8, 32), "flash_attn.fa2", 128 / 4),
+    (_dec(64, 8, 32), None, 64 / 4),                 # a workload call: flash_attn_with_kvcache, split-KV kernel
+    (_dec(1, 1, 128), None, 128 / 128),               # MQA: 128 rows fill two 64-row tiles
+])
+def test_fa2_decode_computes_every_row_of_its_query_tile(dims, backend, factor):
+    for op in ("attention_causal", "attention_full"):
+        assert executed_tensor_factor(op, "fa2", dims, "decode", backend, 132) == pytest.approx(factor)
+
+
+def test_other_attention_kernels_and_modes_execute_the_count():
+    dims = _dec(64, 8, 32)
+    assert executed_tensor_factor("attention_causal", "fa2", dims, "decode", "torch.sdpa.cudnn", 132) == 1.0
+    assert executed_tensor_factor("attention_causal", "fa2", {**dims, "L": 4096}, "fwd", "torch.sdpa.flash", 132) == 1.0
+    assert executed_tensor_factor("attention_causal", "naive", dims, "decode", None, 132) == 1.0
+    assert executed_tensor_factor("attention_causal", "splitkv", dims, "decode") == 64 / 4
+    # without the SM count SDPA's split choice is unknown: the split-KV tile
+    assert executed_tensor_factor("attention_causal", "fa2", dims, "decode", "torch.sdpa.flash") == 64 / 4
+
+
+def test_counts_scale_tensor_work_of_either_instruction_class():
+    w = np.zeros(len(WORK_COLUMNS))
+    w[COL["tensor.bf16"]], w[COL["vector"]] = 1e6, 10.0
+    c = em.counts(w, 0.0, 5.0, mma_sync=True, tensor_factor=32.0)
+    assert c["tensor_mma_sync.bf16"] == 32e6 and c["tensor.bf16"] == 0.0 and c["vector.fp32"] == 10.0
+    assert em.counts(w, 0.0, 5.0, tensor_factor=2.0)["tensor.bf16"] == 2e6
+
+
+def test_measured_call_traits_carry_the_tensor_factor():
+    t = measured_call_traits("attention_causal", "fa2", _dec(64, 8, 32), "bf16", "decode", "torch.sdpa.flash", 132)
+    assert t["tensor_factor"] == 32.0 and t["work_factor"] == 1.0

@@ -7,8 +7,9 @@ for a recurrent state kept on chip, by that level), with fp32 matmul FLOPs on TF
 implementation's matmuls run there (``execution.fp32_matmul_on_tf32``), tensor FLOPs of mma.sync kernels
 on their own term (``execution.tensor_instr``) and the bytes a kernel re-reads from the cache
 (``execution.l2_reread_bytes`` at the call's dims and the step's dtype, times the call's count: the
-achievable step times them where they bind), and the vector and special-function work a kernel executes
-on padded tiles (``padding.executed_work_factor``). Static power runs over the
+achievable step times them where they bind), and the work a kernel executes on padded tiles
+(``padding.executed_work_factor``, ``executed_tensor_factor``: a workload's decode attention names no
+backend, so it is FlashAttention-2's split-KV kernel, as its cost rule says). Static power runs over the
 whole step's achievable time (the device stays clocked up while the host issues calls), and the power
 limit is checked on the step's average power. Tokens: those of the step (``GridResult.tokens``), so
 the energy per token of a training step is the step's energy over its B x L tokens.
@@ -20,7 +21,7 @@ import numpy as np
 
 from ..energy import EnergyTable, counts, energy, summary
 from ..execution import fp32_matmul_on_tf32, l2_reread_bytes, tensor_instr
-from ..padding import executed_work_factor
+from ..padding import executed_tensor_factor, executed_work_factor
 from .evaluate import GridResult, call_shape
 
 
@@ -48,7 +49,8 @@ def step_energy(res: GridResult, spec, ops: list[dict], time_s: float, tokens: f
         part = counts(w, a["l2_bytes"], a["dram_bytes"], tf32=fp32_matmul_on_tf32(call.op, call.impl),
                       on_chip_bytes=a["on_chip_bytes"], mma_sync=tensor_instr(call.op, call.impl) == "mma_sync",
                       l2_reread=rereads[i],
-                      work_factor=executed_work_factor(call.op, call.impl, _dims(res, call), res.dtype, call.mode))
+                      work_factor=executed_work_factor(call.op, call.impl, _dims(res, call), res.dtype, call.mode),
+                      tensor_factor=executed_tensor_factor(call.op, call.impl, _dims(res, call), call.mode))
         for t, v in part.items():
             total[t] = total.get(t, 0.0) + np.asarray(v, dtype=float)
     arr = energy(total, np.array([time_s]), table)
