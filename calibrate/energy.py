@@ -65,6 +65,7 @@ from ..analytic.energy import (
     label,
 )
 from ..analytic.padding import executed_tensor_factor, executed_work_factor
+from ..analytic.reuse import l2_reread_share
 from ..analytic.roofline import spec_ceiling, work_array
 from ..errors import UserError
 from ..hwspecs import Spec
@@ -100,12 +101,13 @@ class EnergyCase:
 def measured_call_traits(op: str, impl: str, dims, dtype: str, mode: str, backend: str | None,
                          sm_count: float | None = None) -> dict:
     """The execution traits ``analytic/energy.counts`` charges one measured call by: fp32 matmuls on TF32,
-    tensor FLOPs issued as mma.sync, the bytes re-read from the cache (``analytic/execution.py``) and the
-    work executed on padded tiles (``analytic/padding.py``; ``sm_count``, the spec's, decides a kernel
-    choice that depends on it)."""
+    tensor FLOPs issued as mma.sync, the bytes re-read from the cache (``analytic/execution.py``) less those
+    the SMs' L1 serves (``analytic/reuse.py``) and the work executed on padded tiles
+    (``analytic/padding.py``); ``sm_count``, the spec's, decides what depends on it."""
     return {"tf32": execution.fp32_matmul_on_tf32(op, impl, backend),
             "mma_sync": execution.tensor_instr(op, impl, backend) == "mma_sync",
-            "l2_reread": execution.l2_reread_bytes(op, impl, dims, dtype, mode, backend),
+            "l2_reread": execution.l2_reread_bytes(op, impl, dims, dtype, mode, backend)
+            * l2_reread_share(op, impl, dims, dtype, mode, backend, sm_count),
             "work_factor": executed_work_factor(op, impl, dims, dtype, mode, backend),
             "tensor_factor": executed_tensor_factor(op, impl, dims, mode, backend, sm_count)}
 

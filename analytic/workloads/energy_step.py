@@ -22,14 +22,21 @@ import numpy as np
 from ..energy import EnergyTable, counts, energy, summary
 from ..execution import fp32_matmul_on_tf32, l2_reread_bytes, tensor_instr
 from ..padding import executed_tensor_factor, executed_work_factor
+from ..reuse import l2_reread_share
+from ..roofline import spec_ceiling
 from .evaluate import GridResult, call_shape
 
 
-def call_rereads(res: GridResult) -> np.ndarray:
+def call_rereads(res: GridResult, sm_count: float | None = None) -> np.ndarray:
     """Bytes each call of the step re-reads from the device-wide cache at the first grid point [n_calls]
-    (``execution.l2_reread_bytes`` at the call's dims and the step's dtype, times its count)."""
-    return np.array([c.call.count * l2_reread_bytes(c.call.op, c.call.impl, _dims(res, c.call), res.dtype, c.call.mode)
-                     for c in res.calls.calls], dtype=float)
+    (``execution.l2_reread_bytes`` at the call's dims and the step's dtype, times its count, less what the
+    SMs' L1 serves: ``reuse.l2_reread_share`` with the spec's ``sm_count``)."""
+    out = []
+    for c in res.calls.calls:
+        call, dims = c.call, _dims(res, c.call)
+        out.append(call.count * l2_reread_bytes(call.op, call.impl, dims, res.dtype, call.mode)
+                   * l2_reread_share(call.op, call.impl, dims, res.dtype, call.mode, None, sm_count))
+    return np.array(out, dtype=float)
 
 
 def _dims(res: GridResult, call) -> dict[str, int]:
@@ -41,7 +48,8 @@ def step_energy(res: GridResult, spec, ops: list[dict], time_s: float, tokens: f
     are the step's op rows with their ``achievable`` entries (``report.achievable_rows``)."""
     table = EnergyTable.of([spec], "measured")  # the parameters of what runs, as the achievable time
     total: dict[str, np.ndarray] = {}
-    rereads = call_rereads(res)
+    sms = spec_ceiling(spec, "compute.sm_count", "measured").value
+    rereads = call_rereads(res, None if sms is None else float(sms))
     for i, c in enumerate(res.calls.calls):
         a = ops[i]["achievable"]
         w = np.array(res.call_work[i, :, 0, 0])
