@@ -63,6 +63,7 @@ from ..analytic.energy import (
     counts,
     fallback_term,
     label,
+    path_issue_seconds,
 )
 from ..analytic.padding import executed_tensor_factor, executed_work_factor
 from ..analytic.reuse import l2_reread_share
@@ -79,6 +80,7 @@ BOOTSTRAP = 1000
 LEVEL = 0.8
 TARGET = {"median_ape_pct": 10.0, "p90_ape_pct": 25.0}  # issue #14, per family
 BASES = ("measured_time", "achievable_time")
+FIT_UNITS = {"B": "J/B", "s": "W"}  # a fitted coefficient's unit by its term's count unit (else J/FLOP)
 
 
 @dataclass(frozen=True)
@@ -129,9 +131,10 @@ def energy_cases(joined: Joined, spec: Spec) -> list[EnergyCase]:
             continue
         cost = execution.as_measured(case_cost(c.op, c.dims, impl=c.impl, mode=c.mode, dtype=c.dtype), c.backend, c.mode)
         ach = c.bounds.achievable or {}
-        n = counts(work_array(cost), ach.get("l2_bytes", 0.0), ach.get("dram_bytes", float(cost.executed_bytes)),
+        w = work_array(cost)
+        n = counts(w, ach.get("l2_bytes", 0.0), ach.get("dram_bytes", float(cost.executed_bytes)),
                    **measured_call_traits(c.op, c.impl, c.dims, c.dtype, c.mode, c.backend, sm_count(spec)), warm_l2=True,
-                   l2_capacity=np.nan if cap is None else cap)
+                   l2_capacity=np.nan if cap is None else cap, path_issue_s=path_issue_seconds(w, spec))
         shape = f"{c.op}/{c.impl}/{c.backend}/{c.dtype}/{c.mode}/" + ",".join(f"{k}={v}" for k, v in sorted(c.dims.items()))
         out.append(EnergyCase(c.key, c.family, shape, c.source, e.get("started_utc"), float(e["joules_per_call"]),
                               float(e["wall_s_per_call"]), float(e["avg_power_w"]), c.bounds.achievable_s,
@@ -357,7 +360,7 @@ def energy_section(joined: Joined, spec: Spec) -> dict:
 
 def fit_dict(f: EnergyFit) -> dict:
     return {"static_power_w": f.static_w,
-            "per_term": {t: {"value": v, "unit": f"J/{'B' if TERM_UNITS[t] == 'B' else 'FLOP'}"}
+            "per_term": {t: {"value": v, "unit": FIT_UNITS.get(TERM_UNITS[t], "J/FLOP")}
                          for t, v in f.per_term.items()},
             "undetermined": f.undetermined, "n_fit_cases": f.n_fit, "n_bound_cases": f.n_bound,
             "power_limit_w": f.limit_w,

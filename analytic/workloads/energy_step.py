@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..energy import EnergyTable, counts, energy, summary
+from ..energy import EnergyTable, counts, energy, path_issue_seconds, summary
 from ..execution import fp32_matmul_on_tf32, l2_reread_bytes, tensor_instr
 from ..padding import executed_tensor_factor, executed_work_factor
 from ..reuse import l2_reread_share
@@ -58,7 +58,8 @@ def step_energy(res: GridResult, spec, ops: list[dict], time_s: float, tokens: f
                       on_chip_bytes=a["on_chip_bytes"], mma_sync=tensor_instr(call.op, call.impl) == "mma_sync",
                       l2_reread=rereads[i],
                       work_factor=executed_work_factor(call.op, call.impl, _dims(res, call), res.dtype, call.mode),
-                      tensor_factor=executed_tensor_factor(call.op, call.impl, _dims(res, call), call.mode))
+                      tensor_factor=executed_tensor_factor(call.op, call.impl, _dims(res, call), call.mode),
+                      path_issue_s=path_issue_seconds(w, spec))
         for t, v in part.items():
             total[t] = total.get(t, 0.0) + np.asarray(v, dtype=float)
     arr = energy(total, np.array([time_s]), table)
