@@ -73,3 +73,26 @@ def test_fit_recovers_the_path_power_from_synthetic_windows():
     assert f.per_term["path_issue"] == pytest.approx(250.0, rel=1e-6)
     assert ce.fit_dict(f)["per_term"]["path_issue"]["unit"] == "W"
     assert np.isfinite(f.static_w)
+
+
+def test_probe_solves_the_path_power_over_the_time_beyond_the_vector_rate():
+    from ssmbench.measure._probe_energy import Window, solve
+
+    static, vec, l2, dram, power = 125.0, 2e-12, 40e-12, 75e-12, 300.0
+
+    def w(name, counts, t, issue=0.0):
+        e = (static * t + counts.get("vector", 0) * vec + counts.get("l2", 0) * l2
+             + counts.get("dram", 0) * (dram + l2) + power * issue)
+        return Window(name, e, t, e / t, counts, name)
+
+    # fma: 6.4e10 FLOPs in 1 ms (64 TFLOP/s attained); path: 1.5e9 FLOPs take 1.5e9 / 64e12 s at that rate
+    # and 2.2 ms in all, so 2.2 ms - 23.4 us of issue-bound time
+    issue = 2.2e-3 - 1.5e9 / 64e12
+    windows = {"empty": w("empty", {}, 8e-6), "fma": w("fma", {"vector": 6.4e10}, 1e-3),
+               "l2": w("l2", {"l2": 2e9}, 3e-4), "dram": w("dram", {"dram": 2e9}, 5e-4),
+               "path.conv_depthwise": w("path.conv_depthwise", {"vector": 1.5e9, "dram": 7e8, "path_flops": 1.5e9},
+                                        2.2e-3, issue)}
+    got = {k: v for k, v, _ in solve(windows, 700.0)}
+    assert got["energy.path_power"] == pytest.approx(power, rel=1e-9)
+    del windows["fma"]  # without the attained vector rate there is no path time to divide by
+    assert "energy.path_power" not in {k for k, _, _ in solve(windows, 700.0)}
