@@ -15,11 +15,18 @@ import numpy as np
 
 from ..analytic import execution
 from ..analytic.cases import case_cost
-from ..analytic.energy import EnergyTable, cache_level, counts, energy, label
+from ..analytic.energy import (
+    EnergyTable,
+    cache_level,
+    counts,
+    energy,
+    label,
+    path_issue_seconds,
+)
 from ..analytic.roofline import spec_ceiling, work_array
 from ..errors import UserError
 from ..hwspecs import Spec
-from .energy import measured_call_traits
+from .energy import measured_call_traits, sm_count
 from .join import resource_bounds
 
 SOURCE = "analytic/energy.py at the achievable time, with the spec's energy parameters"
@@ -42,9 +49,10 @@ def predict_case_energy(case, spec: Spec, graph: bool) -> dict | None:
         return None
     cache = cache_level(spec)
     cap = spec_ceiling(spec, f"memory.{cache}.capacity", "measured").value if cache else None
-    n = counts(work_array(cost), ach.get("l2_bytes", 0.0), ach.get("dram_bytes", float(cost.executed_bytes)),
-               **measured_call_traits(case.op, case.impl, case.dims, case.dtype, case.mode, case.backend),
-               warm_l2=True, l2_capacity=np.nan if cap is None else cap)
+    w = work_array(cost)
+    n = counts(w, ach.get("l2_bytes", 0.0), ach.get("dram_bytes", float(cost.executed_bytes)),
+               **measured_call_traits(case.op, case.impl, case.dims, case.dtype, case.mode, case.backend, sm_count(spec)),
+               warm_l2=True, l2_capacity=np.nan if cap is None else cap, path_issue_s=path_issue_seconds(w, spec))
     arr = energy(n, np.array([b.achievable_s]), table)
     used = [t for t, v in n.items() if float(v) > 0]
     return {"energy_j": float(arr.energy_j[0]), "label": label(table, 0, used), "source": f"{SOURCE} ({spec.id})"}

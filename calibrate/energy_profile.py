@@ -60,7 +60,7 @@ def fit_of(section: dict[str, Any]) -> EnergyFit:
     """The ``EnergyFit`` a profile's energy section holds."""
     return EnergyFit(float(section["static_power_w"]), {t: float(v["value"]) for t, v in section["per_term"].items()},
                      dict(section.get("undetermined") or {}), int(section["n_fit_cases"]),
-                     float(section["power_limit_w"]))
+                     float(section["power_limit_w"]), int(section.get("n_bound_cases", 0)))
 
 
 def step_energy(section: dict[str, Any], counts: dict[str, float], time_s: float,

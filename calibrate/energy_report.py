@@ -30,8 +30,9 @@ def energy_markdown(ev: dict[str, Any] | None) -> list[str]:
              f"Model: energy per call = static power x time + energy per FLOP by engine, dtype and tensor-instruction "
              f"class (mma.sync apart) + energy per byte at DRAM, at the cache and re-read from the cache "
              f"(`analytic/energy.py`); fitted by non-negative least squares on {f['n_fit_cases']} "
-             f"cases below {100 * ev['power_limited_fraction']:.0f}% of the power limit ({f['power_limit_w']:g} W); "
-             f"{ev['n_power_limited']} power-limited windows are predicted as min(model, limit x time). "
+             f"cases below {100 * ev['power_limited_fraction']:.0f}% of the power limit ({f['power_limit_w']:g} W), "
+             f"with the {ev['n_power_limited']} power-limited windows as lower bounds (their energy is limit x time "
+             f"whatever the model's excess); those are predicted as min(model, limit x time). "
              f"Tied: {', '.join(f'{a} = {b}' for a, b in TIED.items())}.", ""]
     prow = [["static power", format_si(f["static_power_w"], "W")]]
     prow += [[t, format_si(v["value"], v["unit"])] for t, v in f["per_term"].items()]

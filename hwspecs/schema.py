@@ -41,7 +41,9 @@ Layout of a spec file::
                       term: clocks up, leakage at working temperature; empty launches measure it),
                       per_flop {tensor: {dtype: J/FLOP}, tensor_mma_sync (optional): {dtype: J/FLOP}
                       of FLOPs issued as mma.sync, vector: {dtype: J/FLOP}, special_function: J per
-                      evaluation}, per_byte {level: J/B crossing that level}
+                      evaluation}, per_byte {level: J/B crossing that level}, path_power (optional: W
+                      the SMs draw beyond static power while a kernel runs on a software path slower than
+                      the engine or memory it uses, ``compute.path`` / ``memory.dram.path``)
                       (see ``analytic/energy.py`` for how each term is charged)
     interconnect:     optional list of links to other chips: {name, scope, direction, bandwidth, latency,
                       collectives, note}. ``scope``: scale_up (NVLink, Infinity Fabric: GPUs of one node),
@@ -276,6 +278,7 @@ class EnergyPerFlopByEngine(_Strict):
 
 class Energy(_Strict):
     static_power: Power | None = None
+    path_power: Power | None = None
     per_flop: EnergyPerFlopByEngine = Field(default_factory=EnergyPerFlopByEngine)
     per_byte: dict[str, EnergyPerByte] = Field(default_factory=dict)
 
@@ -524,6 +527,8 @@ class Spec(_Strict):
         if self.energy is not None:
             if self.energy.static_power is not None:
                 yield "energy.static_power", self.energy.static_power
+            if self.energy.path_power is not None:
+                yield "energy.path_power", self.energy.path_power
             for eng in ("tensor", "tensor_mma_sync", "vector"):
                 for dt, d in getattr(self.energy.per_flop, eng).items():
                     yield f"energy.per_flop.{eng}.{dt}", d

@@ -16,6 +16,12 @@ Kernels, and what each one's energy per call is charged as (counts per call in b
 - ``dram``: ``copy_`` of ``DRAM_MIB`` MiB (much larger than L2) [read + written bytes crossing DRAM and L2].
 - ``gemm.<dtype>``: n x n x n matmuls, bf16, fp16, fp8 (``torch._scaled_mm``) and tf32 (fp32 with TF32
   allowed) [2 n^3 tensor FLOPs; 3 n^2 elements crossing DRAM and L2].
+- ``path.conv_depthwise``: PyTorch's depthwise ``F.conv1d`` (bf16 x [``PATH_B``, ``PATH_E``, ``PATH_L``],
+  K = ``PATH_K``, padding K - 1, groups E: the kernel that measures ``compute.path.conv_depthwise``),
+  instruction-bound far below the vector rate [(2K + 1) FLOPs per output as vector FLOPs, x read and the
+  full output written crossing DRAM and L2, and the seconds it runs beyond its FLOPs at the ``fma``
+  window's attained vector rate: ``energy.path_power`` is what is left over those seconds
+  (``analytic/energy.path_issue_seconds``)].
 - ``mma.<dtype>``: the probe's register-only ``mma.sync.m16n8k16`` loop (``_probe_mma``, the kernel that
   measures ``compute.tensor_mma_sync``), bf16 and fp16 [its FLOPs, as mma.sync tensor FLOPs]. Its operands
   never leave the registers, so it gives the instruction class's datapath and register-file energy; a
@@ -23,7 +29,7 @@ Kernels, and what each one's energy per call is charged as (counts per call in b
   (``analytic/energy.py``).
 
 Solved in that order (``solve``), each term's energy = (E - P_static x T - the terms already known) /
-its count: static, vector, special function, L2, DRAM, tensor per dtype, mma.sync per dtype. A GEMM window that runs at
+its count: static, vector, special function, L2, DRAM, path power, tensor per dtype, mma.sync per dtype. A GEMM window that runs at
 the power limit (average power within ``POWER_LIMITED_FRACTION`` of it) measures the energy per FLOP
 at the clocks the limit allows; the method says so.
 """
@@ -46,10 +52,12 @@ FMA_ITERS = 4096
 POWER_LIMITED_FRACTION = 0.95
 MMA_DTYPES = ("bf16", "fp16")
 MMA_ITERS = 1 << 16
-ORDER = ("empty", "fma", "exp", "l2", "dram", "gemm.bf16", "gemm.fp16", "gemm.fp8", "gemm.tf32",
-         *(f"mma.{d}" for d in MMA_DTYPES))
+PATH_B, PATH_E, PATH_L, PATH_K = 4, 5120, 8192, 4  # the depthwise conv1d of compute.path.conv_depthwise
+ORDER = ("empty", "fma", "exp", "l2", "dram", "path.conv_depthwise", "gemm.bf16", "gemm.fp16", "gemm.fp8",
+         "gemm.tf32", *(f"mma.{d}" for d in MMA_DTYPES))
 TERM_OF = {"fma": ("energy.per_flop.vector.fp32", "vector"), "exp": ("energy.per_flop.special_function", "sfu"),
            "l2": ("energy.per_byte.l2", "l2"), "dram": ("energy.per_byte.dram", "dram"),
+           "path.conv_depthwise": ("energy.path_power", "path_issue"),
            **{f"gemm.{d}": (f"energy.per_flop.tensor.{d}", f"tensor.{d}") for d in ("bf16", "fp16", "fp8", "tf32")},
            **{f"mma.{d}": (f"energy.per_flop.tensor_mma_sync.{d}", f"tensor_mma_sync.{d}") for d in MMA_DTYPES}}
 
@@ -57,7 +65,8 @@ TERM_OF = {"fma": ("energy.per_flop.vector.fp32", "vector"), "exp": ("energy.per
 @dataclass(frozen=True)
 class Window:
     """One kernel's energy window: energy and time per call, average power, and its counts per call
-    (keys: vector, sfu, l2 bytes, dram bytes (also crossing L2), tensor.<dtype> FLOPs)."""
+    (keys: vector, sfu, l2 bytes, dram bytes (also crossing L2), tensor.<dtype> FLOPs, path_flops: FLOPs
+    run on a software path)."""
 
     name: str
     joules_per_call: float
@@ -82,6 +91,14 @@ def solve(windows: dict[str, Window], limit_w: float | None = None) -> list[tupl
                 e -= known["l2"] * n  # a DRAM byte crosses L2 too
         return e
 
+    def count(w: Window, term: str) -> float:
+        if term != "path_issue":
+            return w.counts.get(term, 0.0)
+        fma = windows.get("fma")  # seconds beyond the path FLOPs at the attained vector rate
+        if fma is None or not fma.counts.get("vector"):
+            return 0.0
+        return w.time_s - w.counts.get("path_flops", 0.0) * fma.time_s / fma.counts["vector"]
+
     if "empty" not in windows:
         return out
     w0 = windows["empty"]
@@ -93,7 +110,7 @@ def solve(windows: dict[str, Window], limit_w: float | None = None) -> list[tupl
         if w is None:
             continue
         key, term = TERM_OF[name]
-        n = w.counts.get(term, 0.0)
+        n = count(w, term)
         e = rest(w)
         if n <= 0 or e <= 0:
             continue
@@ -169,6 +186,19 @@ def run_energy(ctx, attempt: Callable[[str, Callable[[], None]], None]) -> list[
         dst = torch.empty_like(src)
         window("dram", lambda: dst.copy_(src), {"dram": 2.0 * n}, f"{DRAM_MIB} MiB copy_ (read + written)")
 
+    def path():
+        import torch.nn.functional as F
+        b, e, length, k = PATH_B, PATH_E, PATH_L, PATH_K
+        x = torch.randn(b, e, length, device=ctx.device, dtype=torch.bfloat16)
+        wt = torch.randn(e, 1, k, device=ctx.device, dtype=torch.bfloat16)
+        bias = torch.randn(e, device=ctx.device, dtype=torch.bfloat16)
+        flops = float((2 * k + 1) * b * e * (length + k - 1))
+        nbytes = float(2 * b * e * length + 2 * b * e * (length + k - 1))
+        window("path.conv_depthwise", lambda: F.conv1d(x, wt, bias, padding=k - 1, groups=e),
+               {"vector": flops, "dram": nbytes, "path_flops": flops},
+               f"F.conv1d(x [{b}, {e}, {length}] bf16, w [{e}, 1, {k}], bias, padding={k - 1}, groups={e}): PyTorch's "
+               "depthwise kernel; path power over its time beyond its FLOPs at the fma window's attained vector rate")
+
     def gemm(dt: str):
         n = GEMM_N
         flops = 2.0 * n**3
@@ -209,6 +239,7 @@ def run_energy(ctx, attempt: Callable[[str, Callable[[], None]], None]) -> list[
     attempt("energy: FMA and exp loops", fma_and_exp)
     attempt("energy: L2-resident reads", l2)
     attempt("energy: DRAM copy", dram)
+    attempt("energy: depthwise conv1d (software path)", path)
     for dt in ("bf16", "fp16", "fp8", "tf32"):
         attempt(f"energy: {dt} GEMM", lambda dt=dt: gemm(dt))
     for dt in MMA_DTYPES:

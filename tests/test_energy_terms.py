@@ -115,3 +115,35 @@ def test_probe_solves_the_mma_sync_energy_after_the_static_power():
                                       "mma.bf16": w("mma.bf16", {"tensor_mma_sync.bf16": 4.5e12}, 8e-3)}, 700.0)}
     assert got["energy.per_flop.tensor_mma_sync.bf16"] == pytest.approx(mma, rel=1e-9)
     assert "energy.per_flop.tensor_mma_sync.fp16" not in got  # a window not measured gives no entry
+
+
+def test_bounded_nnls_counts_a_bound_row_only_while_it_is_violated():
+    from ssmbench.calibrate.energy import _bounded_nnls
+
+    A = np.array([[1.0], [1.0]])
+    # the bound (row 2: A x >= 3) is violated by the fit of row 1 alone (x = 1): both rows, x = (1 + 3) / 2
+    assert _bounded_nnls(A, np.array([1.0, 3.0]), np.array([False, True]))[0] == pytest.approx(2.0)
+    # a bound that holds (A x >= 0.5 at x = 1) leaves the fit of the other rows alone
+    assert _bounded_nnls(A, np.array([1.0, 0.5]), np.array([False, True]))[0] == pytest.approx(1.0)
+
+
+def test_power_limited_windows_bound_the_fit_from_below():
+    """Windows at the limit whose work the windows below it do not show (here their vector FLOPs) are
+    predicted at the limit, not under it: the fit raises that term until they reach it."""
+    from ssmbench.calibrate import energy as ce
+
+    static, limit = 130.0, 700.0
+    cases = [c for c in _synthetic_cases({"dram": 100e-12, "cache": 50e-12}, static, limit, n=40)
+             if c.avg_power_w < 0.95 * limit and c.counts["vector.fp32"] == 0.0]
+    hot = []
+    for i in range(6):  # 20 pJ vector FLOPs at 2 x the power limit's worth of work: measured at the limit
+        t = 1e-3 * (i + 1)
+        n = {term: 0.0 for term in em.TERMS}
+        n["vector.fp32"] = 2 * (limit - static) * t / 20e-12
+        hot.append(ce.EnergyCase(f"h{i}", "hot", f"h{i}", "f", None, limit * t, t, limit, t, n))
+    f = ce.fit(cases + hot, limit)
+    assert f.n_bound == 6 and f.static_w == pytest.approx(static, rel=1e-6)
+    assert f.per_term["dram"] == pytest.approx(100e-12, rel=1e-6) and f.per_term["cache"] == pytest.approx(50e-12, rel=1e-6)
+    X = np.array([c.row() for c in hot])
+    assert f.predict(X, X[:, 0]) == pytest.approx([limit * c.time_s for c in hot], rel=1e-6)
+    assert f.per_term["vector.fp32"] > 0.0

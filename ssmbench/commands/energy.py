@@ -15,7 +15,8 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "energy-fit", help="fit energy parameters (static power, J/FLOP, J/B) on measured energy windows",
         description="Non-negative least squares of measured energy per call on static power x time and the "
-                    "counted FLOPs and bytes of each term, over the cases below the power limit; leave-shape-out "
+                    "counted FLOPs and bytes of each term, over the cases below the power limit (those at it as lower "
+                    "bounds); leave-shape-out "
                     "errors per family at the measured time and at the achievable time. Every number is a "
                     "calibrated estimate.")
     p.add_argument("--results", nargs="+", required=True, metavar="DIR", help="result files or directories")
@@ -69,7 +70,8 @@ def cmd_energy_fit(args) -> int:
     rows = [["static power", format_si(f["static_power_w"], "W")]]
     rows += [[t, format_si(v["value"], v["unit"])] for t, v in f["per_term"].items()]
     rows += [[t, f"not determined: {why}"] for t, why in f["undetermined"].items()]
-    print_table(f"Energy parameters of {spec.id} (calibrated estimate, {f['n_fit_cases']} cases below the power limit)",
+    print_table(f"Energy parameters of {spec.id} (calibrated estimate, {f['n_fit_cases']} cases below the power limit, "
+                f"{f.get('n_bound_cases', 0)} at it as lower bounds)",
                 ["parameter", "value"], rows)
     for b in ce.BASES:
         fams = ev["bases"][b]["families"]
