@@ -24,7 +24,7 @@ import block_calibrated
 
 H200 = get_spec("h200-sxm")
 PROFILE = ROOT / "results/h200/2026-12-02/calibration/profile.json"
-SSM_MODULE_S = 88.1e-6  # launch.host.ssm_module of the H200 spec (calibrate/runtime_host.py, model records)
+SSM_MODULE_S = 89.05e-6  # launch.host.ssm_module of the H200 spec (calibrate/runtime_host.py, model records)
 
 
 def test_the_spec_value_the_hand_derivations_use():
@@ -34,7 +34,7 @@ def test_the_spec_value_the_hand_derivations_use():
 @pytest.mark.parametrize("mode", ["fwd", "fwdbwd"])
 def test_mamba_ssm_blocks_pay_the_modules_python_per_op_call(mode):
     """Mamba-1 fwd at B = 1 runs 10 op calls (in_proj, A, dt_bias cast, conv1d, x_proj, 2 B/C copies, dt_proj,
-    scan, out_proj): 10 x 88.1 us of module Python on top of the ops' own host classes."""
+    scan, out_proj): 10 x 89.05 us of module Python on top of the ops' own host classes."""
     dims = {"B": 1, "L": 64, "D": 64, "N": 16}
     r = composed_bound("block:mamba1", dims, H200, mode=mode)
     for c in r["calls"]:
@@ -123,6 +123,6 @@ def test_the_calibration_join_records_a_blocks_composed_estimate():
     assert Features.from_bounds([b]).achievable_time()[0] == pytest.approx(b.achievable["time_s"])
     plain, timed = composed_estimate("block:mamba2", dims, H200, mode="fwd")
     assert plain == b.achievable and timed["timed_call_extra_s"] == pytest.approx(timed_call_extra(H200))
-    # host-bound: 6 op calls x 88.1 us of module Python on top of the ops' host classes (SSD's 5 autotuned launches)
+    # host-bound: 6 op calls x 89.05 us of module Python on top of the ops' host classes (SSD's 5 autotuned launches)
     assert plain["bottleneck"] == "host/launch"
     assert plain["host_s"] == pytest.approx(sum(c["host_ops_s"] for c in comp["calls"]) + 6 * SSM_MODULE_S)
