@@ -359,6 +359,37 @@ def chain_of(op: str, impl: str, dims: Mapping[str, int], mode: str, backend: st
     return c
 
 
+def _sdpa_lower_right_mask(dims: Mapping[str, int], mode: str) -> str:
+    """SDPA's causal attention with fewer queries than keys (L < S) on the cuDNN backend. The measured call
+    passes ``causal_lower_right(L, S)`` (measure/backends/sdpa.py); PyTorch's ``CausalBias._dispatch``
+    (torch/nn/attention/bias.py) sends that variant to the flash or memory-efficient kernel (both know the
+    lower-right diagonal) and otherwise *materializes* it: ``torch.tril(torch.ones(L, S, dtype=bool))``
+    passed as a dense ``attn_mask`` with ``is_causal=False``. Under ``sdpa_kernel(CUDNN_ATTENTION)`` the
+    other two are disabled, so cuDNN runs its masked kernel: every L x S score tile (no causal tile
+    skipping) with a bias operand, after the eager ops that build and convert the mask. Measured on the
+    H200 (2026-12-02 calibration-torchref, one session): measured / achievable 2.5-3.1 at L < S against
+    1.3-1.6 at L = S, the same kernel group otherwise."""
+    if mode == "decode" or "L" not in dims or "S" not in dims:
+        return ""
+    return "dense_mask" if dims["L"] < dims["S"] else ""
+
+
+# Kernel paths (``kernel_path``): a measured backend that runs another kernel for some shapes of an op
+# than for the rest, keyed by (op, backend); the function names the path a shape takes ("" for the
+# backend's usual kernel). Calibration fits each path as its own group (calibrate/fit.py): one efficiency
+# cannot describe two kernels.
+KERNEL_PATHS: dict[tuple[str, str], Callable[[Mapping[str, int], str], str]] = {
+    ("attention_causal", "torch.sdpa.cudnn"): _sdpa_lower_right_mask,
+}
+
+
+def kernel_path(op: str, dims: Mapping[str, int], mode: str, backend: str | None) -> str:
+    """The kernel path one measured call of ``op`` on ``backend`` takes at ``dims`` in ``mode`` ("" for the
+    backend's usual kernel; ``KERNEL_PATHS``)."""
+    fn = KERNEL_PATHS.get((op, backend)) if backend is not None else None
+    return "" if fn is None else fn(dims, mode)
+
+
 def as_measured(cost: Cost, backend: str | None, mode: str | None = None, op: str | None = None,
                 impl: str | None = None) -> Cost:
     """``cost`` as one measured call: its host calls moved to the class of the measured ``backend``

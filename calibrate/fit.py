@@ -1,7 +1,10 @@
 """Fit calibrated models per group of joined cases.
 
-A group is (device, family, op, implementation, backend, dtype, mode): one kernel on one device at
-one precision and mode; its cases differ only in their dims. ``group_by="family"`` pools the ops of
+A group is (device, family, op, implementation, backend, dtype, mode, kernel path): one kernel on one
+device at one precision and mode; its cases differ only in their dims. The kernel path
+(``analytic/execution.kernel_path``) is empty except where a backend runs another kernel for some
+shapes (SDPA's cuDNN backend with a materialized lower-right causal mask): those shapes are a group
+of their own, since one set of efficiencies cannot describe two kernels. ``group_by="family"`` pools the ops of
 one family (op written as "*"), as the issue's coarser grouping; the default keeps ops apart
 because different ops of a family run different kernels. The backend is part of the key: two
 backends executing the same analytic implementation are different code with different speed.
@@ -23,6 +26,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from ..analytic import execution
 from ..errors import UserError
 from .achievable_forms import MODELS
 from .crossval import ape, choose, conformal, evaluate, loso_coverage, shape_weights
@@ -42,11 +46,13 @@ class GroupKey:
     backend: str
     dtype: str
     mode: str
+    path: str = ""     # the kernel path (analytic/execution.kernel_path); "" for the backend's usual kernel
 
     @property
     def label(self) -> str:
         backend = f" [{self.backend}]" if self.backend else ""
-        return f"{self.device}: {self.op}/{self.impl}{backend} {self.dtype} {self.mode}"
+        path = f" ({self.path})" if self.path else ""
+        return f"{self.device}: {self.op}/{self.impl}{backend} {self.dtype} {self.mode}{path}"
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -56,7 +62,8 @@ def group_key(c: JoinedCase, group_by: str = "op") -> GroupKey:
     if group_by not in ("op", "family"):
         raise UserError(f"group_by must be 'op' or 'family', got {group_by!r}")
     op = c.op if group_by == "op" else "*"
-    return GroupKey(c.device, c.family, op, c.impl, c.backend, c.dtype, c.mode)
+    return GroupKey(c.device, c.family, op, c.impl, c.backend, c.dtype, c.mode,
+                    execution.kernel_path(c.op, c.dims, c.mode, c.backend))
 
 
 def group_cases(cases: list[JoinedCase], group_by: str = "op") -> dict[GroupKey, list[JoinedCase]]:
