@@ -56,7 +56,13 @@ from typing import Literal
 
 from ..hwspecs.schema import DRAM_PATHS, HOST_CLASSES
 from .cases import is_composite
-from .chain import Chain, fa2_fwd_chain, fla_recurrent_chain, mamba3_siso_chain
+from .chain import (
+    Chain,
+    fa2_fwd_chain,
+    fla_recurrent_chain,
+    mamba3_siso_chain,
+    splits_key_loop,
+)
 from .conventions import nbytes
 from .cost import Cost
 
@@ -381,13 +387,25 @@ def _sdpa_lower_right_mask(dims: Mapping[str, int], mode: str) -> str:
 KERNEL_PATHS: dict[tuple[str, str], Callable[[Mapping[str, int], str], str]] = {
     ("attention_causal", "torch.sdpa.cudnn"): _sdpa_lower_right_mask,
 }
+# The path of a kernel whose chain splits its key loop over more CTAs on a small grid (chain.py,
+# FlashAttention's num_splits_heuristic): a split kernel and a combine kernel instead of the tile loop
+SPLIT_KV = "split_kv"
 
 
-def kernel_path(op: str, dims: Mapping[str, int], mode: str, backend: str | None) -> str:
-    """The kernel path one measured call of ``op`` on ``backend`` takes at ``dims`` in ``mode`` ("" for the
-    backend's usual kernel; ``KERNEL_PATHS``)."""
+def kernel_path(op: str, impl: str, dims: Mapping[str, int], mode: str, backend: str | None,
+                sm_count: float | None = None) -> str:
+    """The kernel path one measured call of ``op``/``impl`` on ``backend`` takes at ``dims`` in ``mode`` (""
+    for the backend's usual kernel): ``KERNEL_PATHS``, else ``SPLIT_KV`` where the implementation's chain
+    splits its key loop on a device of ``sm_count`` SMs (None: not known, no split path)."""
     fn = KERNEL_PATHS.get((op, backend)) if backend is not None else None
-    return "" if fn is None else fn(dims, mode)
+    path = "" if fn is None else fn(dims, mode)
+    if path or sm_count is None or is_composite(op):
+        return path
+    try:
+        c = chain_of(op, impl, dims, mode, backend)
+    except KeyError:  # an implementation without traits has no chain
+        return ""
+    return SPLIT_KV if c is not None and bool(splits_key_loop(c, sm_count)) else ""
 
 
 def as_measured(cost: Cost, backend: str | None, mode: str | None = None, op: str | None = None,

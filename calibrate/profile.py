@@ -30,7 +30,6 @@ from pathlib import Path
 from collections.abc import Mapping
 from typing import Any
 
-from ..analytic import execution
 from ..errors import UserError
 from ..files import read_user_text
 from ..provenance import analysis_meta
@@ -38,6 +37,7 @@ from .achievable_forms import model_from_dict
 from .crossval import Interval
 from .join import Joined
 from .models import Model
+from .paths import case_path
 from .sessions import session_spread
 
 PROFILE_SCHEMA_VERSION = 1
@@ -126,8 +126,9 @@ class Profile:
              family: str | None = None, dims: Mapping[str, int] | None = None) -> dict:
         """The group that calibrates this op identity; an error names what the profile holds. ``dims``:
         the shape, which picks the group of the kernel path it takes on ``backend``
-        (``analytic/execution.kernel_path``; without dims, the backend's usual kernel)."""
-        path = execution.kernel_path(op, dims, mode, backend) if dims is not None else ""
+        (``paths.case_path`` on the profile's spec; without dims, the backend's usual kernel)."""
+        spec_id = (self.data.get("spec") or {}).get("id")
+        path = case_path(op, impl, dims, mode, backend, spec_id) if dims is not None else ""
 
         def op_ok(g):
             k = g["key"]
