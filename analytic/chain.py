@@ -153,6 +153,15 @@ class Chain:
         return "" if self.cls == TILE_LOOP else f"compute.chain_step.{self.cls}"
 
 
+def splits_key_loop(chain: Chain, sm_count):
+    """Whether the kernel of ``chain`` splits its key loop over more CTAs on a device of ``sm_count`` SMs
+    (FlashAttention's ``num_splits_heuristic``, module docstring): a split kernel and a combine kernel
+    run instead of the tile loop. ``sm_count`` may be an array (one per spec)."""
+    if chain.split_grid is None:
+        return np.zeros(np.shape(sm_count), dtype=bool)
+    return chain.split_grid < FA2_SPLIT_FILL * np.asarray(sm_count, dtype=float)
+
+
 def chain_time(chain: Chain, sm_count, step_s):
     """T_chain = steps x ceil(programs / (sm_count x programs_per_sm)) x step_s, or for programs of
     different lengths ((total - longest) / slots + longest) x step_s (module docstring); ``sm_count``
@@ -165,7 +174,7 @@ def chain_time(chain: Chain, sm_count, step_s):
         steps = np.where(chain.programs <= slots, chain.steps,
                          (chain.total_steps - chain.steps) / slots + chain.steps)
     if chain.split_grid is not None:  # the kernel splits its key loop on a small grid: not modelled
-        steps = np.where(chain.split_grid < FA2_SPLIT_FILL * sms, 0.0, steps)
+        steps = np.where(splits_key_loop(chain, sms), 0.0, steps)
     return np.nan_to_num(steps * np.asarray(step_s, dtype=float), nan=0.0)
 
 

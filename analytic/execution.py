@@ -63,6 +63,7 @@ from .chain import (
     fa2_fwd_chain,
     fla_recurrent_chain,
     mamba3_siso_chain,
+    splits_key_loop,
 )
 from .conventions import nbytes
 from .cost import Cost
@@ -368,6 +369,49 @@ def chain_of(op: str, impl: str, dims: Mapping[str, int], mode: str, backend: st
     if c is not None and c.step_work is not None and dtype in ("bf16", "fp16"):
         c = dataclasses.replace(c, dtype=dtype)
     return c
+
+
+def _sdpa_lower_right_mask(dims: Mapping[str, int], mode: str) -> str:
+    """SDPA's causal attention with fewer queries than keys (L < S) on the cuDNN backend. The measured call
+    passes ``causal_lower_right(L, S)`` (measure/backends/sdpa.py); PyTorch's ``CausalBias._dispatch``
+    (torch/nn/attention/bias.py) sends that variant to the flash or memory-efficient kernel (both know the
+    lower-right diagonal) and otherwise *materializes* it: ``torch.tril(torch.ones(L, S, dtype=bool))``
+    passed as a dense ``attn_mask`` with ``is_causal=False``. Under ``sdpa_kernel(CUDNN_ATTENTION)`` the
+    other two are disabled, so cuDNN runs its masked kernel: every L x S score tile (no causal tile
+    skipping) with a bias operand, after the eager ops that build and convert the mask. Measured on the
+    H200 (2026-12-02 calibration-torchref, one session): measured / achievable 2.5-3.1 at L < S against
+    1.3-1.6 at L = S, the same kernel group otherwise."""
+    if mode == "decode" or "L" not in dims or "S" not in dims:
+        return ""
+    return "dense_mask" if dims["L"] < dims["S"] else ""
+
+
+# Kernel paths (``kernel_path``): a measured backend that runs another kernel for some shapes of an op
+# than for the rest, keyed by (op, backend); the function names the path a shape takes ("" for the
+# backend's usual kernel). Calibration fits each path as its own group (calibrate/fit.py): one efficiency
+# cannot describe two kernels.
+KERNEL_PATHS: dict[tuple[str, str], Callable[[Mapping[str, int], str], str]] = {
+    ("attention_causal", "torch.sdpa.cudnn"): _sdpa_lower_right_mask,
+}
+# The path of a kernel whose chain splits its key loop over more CTAs on a small grid (chain.py,
+# FlashAttention's num_splits_heuristic): a split kernel and a combine kernel instead of the tile loop
+SPLIT_KV = "split_kv"
+
+
+def kernel_path(op: str, impl: str, dims: Mapping[str, int], mode: str, backend: str | None,
+                sm_count: float | None = None) -> str:
+    """The kernel path one measured call of ``op``/``impl`` on ``backend`` takes at ``dims`` in ``mode`` (""
+    for the backend's usual kernel): ``KERNEL_PATHS``, else ``SPLIT_KV`` where the implementation's chain
+    splits its key loop on a device of ``sm_count`` SMs (None: not known, no split path)."""
+    fn = KERNEL_PATHS.get((op, backend)) if backend is not None else None
+    path = "" if fn is None else fn(dims, mode)
+    if path or sm_count is None or is_composite(op):
+        return path
+    try:
+        c = chain_of(op, impl, dims, mode, backend)
+    except KeyError:  # an implementation without traits has no chain
+        return ""
+    return SPLIT_KV if c is not None and bool(splits_key_loop(c, sm_count)) else ""
 
 
 def as_measured(cost: Cost, backend: str | None, mode: str | None = None, op: str | None = None,

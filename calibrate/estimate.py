@@ -108,7 +108,7 @@ def estimate_detail(profile: Profile | str, op: str, impl: str, dims: Mapping[st
                             f"pass the spec file ({exc})") from None
     elif isinstance(spec, str):
         spec = get_spec(spec)
-    group = profile.find(op, impl, dtype, mode, backend=backend, family=case_family(op))
+    group = profile.find(op, impl, dtype, mode, backend=backend, family=case_family(op), dims=dims)
     # the group's backend: its host call path enters the achievable terms (analytic/execution.py)
     bounds = resource_bounds(spec, op, impl, dims, dtype, mode, profile.data["spec"].get("prefer", "measured"),
                              backend=group["key"]["backend"] or backend)

@@ -1,7 +1,11 @@
 """Fit calibrated models per group of joined cases.
 
-A group is (device, family, op, implementation, backend, dtype, mode): one kernel on one device at
-one precision and mode; its cases differ only in their dims. ``group_by="family"`` pools the ops of
+A group is (device, family, op, implementation, backend, dtype, mode, kernel path): one kernel on one
+device at one precision and mode; its cases differ only in their dims. The kernel path
+(``analytic/execution.kernel_path``, ``paths.py``) is empty except where a backend runs another kernel
+for some shapes (SDPA's cuDNN backend with a materialized lower-right causal mask; FlashAttention's
+split-KV kernel on a small grid): those shapes are a group of their own, since one set of
+efficiencies cannot describe two kernels. ``group_by="family"`` pools the ops of
 one family (op written as "*"), as the issue's coarser grouping; the default keeps ops apart
 because different ops of a family run different kernels. The backend is part of the key: two
 backends executing the same analytic implementation are different code with different speed.
@@ -29,6 +33,7 @@ from .crossval import ape, choose, conformal, evaluate, loso_coverage, shape_wei
 from .defaults import DEFAULT_LEVEL, DEFAULT_MIN_SHAPES
 from .join import Joined, JoinedCase
 from .models import Features, active_resources
+from .paths import case_path
 from .pool import dim_ranges, pool_group
 from .progress import Progress
 
@@ -42,11 +47,13 @@ class GroupKey:
     backend: str
     dtype: str
     mode: str
+    path: str = ""     # the kernel path (analytic/execution.kernel_path); "" for the backend's usual kernel
 
     @property
     def label(self) -> str:
         backend = f" [{self.backend}]" if self.backend else ""
-        return f"{self.device}: {self.op}/{self.impl}{backend} {self.dtype} {self.mode}"
+        path = f" ({self.path})" if self.path else ""
+        return f"{self.device}: {self.op}/{self.impl}{backend} {self.dtype} {self.mode}{path}"
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -56,7 +63,8 @@ def group_key(c: JoinedCase, group_by: str = "op") -> GroupKey:
     if group_by not in ("op", "family"):
         raise UserError(f"group_by must be 'op' or 'family', got {group_by!r}")
     op = c.op if group_by == "op" else "*"
-    return GroupKey(c.device, c.family, op, c.impl, c.backend, c.dtype, c.mode)
+    return GroupKey(c.device, c.family, op, c.impl, c.backend, c.dtype, c.mode,
+                    case_path(c.op, c.impl, c.dims, c.mode, c.backend, (c.bounds.achievable or {}).get("spec")))
 
 
 def group_cases(cases: list[JoinedCase], group_by: str = "op") -> dict[GroupKey, list[JoinedCase]]:

@@ -236,7 +236,7 @@ def gap_report(joined: Joined, profile: Profile, spec_id: str, fitted_here: bool
     used_groups: dict[str, dict] = {}
     for c in joined.cases:
         try:
-            g = profile.find(c.op, c.impl, c.dtype, c.mode, backend=c.backend, family=c.family)
+            g = profile.find(c.op, c.impl, c.dtype, c.mode, backend=c.backend, family=c.family, dims=c.dims)
         except UserError as exc:  # a case the profile does not cover is reported, not fatal
             g = {"label": f"{c.op}/{c.impl} [{c.backend}] {c.dtype} {c.mode}", "status": "not_in_profile",
                  "reason": str(exc), "key": {"family": c.family}}

@@ -27,6 +27,7 @@ import math
 import os
 import tempfile
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from ..errors import UserError
@@ -36,6 +37,7 @@ from .achievable_forms import model_from_dict
 from .crossval import Interval
 from .join import Joined
 from .models import Model
+from .paths import case_path
 from .sessions import session_spread
 
 PROFILE_SCHEMA_VERSION = 1
@@ -121,20 +123,27 @@ class Profile:
         return {r["sha256"] for r in self.data["provenance"]["results"]}
 
     def find(self, op: str, impl: str, dtype: str, mode: str, backend: str | None = None,
-             family: str | None = None) -> dict:
-        """The group that calibrates this op identity; an error names what the profile holds."""
+             family: str | None = None, dims: Mapping[str, int] | None = None) -> dict:
+        """The group that calibrates this op identity; an error names what the profile holds. ``dims``:
+        the shape, which picks the group of the kernel path it takes on ``backend``
+        (``paths.case_path`` on the profile's spec; without dims, the backend's usual kernel)."""
+        spec_id = (self.data.get("spec") or {}).get("id")
+        path = case_path(op, impl, dims, mode, backend, spec_id) if dims is not None else ""
+
         def op_ok(g):
             k = g["key"]
             return k["op"] == op or (k["op"] == "*" and family is not None and k["family"] == family)
 
         hits = [g for g in self.groups if op_ok(g) and g["key"]["impl"] == impl and g["key"]["dtype"] == dtype
-                and g["key"]["mode"] == mode and (backend is None or g["key"]["backend"] == backend)]
+                and g["key"]["mode"] == mode and (backend is None or g["key"]["backend"] == backend)
+                and g["key"].get("path", "") == path]
         if not hits:
             held = sorted({f"{g['key']['op']}/{g['key']['impl']} {g['key']['dtype']} {g['key']['mode']}"
                            for g in self.groups})
             raise UserError(
                 f"{self.path}: no calibrated group for {op}/{impl} {dtype} {mode}"
-                + (f" [{backend}]" if backend else "") + "; the profile holds: " + ", ".join(held)
+                + (f" [{backend}]" if backend else "") + (f" (kernel path {path})" if path else "")
+                + "; the profile holds: " + ", ".join(held)
             )
         if len(hits) > 1:
             choices = sorted({g["key"]["backend"] for g in hits}) if backend is None else []

@@ -77,6 +77,20 @@ def test_intermediates_that_fit_in_l2_cross_l2_not_dram(toy):
     assert estimate(big, toy).l2_bytes == 0  # one kernel's traffic is far beyond the 10 MB L2
 
 
+def test_l2_serves_a_kernel_only_within_half_of_one_partition(toy):
+    # toy L2: 10 MB in two partitions; a kernel's traffic is cache-served up to a quarter, 2.5 MB.
+    # 4 MB per kernel (2 MB compulsory + 2 MB intermediates over one launch) fits half the cache but
+    # not half of one partition: every byte crosses DRAM, as the H200's 4M-element eager chains do.
+    mid = Cost(read={"activations": 1e6}, write={"activations": 1e6}, extra_read={"intermediates": 1e6},
+               extra_write={"intermediates": 1e6}, launches=1)
+    e = estimate(mid, toy)
+    assert e.l2_bytes == 0 and e.dram_bytes == pytest.approx(4e6)
+    # the same bytes over two launches: 2 MB per kernel, under 2.5 MB, so the intermediates are L2's
+    two = Cost(read={"activations": 1e6}, write={"activations": 1e6}, extra_read={"intermediates": 1e6},
+               extra_write={"intermediates": 1e6}, launches=2)
+    assert estimate(two, toy).l2_bytes == pytest.approx(2e6)
+
+
 def test_unknown_parameters_give_no_term_and_are_named():
     spec = parse_spec(spec_data())  # no latency, no host costs, no tf32
     c = Cost(vector=1e9, read={"activations": 1e9}, launches=1, host={"torch_eager": 1})

@@ -31,6 +31,15 @@ def test_mma_sync_moves_tensor_flops_to_their_own_term_and_rereads_are_cache_byt
     assert plain["tensor.bf16"] == 1e9 and plain["tensor_mma_sync.bf16"] == 0.0 and plain["cache_reread"] == 0.0
 
 
+def test_warm_window_serves_a_call_from_l2_within_half_of_it():
+    # a warm energy window: the next call of the op finds its compulsory bytes in L2 when they fit in half
+    # of it (100 MB cache: 40 MB fit, 60 MB do not), a wider share than one kernel's within a call gets
+    fits, spills = _work(dram__compulsory=40e6), _work(dram__compulsory=60e6)
+    assert em.counts(fits, 0.0, 40e6, warm_l2=True, l2_capacity=100e6)["dram"] == 0.0
+    assert em.counts(spills, 0.0, 60e6, warm_l2=True, l2_capacity=100e6)["dram"] == 60e6
+    assert em.counts(fits, 0.0, 40e6, l2_capacity=100e6)["dram"] == 40e6  # cold: every byte crosses DRAM
+
+
 def test_mma_sync_flops_fall_back_to_the_full_rate_energy_and_the_note_says_so():
     s = toy()  # bf16 0.5 pJ/FLOP, no tensor_mma_sync entry
     c = Cost(tensor={"bf16": 1e9})

@@ -9,8 +9,8 @@ capacity verdict may vary; each has a *direction*:
 - ``overhead`` (DRAM latency, per-kernel device time, host time per call): the step time is piecewise
   linear and non-decreasing in the value;
 - ``capacity``: a threshold. The device-wide cache serves a kernel's extra traffic when that kernel's
-  traffic fits in half of it; the persistent on-chip level (``placement.py``) keeps the recurrent state
-  when it holds the whole state of the batch; the on-chip level of the roofline's tile check holds an
+  traffic fits in ``achievable.L2_RESIDENT_FRACTION`` of it; the persistent on-chip level
+  (``placement.py``) keeps the recurrent state when it holds the whole state of the batch; the on-chip level of the roofline's tile check holds an
   op's working set; device memory holds weights, KV cache, state and activations.
 
 Values are taken from the base spec as the achievable estimate takes them: the attained (``measured:``)
