@@ -219,7 +219,10 @@ TRAITS: dict[tuple[str, str], Traits] = {
     ("mamba1_scan", "fused"): MAMBA1_SCAN,
     ("mamba1_scan", "naive"): EAGER,
     ("mamba1_scan", "loop"): EAGER,
-    ("mamba3", "siso"): dataclasses.replace(AUTOTUNED, chain=mamba3_siso_chain),
+    # unlike selective_state_update and fla's fused_recurrent, the Mamba-3 decode kernel
+    # (ops/triton/mamba3/mamba3_siso_step.py) is wrapped in triton.autotune (9 configs, ~80 arguments):
+    # an eager step pays the autotuner's per-call host path as the prefill kernels do
+    ("mamba3", "siso"): dataclasses.replace(AUTOTUNED, chain=mamba3_siso_chain, decode_host_class=None),
     ("mamba3", "mimo"): AUTOTUNED,
     ("mlp", "torch_eager"): EAGER,
     ("mlp", "fused"): CUBLAS,
