@@ -70,9 +70,9 @@ def estimate_from_bounds(profile: Profile, group: dict, bounds: Bounds, target_s
     model = profile.model(group)
     est = float(model.predict(X)[0])
     transferred = is_transfer(profile.spec_id, target_spec_id)
-    iv = profile.interval(group)
-    spread = profile.data.get("host_sessions")
     host_bound = (bounds.achievable or {}).get("bottleneck") == HOST_BOUND
+    iv = profile.interval(group, pace="host" if host_bound else "gpu")
+    spread = profile.data.get("host_sessions")
     if host_bound and spread:  # a new machine's host speed is unknown: the spread between sessions
         iv = widen_for_host(iv, float(spread["sigma_log"]))
     if transferred:

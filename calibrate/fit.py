@@ -12,7 +12,8 @@ backends executing the same analytic implementation are different code with diff
 
 Per group: candidate model forms (models.py) are scored by leave-shape-out cross-validation,
 the best is refitted on every case, and its held-out residuals give the prediction interval
-(crossval.py). A group with fewer than ``min_shapes`` distinct shapes is reported as not calibrated,
+(crossval.py); pace.py then scales each group's interval to the pace (host-bound or GPU-bound) of the
+case it is for. A group with fewer than ``min_shapes`` distinct shapes is reported as not calibrated,
 with its name and count; it is never dropped. Such a group then borrows strength from the groups
 around it (pool.py): the ``achievable_eff`` form (or, with fewer shapes, ``achievable_scale``) fitted on
 its family and backend (then family, then every case), shrunk towards its own shapes, labelled ``status: "pooled"`` with the level it borrowed
@@ -36,6 +37,8 @@ from .models import Features, active_resources
 from .paths import case_path
 from .pool import dim_ranges, pool_group
 from .progress import Progress
+from .pace import normalise_by_pace, pace_of
+
 
 
 @dataclass(frozen=True)
@@ -137,7 +140,7 @@ def fit_group(key: GroupKey, cases: list[JoinedCase], level: float = DEFAULT_LEV
             "key": c.key, "file_sha256": c.source_sha256, "dims": c.dims, "op": c.op,
             "measured_s": c.measured_s, "heldout_pred_s": float(best.heldout_pred[i]),
             "heldout_lo_s": float(lo), "heldout_hi_s": float(hi),
-            "ape_pct": float(errors[i]), "covered": bool(covered[i]),
+            "ape_pct": float(errors[i]), "covered": bool(covered[i]), "pace": pace_of(c),
         })
     return rec
 
@@ -157,6 +160,7 @@ def fit_groups(joined: Joined, level: float = DEFAULT_LEVEL, min_shapes: int = D
         groups.append(rec)
         if progress is not None:
             progress(i, len(grouped), key.label, groups[-1], time.perf_counter() - t0)
+    normalise_by_pace(groups, level)
     return groups
 
 

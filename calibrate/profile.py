@@ -8,6 +8,8 @@ Layout (schema_version 1)::
      "provenance": {"results": [{"path", "sha256", "device", "n_cases"}], "devices": [...],
                     "device_mismatch": bool, "skipped": [{"path", "reason"}] (only when files were skipped)},
      "settings": {"level", "min_shapes", "group_by"},
+     "pace_scales": {"gpu", "host": {"scale", "n"}} or null (pace.py: the pooled spread of held-out log
+         residuals per pace that scales each group's interval_by_pace),
      "host_sessions": {"sigma_log", "n_cases", "n_sessions", "source"} (sessions.py: the spread of host
                  speed between measurement sessions, added to host-bound intervals on a new machine),
      "groups": [ one record per group, see fit.py; status "calibrated", "pooled" (pool.py: estimated
@@ -38,6 +40,7 @@ from .crossval import Interval
 from .join import Joined
 from .models import Model
 from .paths import case_path
+from .pace import pace_scales
 from .sessions import session_spread
 
 PROFILE_SCHEMA_VERSION = 1
@@ -77,6 +80,7 @@ def build_profile(joined: Joined, groups: list[dict], settings: dict[str, Any],
         "provenance": provenance,
         "settings": dict(settings),
         "host_sessions": session_spread(joined.cases),
+        "pace_scales": pace_scales(groups),
         "groups": groups,
         "excluded": joined.excluded,
     }
@@ -163,8 +167,10 @@ class Profile:
         return model_from_dict(group["model"])
 
     @staticmethod
-    def interval(group: dict) -> Interval:
-        iv = group["interval"]
+    def interval(group: dict, pace: str | None = None) -> Interval:
+        """The group's prediction interval; with ``pace`` ("host" or "gpu"), that pace's own where the
+        group has one (fit.pace_intervals)."""
+        iv = (group.get("interval_by_pace") or {}).get(pace) or group["interval"]
         return Interval(float(iv["level"]), float(iv["log_lo"]), float(iv["log_hi"]), int(iv["n_residuals"]),
                         bool(iv["level_guaranteed"]), **({"method": iv["method"]} if iv.get("method") else {}))
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..hwspecs.units import format_quantity, format_si
@@ -103,6 +104,35 @@ def _overall_md(o: dict[str, Any] | None, level: int) -> list[str]:
     return lines
 
 
+def _by_pace_md(bp: dict[str, Any] | None, level: int) -> list[str]:
+    if not bp:
+        return []
+    hs = bp.get("host_sessions") or {}
+    t = bp["target"]
+    spread = ("" if not hs else
+              f" The same host-bound case measured in different sessions moves by a log sd of "
+              f"{hs['sigma_log']:.2f} (x{math.exp(hs['sigma_log']):.2f} at one sd; {hs['n_cases']} cases over "
+              f"{hs['n_sessions']} sessions, {hs['source']}): a floor that no model of the host can beat on "
+              "these measurements.")
+    lines = ["", "### Per family, by what sets the pace (held-out)", "",
+             f"Rule: {bp['rule']}. GPU-bound cases judge the model of the device; host-bound ones the host "
+             f"cost per call.{spread} Target (issue #13) judged on the GPU-bound cases: median |err| <= "
+             f"{t['median_ape_pct']:g}%, p90 <= {t['p90_ape_pct']:g}%, {level}% intervals covering "
+             f"{100 * t['coverage']:.0f}-{100 * t['coverage_max']:.0f}%.", ""]
+
+    def cells(s: dict) -> list[Any]:
+        return [s["n"], pct(s["median_ape_pct"]), pct(s["p90_ape_pct"]),
+                pct(None if s["coverage"] is None else 100 * s["coverage"], 0)]
+
+    rows = [["all", *cells(bp["all"]["gpu"]), "yes" if bp["all"]["gpu_meets_target"] else "no",
+             *cells(bp["all"]["host"])]]
+    rows += [[f["family"], *cells(f["gpu"]), "yes" if f["gpu_meets_target"] else "no", *cells(f["host"])]
+             for f in bp["families"]]
+    return lines + _table(["family", "GPU-bound cases", "|err| median", "|err| p90", "coverage",
+                           "GPU-bound meets target", "host-bound cases", "|err| median", "|err| p90",
+                           "coverage"], rows)
+
+
 def gap_markdown(rep: dict[str, Any]) -> str:
     cal = rep["calibration"]
     est_label = "transferred" if cal["transferred"] else "calibrated"
@@ -151,6 +181,7 @@ def gap_markdown(rep: dict[str, Any]) -> str:
         ])
     lines += _table(["family", "cases", "groups calibrated", "% of roofline (median, measured vs bound)",
                      "error kind", "|err| median", "|err| p90", "coverage", "gap mostly", "meets target"], fam_rows)
+    lines += _by_pace_md(rep.get("by_pace"), level)
     lines += ["", "## Per group", ""]
     grows = []
     for g in rep["groups"]:

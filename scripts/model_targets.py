@@ -9,7 +9,9 @@ composes the measured blocks from their ops (``scripts/block_gap.py``). Prints, 
 - the achievable estimate alone (analytic, parameters from the spec, nothing fitted): median |err|
   over all measured cases (target <= 25 %), beside the datasheet roofline bound's;
 - the calibrated estimate, leave-shape-out over every group (calibrated and pooled): median and p90
-  |err| and 80 % interval coverage, overall and per family (targets 5 %, 15 %, 75-90 %);
+  |err| and 80 % interval coverage, overall and per family (targets 5 %, 15 %, 75-90 %), and the same
+  split into GPU-bound and host-bound cases (the gap report's ``by_pace``: host-bound times move between
+  measurement sessions far more than a model of the device can be judged by);
 - whole blocks composed from their ops with the achievable estimate (target median <= 10 %; mamba-ssm's
   modules with the runtime's Python per op call, as ``predict --runtime mamba-ssm`` composes a model),
   composed from their ops' calibrated estimates the same way (the profile's op groups, fitted on op
@@ -86,6 +88,18 @@ def main(argv: list[str] | None = None) -> int:
                   and TARGETS["coverage"][0] <= cov <= TARGETS["coverage"][1])
             print(f"  {fam:12s} n={len(fr):4d}  {np.median(e):6.1f} %  {np.percentile(e, 90):6.1f} %  "
                   f"{100 * cov:4.0f} %  {_mark(ok)}")
+
+    bp = rep.get("by_pace")
+    if bp:
+        hs = bp.get("host_sessions") or {}
+        print("[calibrated estimate, leave-shape-out, by what sets the pace] family: GPU-bound n, median, p90, "
+              "coverage, target | host-bound n, median, p90"
+              + (f" (host-bound times move between sessions by a log sd of {hs['sigma_log']:.2f})" if hs else ""))
+        for f in [*bp["families"], {"family": "all", **bp["all"]}]:
+            g, h = f["gpu"], f["host"]
+            print(f"  {f['family']:12s} gpu n={g['n']:4d} {_pct(g['median_ape_pct']):>8} {_pct(g['p90_ape_pct']):>8} "
+                  f"{_pct(None if g['coverage'] is None else 100 * g['coverage']):>8} {_mark(f['gpu_meets_target'])} | "
+                  f"host n={h['n']:4d} {_pct(h['median_ape_pct']):>8} {_pct(h['p90_ape_pct']):>8}")
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import block_gap

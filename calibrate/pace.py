@@ -1,0 +1,95 @@
+"""Prediction intervals scaled to what sets a call's pace: host-bound or GPU-bound.
+
+Why: a group's held-out residuals come from two sources of very different size. A GPU-bound call (the
+achievable estimate's bottleneck is a GPU resource, latency or a chain) repeats within a few % between
+measurement sessions; a host-bound one (bottleneck ``host/launch``: the host issues the call slower than
+the GPU runs it) is one CPU's Python and driver path, which moves between sessions by tens of %
+(sessions.py). One interval over both is too wide for the GPU-bound shapes (they fall inside it far more
+often than its level says) and too narrow for the host-bound ones.
+
+Method: normalised split-conformal prediction (Papadopoulos et al. 2002; Lei et al., "Distribution-free
+predictive inference for regression", 2018, the locally weighted form). Each held-out log residual
+r_i = log(measured / held-out prediction) is divided by the spread s(p_i) of its pace,
+z_i = r_i / s(p_i); the split-conformal ranks are taken over the group's z (each shape weighs 1), and the
+interval of a case of pace p is exp(s(p) z_lo) .. exp(s(p) z_hi) times the estimate. The spreads are robust
+and pooled over every calibrated group: s(p) = median |r| over the held-out cases of pace p. The z of one
+group are exchangeable as its r were, so the level holds over the group's cases, while each case's width
+follows its pace. A group whose cases are all of one pace keeps its interval for that pace exactly (the
+spread cancels) and gets the other pace's by the ratio of spreads.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+
+from .crossval import Interval, conformal, loso_coverage, shape_weights
+from .sessions import HOST_BOUND
+
+PACES = ("gpu", "host")
+# fewest held-out residuals of each pace, over all calibrated groups, for the spreads to be used
+MIN_PACE_RESIDUALS = 20
+METHOD = ("normalised split-conformal ranks of leave-shape-out log residuals (each shape weighs 1), each "
+          "residual divided by the pooled spread of its pace (calibrate/pace.py)")
+
+
+def pace_of(case) -> str:
+    """"host" where the case's achievable estimate is host-bound, else "gpu"."""
+    return "host" if (case.bounds.achievable or {}).get("bottleneck") == HOST_BOUND else "gpu"
+
+
+def _residuals(group: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    held = group.get("heldout") or []
+    r = np.array([math.log(h["measured_s"] / h["heldout_pred_s"]) for h in held])
+    paces = np.array([h.get("pace", "gpu") for h in held])
+    shapes = np.array([json.dumps(h["dims"], sort_keys=True) for h in held])
+    return r, paces, shapes
+
+
+def pace_scales(groups: list[dict]) -> dict[str, Any] | None:
+    """Per pace: ``scale`` = median |log residual| over the held-out cases of the calibrated groups, and
+    ``n``; None where either pace has fewer than MIN_PACE_RESIDUALS of them."""
+    by: dict[str, list[float]] = {p: [] for p in PACES}
+    for g in groups:
+        if g.get("status") != "calibrated":
+            continue
+        r, paces, _ = _residuals(g)
+        for p in PACES:
+            by[p] += list(np.abs(r[paces == p]))
+    if any(len(v) < MIN_PACE_RESIDUALS for v in by.values()) or any(np.median(v) <= 0 for v in by.values()):
+        return None
+    return {p: {"scale": float(np.median(v)), "n": len(v)} for p, v in by.items()}
+
+
+def normalise_by_pace(groups: list[dict], level: float) -> dict[str, Any] | None:
+    """Give every calibrated group an interval per pace (``interval_by_pace``) and re-judge its held-out
+    intervals and coverage on the normalised residuals (module docstring). Returns the spreads used (None:
+    too few residuals of a pace, and the groups keep their one interval)."""
+    scales = pace_scales(groups)
+    if scales is None:
+        return None
+    for g in groups:
+        if g.get("status") != "calibrated" or not g.get("heldout"):
+            continue
+        r, paces, shapes = _residuals(g)
+        s = np.array([scales[p]["scale"] for p in paces])
+        z = r / s
+        w = shape_weights(shapes)
+        iv = conformal(z, level, w, method=METHOD)
+        covered = loso_coverage(z, shapes, level)
+        for i, h in enumerate(g["heldout"]):
+            others = shapes != shapes[i]
+            if others.any():
+                ivi = conformal(z[others], level, w[others])
+                h["heldout_lo_s"] = float(h["heldout_pred_s"] * math.exp(ivi.log_lo * s[i]))
+                h["heldout_hi_s"] = float(h["heldout_pred_s"] * math.exp(ivi.log_hi * s[i]))
+            h["covered"] = bool(covered[i])
+        g["cv"]["coverage"] = float(covered.mean())
+        g["cv"]["n_covered"] = int(covered.sum())
+        g["interval_by_pace"] = {
+            p: Interval(level, iv.log_lo * scales[p]["scale"], iv.log_hi * scales[p]["scale"], iv.n,
+                        iv.exact_level, METHOD).to_dict() for p in PACES}
+    return scales

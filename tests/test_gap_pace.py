@@ -1,0 +1,87 @@
+"""The gap report's split of held-out errors by what sets a case's pace (calibrate/gap._by_pace): every
+cross-validated case lands in exactly one of GPU-bound and host-bound, by its achievable bottleneck, and the
+target is judged on the GPU-bound part only."""
+
+from __future__ import annotations
+
+import pytest
+
+from ssmbench.calibrate.gap import _by_pace
+from ssmbench.calibrate.report import _by_pace_md
+
+
+class _Profile:
+    data = {"host_sessions": {"sigma_log": 0.37, "n_cases": 100, "n_sessions": 12, "source": "measured: test"}}
+
+
+def _row(family: str, bottleneck: str, err: float, covered: bool = True, kind: str = "cross-validated (leave-shape-out)"):
+    return {"family": family, "achievable_bottleneck": bottleneck, "heldout_ape_pct": err, "covered": covered,
+            "error_kind": kind}
+
+
+def test_cases_split_by_their_achievable_bottleneck_and_the_target_judges_the_gpu_part():
+    rows = ([_row("ssd", "dram", e, covered=i < 8) for i, e in enumerate([1, 2, 2, 3, 3, 4, 4, 5, 5, 6])]
+            + [_row("ssd", "host/launch", e) for e in (10, 40, 80)]
+            + [_row("gemm", "tensor", e) for e in (1, 30, 30, 30)]
+            + [_row("gemm", "host/launch", 5, kind="validation (results not used in the fit)")])
+    bp = _by_pace(rows, _Profile())
+    fams = {f["family"]: f for f in bp["families"]}
+    assert (fams["ssd"]["gpu"]["n"], fams["ssd"]["host"]["n"]) == (10, 3)
+    assert fams["ssd"]["gpu"]["median_ape_pct"] == pytest.approx(3.5)
+    assert fams["ssd"]["host"]["median_ape_pct"] == pytest.approx(40)
+    assert fams["ssd"]["gpu_meets_target"]                # 3.5% / 5.1% / 80% coverage: the host tail does not count
+    assert not fams["gemm"]["gpu_meets_target"]           # median 30% > 5%
+    assert fams["gemm"]["host"]["n"] == 0                 # a validation error is not a held-out one
+    assert bp["all"]["gpu"]["n"] + bp["all"]["host"]["n"] == 17
+    md = "\n".join(_by_pace_md(bp, 80))
+    assert "by what sets the pace" in md and "log sd of 0.37" in md and "| ssd | 10 |" in md
+
+
+def test_coverage_outside_the_band_fails_the_target():
+    rows = [_row("norm", "dram", 1.0, covered=True) for _ in range(10)]   # 100% coverage: intervals too wide
+    assert not _by_pace(rows, _Profile())["families"][0]["gpu_meets_target"]
+
+
+def _group(rng, n_gpu: int, n_host: int, sd_gpu: float, sd_host: float, start: int = 0) -> dict:
+    import math
+
+    held = []
+    for i, (pace, sd) in enumerate([("gpu", sd_gpu)] * n_gpu + [("host", sd_host)] * n_host):
+        pred = 1e-4
+        held.append({"dims": {"B": start + i}, "measured_s": pred * math.exp(rng.normal(0, sd)), "heldout_pred_s": pred,
+                     "pace": pace, "covered": None})
+    return {"status": "calibrated", "heldout": held, "cv": {"coverage": None, "n_covered": 0}}
+
+
+def test_intervals_follow_the_pace_of_the_case_and_keep_their_level():
+    import numpy as np
+
+    from ssmbench.calibrate.crossval import conformal
+    from ssmbench.calibrate.pace import normalise_by_pace
+
+    rng = np.random.default_rng(0)
+    groups = [_group(rng, 12, 12, 0.02, 0.35, start=100 * k) for k in range(8)] + [{"status": "pooled"}]
+    r_mixed = np.array([np.log(h["measured_s"] / h["heldout_pred_s"]) for h in groups[0]["heldout"]])
+    plain = conformal(r_mixed, 0.8)
+    gpu_r = r_mixed[:12]
+    assert np.mean((gpu_r >= plain.log_lo) & (gpu_r <= plain.log_hi)) == 1.0   # one interval over-covers the GPU part
+    scales = normalise_by_pace(groups, 0.8)
+    assert scales["host"]["scale"] > 8 * scales["gpu"]["scale"]
+    for g in groups[:8]:
+        ib = g["interval_by_pace"]
+        assert ib["host"]["log_hi"] / ib["gpu"]["log_hi"] == pytest.approx(scales["host"]["scale"] / scales["gpu"]["scale"])
+    held = [h for g in groups[:8] for h in g["heldout"]]
+    for pace in ("gpu", "host"):
+        cov = np.mean([h["covered"] for h in held if h["pace"] == pace])
+        assert 0.68 <= cov <= 0.92, (pace, cov)                       # each pace near the 80% level
+    assert "interval_by_pace" not in groups[-1]                        # a pooled group is left as it is
+
+
+def test_too_few_residuals_of_a_pace_leave_the_groups_alone():
+    import numpy as np
+
+    from ssmbench.calibrate.pace import MIN_PACE_RESIDUALS, normalise_by_pace
+
+    rng = np.random.default_rng(1)
+    g = _group(rng, 30, MIN_PACE_RESIDUALS - 1, 0.02, 0.3)
+    assert normalise_by_pace([g], 0.8) is None and "interval_by_pace" not in g
