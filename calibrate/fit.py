@@ -34,11 +34,10 @@ from .crossval import ape, choose, conformal, evaluate, loso_coverage, shape_wei
 from .defaults import DEFAULT_LEVEL, DEFAULT_MIN_SHAPES
 from .join import Joined, JoinedCase
 from .models import Features, active_resources
+from .pace import normalise_by_pace, pace_of
 from .paths import case_path
 from .pool import dim_ranges, pool_group
 from .progress import Progress
-from .pace import normalise_by_pace, pace_of
-
 
 
 @dataclass(frozen=True)

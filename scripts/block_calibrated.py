@@ -24,7 +24,6 @@ Per call (op, implementation, mode, dtype, the backend the block runs it on):
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 
 inf = float("inf")
 
@@ -80,18 +79,11 @@ def _group_backend(profile, label: str) -> str | None:
 
 def compose(b: dict, case: dict, profile, spec, records: dict | None = None) -> dict:
     """The calibrated-composed time of one block case (``b`` = ``composed_bound``'s result)."""
-    from ssmbench.analytic.workloads.blocks import compose_achievable
+    import block_oracle
 
-    by_source: dict[str, float] = defaultdict(float)
-    for row in b["calls"]:
-        g, src, group = calibrated_gpu(row, case, profile, spec, records)
-        row.update(calibrated_gpu_s=g, calibrated_source=src, calibrated_group=group)
-        by_source[src] += g
-    out = compose_achievable(b["calls"], spec, case["mode"], b["launch"], gpu_key="calibrated_gpu_s")
-    total = sum(by_source.values()) or 1.0
-    out["label"] = "calibrated estimate (op groups of the profile, composed; no block case in any fit)"
-    out["device_share"] = {k: v / total for k, v in sorted(by_source.items())}
-    return out
+    return block_oracle.compose_calls(b, case, spec, lambda row: calibrated_gpu(row, case, profile, spec, records),
+                                      "calibrated",
+                                      "calibrated estimate (op groups of the profile, composed; no block case in any fit)")
 
 
 def median_abs_error_pct(rows: list[dict]) -> float | None:

@@ -96,17 +96,26 @@ def _key(r: dict) -> str:
             + ",".join(f"{k}={v}" for k, v in sorted(r["dims"].items())))
 
 
-def compose(b: dict, case: dict, records: dict, spec, max_distance: float) -> dict:
-    """The measurement-composed time of one block case (``b`` = ``composed_bound``'s result)."""
+def compose_calls(b: dict, case: dict, spec, per_call, prefix: str, label: str) -> dict:
+    """One block case composed exactly as the achievable estimate composes it
+    (``blocks.compose_achievable``), each call's device time replaced by ``per_call(row)`` = (device time in s,
+    its source, the record or group it came from), stored on the row as ``<prefix>_gpu_s``,
+    ``<prefix>_source`` and ``<prefix>_ref``; ``device_share`` is the share of device time per source."""
     from ssmbench.analytic.workloads.blocks import compose_achievable
 
     by_source: dict[str, float] = defaultdict(float)
     for row in b["calls"]:
-        g, src, key = oracle_gpu(row, case, records, spec, max_distance)
-        row.update(oracle_gpu_s=g, oracle_source=src, oracle_record=key)
+        g, src, ref = per_call(row)
+        row.update({f"{prefix}_gpu_s": g, f"{prefix}_source": src, f"{prefix}_ref": ref})
         by_source[src] += g
-    out = compose_achievable(b["calls"], spec, case["mode"], b["launch"], gpu_key="oracle_gpu_s")
+    out = compose_achievable(b["calls"], spec, case["mode"], b["launch"], gpu_key=f"{prefix}_gpu_s")
     total = sum(by_source.values()) or 1.0
-    out["label"] = "measurement-composed (op measurements through the achievable composition)"
+    out["label"] = label
     out["device_share"] = {k: v / total for k, v in sorted(by_source.items())}
     return out
+
+
+def compose(b: dict, case: dict, records: dict, spec, max_distance: float) -> dict:
+    """The measurement-composed time of one block case (``b`` = ``composed_bound``'s result)."""
+    return compose_calls(b, case, spec, lambda row: oracle_gpu(row, case, records, spec, max_distance), "oracle",
+                         "measurement-composed (op measurements through the achievable composition)")
