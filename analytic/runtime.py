@@ -33,7 +33,9 @@ time of one op call of a model's plan (``host_eager``: the sum over its launches
 - ``cuda-graph``: one captured graph per step: T_host = ``launch.host.cuda_graph`` once per step
   (``achievable.py``'s graph regime; per call zero).
 
-The step takes max(sum of host, sum of device) (``report.achievable_rows``). A parameter the spec
+The step takes max(sum of host, sum of device) (``report.achievable_rows``). An eager train step's host
+time also holds its backward's: one autograd engine call and ``launch.host.backward_launch`` per backward
+kernel launch (``workloads/train_host.py``), under every runtime but the graph and compiled ones. A parameter the spec
 does not know contributes no term and is named in ``not_modelled``.
 """
 
