@@ -64,6 +64,7 @@ MODULE_KEY = {"hf-eager": "launch.host.hf_module", "mamba-ssm": "launch.host.ssm
 KIND_KEY = {"launch.host.hf_ssm_module": "launch.host.hf_module"}  # kind key -> the runtime's general key
 GEMM_KEY = "launch.gemm_fixed"
 BACKWARD_KEY = "launch.host.backward_launch"
+OPTIMIZER = "adamw"  # the op of a train record run with ``optimizer`` (measure/models/steps.py: AdamW, foreach)
 PATH_KEY = {"repeat_interleave": "memory.dram.path.strided_copy", "torch_eager": "memory.dram.path.expand_copy"}
 KEYS = (*MODULE_KEY.values(), *KIND_KEY, GEMM_KEY, *PATH_KEY.values(), BACKWARD_KEY)  # BACKWARD_KEY after the module keys
 # ATen's non-vectorized copy kernel (a copy out of a non-contiguous view), as the profiler names it
@@ -86,13 +87,14 @@ def flash_attn_of(rec: dict) -> bool:
 
 
 def predict_record(rec: dict, spec: Spec) -> dict:
-    """The prediction of a whole-model record's point on ``spec`` with the record's runtime and software."""
+    """The prediction of a whole-model record's point on ``spec`` with the record's runtime and software (and
+    the AdamW step where the record ran one)."""
     from ..analytic.workloads.models import get_model
     from ..analytic.workloads.report import predict
 
     return predict(get_model(rec["model"]), spec, rec["phase"], int(rec["batch"]), int(rec["seqlen"]),
                    with_searches=False, runtime=rec["runtime"], dtype=rec.get("dtype") or "bf16",
-                   flash_attn=flash_attn_of(rec))
+                   flash_attn=flash_attn_of(rec), optimizer=OPTIMIZER if rec.get("optimizer") else None)
 
 
 def rows_of(records: list[dict], spec_for: Callable[[dict], Spec]) -> list[dict[str, Any]]:

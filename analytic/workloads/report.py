@@ -382,11 +382,12 @@ def predict(model: Model, spec, phase: str, batch: int, seqlen: int, context: in
             dtype: str | Precision = "bf16", prefer: str = "measured", launch: str | None = None,
             bytes_basis: str = "executed", impls: dict | None = None, recompute: bool = False,
             logits: str = "last", with_searches: bool = True, runtime: str | None = None,
-            flash_attn: bool = True) -> dict:
+            flash_attn: bool = True, optimizer: str | None = None) -> dict:
     """The prediction for one point, as plain data (see the module docstring). ``runtime``
     (``analytic/runtime.py``) sets the launch regime and the host terms of the achievable estimate.
     ``flash_attn``: whether flash-attn is installed beside the library modules; without it mamba-ssm's
-    MHA runs its SDPA fallback (``phases.MODULE_STYLES``: ``library_sdpa``)."""
+    MHA runs its SDPA fallback (``phases.MODULE_STYLES``: ``library_sdpa``). ``optimizer`` (train): the
+    parameter update the step ends with (``phases.plan``; None: none, the step ends with the backward)."""
     from ..runtime import get_runtime
     rt = get_runtime(runtime, launch)
     if rt is not None:
@@ -408,7 +409,7 @@ def predict(model: Model, spec, phase: str, batch: int, seqlen: int, context: in
     length, generated = decode_point(seqlen, context) if phase == "decode" else (float(seqlen), None)
     res = analyze(model, phase, table, [batch], [length], dtype=dtype, launch=launch,
                   bytes_basis=bytes_basis, impls=impls, recompute=recompute, logits=logits,
-                  keep_calls=True, modules=module_style(rt, flash_attn))
+                  keep_calls=True, modules=module_style(rt, flash_attn), optimizer=optimizer)
     ops = _op_rows(res)
     t = _f(res.time_s[0, 0, 0])
     mem = {k: float(v[0, 0]) for k, v in res.memory.items()}
