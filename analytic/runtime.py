@@ -25,8 +25,9 @@ time of one op call of a model's plan (``host_eager``: the sum over its launches
   neg, cat, mul, add for q and for k), the gated MLP's SiLU and product 2, q/k/v three GEMMs, and a
   decode step copies the GQA heads for SDPA (``repeat_kv``); ``phases.plan`` with ``modules="hf"``.
   Where one of those eager implementations has no rule for the phase's mode (the backward of the
-  eager norm and RoPE compositions), the plan keeps the library implementation (named in
-  ``runtime_impls``' docstring: the train step's unfused backward chains are not modelled).
+  eager gated norm and RoPE compositions), the plan keeps the library implementation (named in
+  ``runtime_impls``' docstring: those unfused backward chains are not modelled); the eager RMSNorm's
+  backward is (``ops/norm``: autograd's 16 kernels), so a Hugging Face train step runs it.
 - ``torch-compile``: an Inductor graph issues the same kernels from generated code: T_host = launches x
   ``launch.host.compiled`` (Inductor's fusion of elementwise kernels is not modelled: the launch count
   is the plan's).
