@@ -25,9 +25,10 @@ time of one op call of a model's plan (``host_eager``: the sum over its launches
   neg, cat, mul, add for q and for k), the gated MLP's SiLU and product 2, q/k/v three GEMMs, and a
   decode step copies the GQA heads for SDPA (``repeat_kv``); ``phases.plan`` with ``modules="hf"``.
   Where one of those eager implementations has no rule for the phase's mode (the backward of the
-  eager gated norm and RoPE compositions), the plan keeps the library implementation (named in
-  ``runtime_impls``' docstring: those unfused backward chains are not modelled); the eager RMSNorm's
-  backward is (``ops/norm``: autograd's 16 kernels), so a Hugging Face train step runs it.
+  eager gated norm), the plan keeps the library implementation (named in ``runtime_impls``' docstring:
+  that unfused backward chain is not modelled); the eager RMSNorm's backward (``ops/norm``: autograd's
+  16 kernels) and RoPE's (``ops/attention/extras.py``: five kernels per tensor) are, so a Hugging Face
+  train step runs them.
 - ``torch-compile``: an Inductor graph issues the same kernels from generated code: T_host = launches x
   ``launch.host.compiled`` (Inductor's fusion of elementwise kernels is not modelled: the launch count
   is the plan's).

@@ -303,3 +303,19 @@ def test_eager_rmsnorm_backward_matches_dispatched_kernels(dtype):
     assert (len(trace.kernels), trace.read - expanded, trace.written) == \
         (int(c.launches), int(c.executed_read), int(c.executed_written)), trace.kernels
     assert {k: int(v) for k, v in c.host.items()} == _host_calls(trace)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_eager_rope_backward_matches_dispatched_kernels(dtype):
+    """autograd's backward of Hugging Face's apply_rotary_pos_emb: five kernels per tensor (the forward's
+    mul, neg of a half, cat, mul, add on the gradients), launches and bytes as dispatched."""
+    from ssmbench.analytic.ops.attention import ref as attention
+    b, n, h, g, p = 2, 3, 4, 2, 8
+    dt = DTYPES[dtype]
+    q, k = _rand(b, n, h, p, dtype=dt, grad=True), _rand(b, n, g, p, dtype=dt, grad=True)
+    qo, ko = attention.rope_torch_eager_ref(q, k, _rand(b, n, p // 2, dtype=dt), _rand(b, n, p // 2, dtype=dt))
+    grads = (torch.randn_like(qo), torch.randn_like(ko))
+    with KernelTrace() as trace:
+        torch.autograd.grad((qo, ko), (q, k), grads)
+    _assert_trace_matches(trace, cost("rope", {"B": b, "L": n, "H": h, "G": g, "P": p}, impl="torch_eager",
+                                      mode="bwd", dtype=dtype))
