@@ -214,6 +214,7 @@ TRAITS: dict[tuple[str, str], Traits] = {
     ("silu_gate", "torch_eager"): EAGER,
     ("silu_gate", "fused"): TRITON,
     ("embedding", "gather_scatter"): EAGER,
+    ("adamw", "foreach"): EAGER,  # torch._foreach_* ops: multi_tensor_apply launches from ATen
     ("lm_head", "cublas"): CUBLAS,
     ("linear", "cublas"): CUBLAS,
     ("mamba1_scan", "fused"): MAMBA1_SCAN,

@@ -25,15 +25,19 @@ time of one op call of a model's plan (``host_eager``: the sum over its launches
   neg, cat, mul, add for q and for k), the gated MLP's SiLU and product 2, q/k/v three GEMMs, and a
   decode step copies the GQA heads for SDPA (``repeat_kv``); ``phases.plan`` with ``modules="hf"``.
   Where one of those eager implementations has no rule for the phase's mode (the backward of the
-  eager norm and RoPE compositions), the plan keeps the library implementation (named in
-  ``runtime_impls``' docstring: the train step's unfused backward chains are not modelled).
+  eager gated norm), the plan keeps the library implementation (named in ``runtime_impls``' docstring:
+  that unfused backward chain is not modelled); the eager RMSNorm's backward (``ops/norm``: autograd's
+  16 kernels) and RoPE's (``ops/attention/extras.py``: five kernels per tensor) are, so a Hugging Face
+  train step runs them.
 - ``torch-compile``: an Inductor graph issues the same kernels from generated code: T_host = launches x
   ``launch.host.compiled`` (Inductor's fusion of elementwise kernels is not modelled: the launch count
   is the plan's).
 - ``cuda-graph``: one captured graph per step: T_host = ``launch.host.cuda_graph`` once per step
   (``achievable.py``'s graph regime; per call zero).
 
-The step takes max(sum of host, sum of device) (``report.achievable_rows``). A parameter the spec
+The step takes max(sum of host, sum of device) (``report.achievable_rows``). An eager train step's host
+time also holds its backward's: one autograd engine call and ``launch.host.backward_launch`` per backward
+kernel launch (``workloads/train_host.py``), under every runtime but the graph and compiled ones. A parameter the spec
 does not know contributes no term and is named in ``not_modelled``.
 """
 

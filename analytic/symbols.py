@@ -24,6 +24,7 @@ Notation table: our letter, what it is, and the letter each paper uses for it.
 | O    | output features of a linear layer         | -                       | -                             | -                     | -                      |
 | X    | experts (MoE)                             | -                       | -                             | -                     | -                      |
 | Xk   | experts per token (top-k)                 | -                       | -                             | -                     | -                      |
+| Np   | parameter elements an optimizer updates   | -                       | -                             | -                     | -                      |
 """
 
 from __future__ import annotations
@@ -51,11 +52,12 @@ DESCRIPTIONS: dict[str, str] = {
     "O": "output features of a linear layer",
     "X": "experts (MoE)",
     "Xk": "experts per token (top-k)",
+    "Np": "parameter elements an optimizer step updates",
 }
 
 SYMBOLS: dict[str, sp.Symbol] = {name: sp.Symbol(name, integer=True, positive=True) for name in DESCRIPTIONS}
 
-B, L, S, D, E, N, K, R, H, G, P, Pv, C, M, F, V, I, O, X, Xk = (SYMBOLS[n] for n in DESCRIPTIONS)
+B, L, S, D, E, N, K, R, H, G, P, Pv, C, M, F, V, I, O, X, Xk, Np = (SYMBOLS[n] for n in DESCRIPTIONS)
 
 
 def symbol(name: str) -> sp.Symbol:

@@ -26,7 +26,7 @@ the engine with the largest fraction: attention at 0.49 of the tensor roof and 0
 special-function roof keeps the SMs ~90% busy, and more FLOP/s is what would speed it up. Below that,
 no resource is near its roof and the part is ``latency``-bound (fixed per-kernel costs, dependency
 chains, memory latency).
-The ``host`` part is ``host/launch``. Parts only measured (loss, optimizer, memcpy, unmapped kernels)
+The ``host`` part is ``host/launch``. Parts only measured (memcpy, unmapped kernels)
 have no predicted class: they count as disagreement. Agreement = the measured share of the step in
 parts whose predicted and measured classes are equal.
 """

@@ -31,6 +31,16 @@ quantity its record class isolates:
 
   (bytes read + written, as the cost rule counts them), median over the decode records of that path.
 
+- ``launch.host.backward_launch``: the host time per backward kernel launch of an eager train step
+  (``analytic/workloads/train_host.py``). In a host-bound train record the step time is the host's
+  issue time, forward and backward, so per record
+
+      backward_launch = (step time - the plan's host time without the runtime terms - its op calls x
+                         their module terms, at the values derived above) / the plan's backward launches,
+
+  median over the host-bound train records of the module runtimes. It is derived after the module
+  terms (a train record's forward pays them as a prefill step does) and held out with them.
+
 ``derive`` returns the values (those with records) as ``measured:`` entries with their method;
 ``held_out_spec`` is a spec whose three values come from the records of the other models only
 (``Spec.model_validate(hwspecs.fragment.with_measured(...))``: the spec mechanism, no hand edit).
@@ -53,8 +63,10 @@ MODULE_KEY = {"hf-eager": "launch.host.hf_module", "mamba-ssm": "launch.host.ssm
 # module classes a runtime charges the op calls of some block kinds instead (analytic/runtime.py)
 KIND_KEY = {"launch.host.hf_ssm_module": "launch.host.hf_module"}  # kind key -> the runtime's general key
 GEMM_KEY = "launch.gemm_fixed"
+BACKWARD_KEY = "launch.host.backward_launch"
+OPTIMIZER = "adamw"  # the op of a train record run with ``optimizer`` (measure/models/steps.py: AdamW, foreach)
 PATH_KEY = {"repeat_interleave": "memory.dram.path.strided_copy", "torch_eager": "memory.dram.path.expand_copy"}
-KEYS = (*MODULE_KEY.values(), *KIND_KEY, GEMM_KEY, *PATH_KEY.values())
+KEYS = (*MODULE_KEY.values(), *KIND_KEY, GEMM_KEY, *PATH_KEY.values(), BACKWARD_KEY)  # BACKWARD_KEY after the module keys
 # ATen's non-vectorized copy kernel (a copy out of a non-contiguous view), as the profiler names it
 STRIDED_COPY_KERNEL = re.compile(r"elementwise_kernel<128, 4,.*direct_copy_kernel_cuda")
 
@@ -75,13 +87,14 @@ def flash_attn_of(rec: dict) -> bool:
 
 
 def predict_record(rec: dict, spec: Spec) -> dict:
-    """The prediction of a whole-model record's point on ``spec`` with the record's runtime and software."""
+    """The prediction of a whole-model record's point on ``spec`` with the record's runtime and software (and
+    the AdamW step where the record ran one)."""
     from ..analytic.workloads.models import get_model
     from ..analytic.workloads.report import predict
 
     return predict(get_model(rec["model"]), spec, rec["phase"], int(rec["batch"]), int(rec["seqlen"]),
                    with_searches=False, runtime=rec["runtime"], dtype=rec.get("dtype") or "bf16",
-                   flash_attn=flash_attn_of(rec))
+                   flash_attn=flash_attn_of(rec), optimizer=OPTIMIZER if rec.get("optimizer") else None)
 
 
 def rows_of(records: list[dict], spec_for: Callable[[dict], Spec]) -> list[dict[str, Any]]:
@@ -106,13 +119,19 @@ def rows_of(records: list[dict], spec_for: Callable[[dict], Spec]) -> list[dict[
                "module_calls": r.get("module_calls"), "op_calls_plan": sum(o["count"] for o in p["ops"]),
                "plan_host_s": a["host_s"], "plan_gpu_s": a["gpu_s"]}
         if r["runtime"] in MODULE_KEY:
-            # forward-only steps: a train step's host time also holds its backward's Python (custom autograd
-            # functions' backward, the engine's node walk), which this per-call forward term does not describe
+            # the module terms from forward-only steps; a train step's host time also holds its backward's
+            # (custom autograd functions' backward, the engine's node walk): its own term, per backward launch
             calls = _calls_by_key(r, p)
             kind = [k for k in calls if k in KIND_KEY]
-            row.update(term=kind[0] if kind else MODULE_KEY[r["runtime"]],
-                       usable=row["host_idle_share"] >= HOST_BOUND_SHARE and r["phase"] != "train",
-                       residual_s=t - a["host_s"], calls_by_key=calls, value_s=(t - a["host_s"]) / row["op_calls_plan"])
+            host_bound = row["host_idle_share"] >= HOST_BOUND_SHARE
+            if r["phase"] == "train":
+                n_bwd = float(a.get("backward_launches") or 0.0)
+                row.update(term=BACKWARD_KEY, usable=host_bound and n_bwd > 0, residual_s=t - a["host_s"],
+                           calls_by_key=calls, backward_launches=n_bwd, value_s=float("nan"))
+            else:
+                row.update(term=kind[0] if kind else MODULE_KEY[r["runtime"]], usable=host_bound,
+                           residual_s=t - a["host_s"], calls_by_key=calls,
+                           value_s=(t - a["host_s"]) / row["op_calls_plan"])
         else:
             gemm = (prof.get("parts") or {}).get("gemm")
             planned = sum(o["achievable"]["gpu_s"] for o in p["ops"] if part_of_op(o["op"], o.get("impl")) == "gemm")
@@ -176,6 +195,9 @@ def derive(rows: list[dict], exclude_model: str | None = None) -> list[dict[str,
                 continue
             use = [{**r, "value_s": (r["residual_s"] - general * (sum(r["calls_by_key"].values()) - r["calls_by_key"][key]))
                     / r["calls_by_key"][key]} for r in use]
+        if key == BACKWARD_KEY:  # the backward's launches carry the residual beyond the forward's module terms
+            use = [{**r, "value_s": (r["residual_s"] - _module_host(r["calls_by_key"], found)) / r["backward_launches"]}
+                   for r in use if _module_host(r["calls_by_key"], found) is not None]
         if not use:
             continue
         v = statistics.median(r["value_s"] for r in use)
@@ -191,6 +213,10 @@ def derive(rows: list[dict], exclude_model: str | None = None) -> list[dict[str,
         elif kind == "bandwidth":
             what = ("decode records, the plan's repeat_kv bytes (read + written) / (profiled non-vectorized copy "
                     "kernel time, elementwise_kernel<128, 4> direct_copy, - the plan's fixed time of those launches)")
+        elif key == BACKWARD_KEY:
+            what = ("host-bound whole-model train records (GPU idle >= "
+                    f"{HOST_BOUND_SHARE:.0%} of the step), (step median - the plan's host time without the runtime terms - "
+                    "its op calls x their module terms derived here) / the plan's backward kernel launches")
         elif key in KIND_KEY:
             what = ("host-bound whole-model records with op calls of the kind (GPU idle >= "
                     f"{HOST_BOUND_SHARE:.0%} of the step), (step median - the plan's host time without the module "
@@ -205,6 +231,31 @@ def derive(rows: list[dict], exclude_model: str | None = None) -> list[dict[str,
         found[key] = parse(text, kind)
         out.append({"key": key, "value": text, "date": max(r["date"] for r in use),
                      "method": f"calibrate/runtime_host.py: {what}, median of {len(use)}: {each}; files {', '.join(files)}"})
+    return out
+
+
+def _module_host(calls_by_key: dict[str, float], found: dict[str, float]) -> float | None:
+    """Host seconds of a record's op calls at the module terms ``found`` (a kind key the records did not
+    give pays its runtime's general term, as ``runtime.call_host_s`` does); None where a term is missing."""
+    total = 0.0
+    for k, n in calls_by_key.items():
+        v = found.get(k, found.get(KIND_KEY.get(k, k)))
+        if v is None:
+            return None
+        total += n * v
+    return total
+
+
+def with_backward_values(rows: list[dict], entries: list[dict]) -> list[dict]:
+    """``rows`` with each train row's own value of ``launch.host.backward_launch`` at the module terms of
+    ``entries`` (``derive``'s; NaN where a term is missing): what the median of ``derive`` is taken over."""
+    found = {e["key"]: parse(e["value"], "time") for e in entries if e["key"] in (*MODULE_KEY.values(), *KIND_KEY)}
+    out = []
+    for r in rows:
+        if r["term"] == BACKWARD_KEY:
+            m = _module_host(r["calls_by_key"], found)
+            r = {**r, "value_s": float("nan") if m is None else (r["residual_s"] - m) / r["backward_launches"]}
+        out.append(r)
     return out
 
 

@@ -214,11 +214,16 @@ class MemoryLevel(_Strict):
 # state bookkeeping in Python around the library calls); ``hf_ssm_module``, ``hf_module`` for the op calls of a
 # Hugging Face state-space mixer (transformers' Mamba2Mixer.cuda_kernels_forward: the chunked-scan call's
 # argument handling and its eager gated norm's Python), whose module code differs from the Llama-style modules'.
+# ``backward_launch``: the host time per kernel launch of an eager training step's backward beyond its
+# class's launch cost (the autograd engine's node walk, saved-tensor unpacking, custom Functions' Python
+# ``backward``, gradient accumulation), read off host-bound whole-model train records
+# (``analytic/workloads/train_host.py``, ``calibrate/runtime_host.py``).
 HOST_CLASSES = ("torch_eager", "triton", "triton_autotune", "cuda_extension", "cublas", "sdpa", "cudnn",
-                "cuda_graph", "autograd", "autograd_node", "hf_module", "hf_ssm_module", "ssm_module", "compiled")
+                "cuda_graph", "autograd", "autograd_node", "hf_module", "hf_ssm_module", "ssm_module", "compiled",
+                "backward_launch")
 # The classes measured by the runtime probe (or from whole-model records) rather than by ``ssmbench
 # probe``'s per-call loop.
-RUNTIME_HOST_CLASSES = ("hf_module", "hf_ssm_module", "ssm_module", "compiled")
+RUNTIME_HOST_CLASSES = ("hf_module", "hf_ssm_module", "ssm_module", "compiled", "backward_launch")
 
 
 class Launch(_Strict):

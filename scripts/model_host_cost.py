@@ -1,6 +1,6 @@
 """The runtime terms measured from the host-bound and CUDA-graph whole-model records (issue #15):
-``launch.host.hf_module``, ``launch.host.ssm_module``, ``launch.gemm_fixed`` and the copy paths
-``memory.dram.path.strided_copy`` / ``expand_copy`` (their physics and
+``launch.host.hf_module``, ``launch.host.ssm_module``, ``launch.gemm_fixed``, the copy paths
+``memory.dram.path.strided_copy`` / ``expand_copy`` and the train step's ``launch.host.backward_launch`` (their physics and
 formulas: calibrate/runtime_host.py). No GPU: stored records only.
 
     python scripts/model_host_cost.py --results results/h200/2026-12-03/models [more folders] --out DIR
@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 import yaml
-from ssmbench.calibrate.runtime_host import HOST_BOUND_SHARE, PATH_KEY, derive, rows_of
+from ssmbench.calibrate.runtime_host import HOST_BOUND_SHARE, PATH_KEY, derive, rows_of, with_backward_values
 from ssmbench.hwspecs import spec_for_device
 from ssmbench.measure.models.records import find_model_runs, latest_records
 from ssmbench.measure.results import jsonable
@@ -41,7 +41,8 @@ def markdown(rows, entries) -> str:
     lines = ["# Runtime terms measured from whole-model records (measurement)", ""]
     lines += [f"- {e['key']} = {e['value']} ({e['method']})" for e in entries]
     lines += ["", (f"Module terms use host-bound records (GPU idle >= {HOST_BOUND_SHARE:.0%} of the step) of prefill and "
-                   "decode; the GEMM term uses CUDA-graph records; the DRAM paths use the profiled copy kernels of decode "
+                   "decode, the backward term host-bound train records (value per backward launch, plan launches "
+                   "in the launches column); the GEMM term uses CUDA-graph records; the DRAM paths use the profiled copy kernels of decode "
                    "records. Plan values are on the spec without these terms."), "",
               ("| record | term | used | step (measurement) | kernel time | GPU idle | launches measured / plan | "
                "module calls / plan op calls | plan host | value |"), "|---|---|---|---|---|---|---|---|---|---|"]
@@ -64,6 +65,7 @@ def main(argv=None) -> int:
         return 2
     rows = rows_of(latest_records(paths), lambda r: spec_for_device(r["_device"]))
     entries = derive(rows)
+    rows = with_backward_values(rows, entries)
     specs = sorted({r["spec"] for r in rows})
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)

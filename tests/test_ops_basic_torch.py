@@ -284,3 +284,38 @@ def test_moe_reference_equals_dense_masked_computation():
     every = torch.einsum("txf,xdf->txd", g * torch.sigmoid(g) * u, wd.double())  # all experts, all tokens
     dense = (every * gates[..., None]).sum(1).reshape(b, n, d)
     _close(moe.moe_ref(x, wr, wg, wu, wd, k), dense)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_eager_rmsnorm_backward_matches_dispatched_kernels(dtype):
+    """autograd's backward of the eager RMSNorm (the Hugging Face module's composition): the rule's
+    kernels are the dispatched ones, with their bytes, except MeanBackward's read of the [B, L, 1]
+    gradient through a stride-0 view of [B, L, D], which the trace counts at the view's size and the
+    rule at the R fp32 elements memory holds."""
+    x = _rand(B_, L_, D_, dtype=DTYPES[dtype], grad=True)
+    w = _rand(D_, dtype=DTYPES[dtype], grad=True)
+    y = norms.rmsnorm_ref(x, w)
+    dy = torch.randn_like(y)
+    with KernelTrace() as trace:
+        torch.autograd.grad(y, (x, w), dy)
+    c = cost("rmsnorm", NORM_DIMS, impl="torch_eager", mode="bwd", dtype=dtype)
+    expanded = (B_ * L_ * D_ - B_ * L_) * 4  # the view's elements beyond the rows', fp32
+    assert (len(trace.kernels), trace.read - expanded, trace.written) == \
+        (int(c.launches), int(c.executed_read), int(c.executed_written)), trace.kernels
+    assert {k: int(v) for k, v in c.host.items()} == _host_calls(trace)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_eager_rope_backward_matches_dispatched_kernels(dtype):
+    """autograd's backward of Hugging Face's apply_rotary_pos_emb: five kernels per tensor (the forward's
+    mul, neg of a half, cat, mul, add on the gradients), launches and bytes as dispatched."""
+    from ssmbench.analytic.ops.attention import ref as attention
+    b, n, h, g, p = 2, 3, 4, 2, 8
+    dt = DTYPES[dtype]
+    q, k = _rand(b, n, h, p, dtype=dt, grad=True), _rand(b, n, g, p, dtype=dt, grad=True)
+    qo, ko = attention.rope_torch_eager_ref(q, k, _rand(b, n, p // 2, dtype=dt), _rand(b, n, p // 2, dtype=dt))
+    grads = (torch.randn_like(qo), torch.randn_like(ko))
+    with KernelTrace() as trace:
+        torch.autograd.grad((qo, ko), (q, k), grads)
+    _assert_trace_matches(trace, cost("rope", {"B": b, "L": n, "H": h, "G": g, "P": p}, impl="torch_eager",
+                                      mode="bwd", dtype=dtype))

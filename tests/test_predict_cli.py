@@ -171,7 +171,7 @@ def test_unsupported_config_json_in_a_real_process(tmp_path):
 # --impl: checked, and the same choices in the crossover ---------------------------------------------
 
 @pytest.mark.parametrize("argv, message", [
-    (["--impl", "foo=bar"], "unknown op 'foo'; valid ops: a_from_log, add, attention_causal"),
+    (["--impl", "foo=bar"], "unknown op 'foo'; valid ops: a_from_log, adamw, add, attention_causal"),
     (["--impl", "ssd=nope"], "no implementation 'nope'; valid: chunked, quadratic, recurrent"),
     (["--phase", "decode", "--impl", "ssd=quadratic"],
      "'quadratic' has no rule for mode 'decode' (its modes: fwd); implementations with a decode rule: chunked, recurrent"),

@@ -13,8 +13,8 @@ on all of them in one call. The step composes the calls exactly as ``predict`` d
   design keeps the recurrent state on chip (``placement.py``: a persistent on-chip level that holds the
   whole state of the batch, decode only) the call's state bytes leave DRAM and its device time is at
   least its per-kernel fixed time + state bytes / that level's bandwidth;
-- step host time H = sum_c host_c, plus one CUDA-graph replay (graph) or one autograd call (training,
-  eager); step device time G = sum_c gpu_c; step time T = max(H, G): the host runs ahead of the device;
+- step host time H = sum_c host_c, plus one CUDA-graph replay (graph) or one autograd call and the
+  backward's per-launch host cost (training, eager: ``workloads/train_host.py``); step device time G = sum_c gpu_c; step time T = max(H, G): the host runs ahead of the device;
 - binding resource: ``host/launch`` when H >= G, else the class (``achievable.CLASSES``) that bounds the
   largest share of sum_c max(host_c, gpu_c).
 
@@ -38,6 +38,8 @@ from ..workloads.energy_step import call_rereads
 from ..workloads.evaluate import analyze, call_shape
 from ..workloads.models import Model
 from ..workloads.phases import PHASES
+from ..workloads.train_host import KEY as BACKWARD
+from ..workloads.train_host import backward_launches, pays_backward
 from ..workloads.precision import as_precision
 from .space import Designs, state_level, tile_level
 
@@ -90,6 +92,7 @@ class WorkloadWork:
     step_host_classes: tuple[str, ...] = field(default=())  # host calls of the step itself
     # (call index, its sequential chain, its kernel run count times in a row) as predict charges it
     chains: tuple[tuple[int, Chain], ...] = field(default=())
+    backward_launches: float = 0.0  # kernel launches of the step's backward (train_host.py; eager training)
 
     @classmethod
     def of(cls, w: Workload, base: Spec) -> WorkloadWork:
@@ -113,7 +116,9 @@ class WorkloadWork:
                    np.array([serial_engines(c.call.op, c.call.impl, c.call.backend) for c in cp.calls]),
                    np.array([tensor_instr(c.call.op, c.call.impl, c.call.backend) == "mma_sync" for c in cp.calls]),
                    call_rereads(res), float(res.tokens[0, 0]), float(res.memory_total[0, 0]), state,
-                   float(work[COL["working_set"]].max(initial=0.0)), step, tuple(chains))
+                   float(work[COL["working_set"]].max(initial=0.0)), step, tuple(chains),
+                   backward_launches(tuple(c.call for c in cp.calls), res.dtype, res.phase, float(w.batch),
+                                     float(w.length)) if pays_backward(res.phase, res.launch) else 0.0)
 
 
 @dataclass(frozen=True)
@@ -163,6 +168,8 @@ def _chunk(ww: WorkloadWork, d: Designs) -> Step:
     h = host.sum(axis=1)
     for c in ww.step_host_classes:  # unknown host cost: no term (the estimate's not_modelled names it)
         h = h + np.nan_to_num(d.array(f"launch.host.{c}"))
+    if ww.backward_launches:
+        h = h + ww.backward_launches * np.nan_to_num(d.array(f"launch.host.{BACKWARD}"))
     g = gpu.sum(axis=1)
     per_call = np.maximum(host, gpu)
     n, k = per_call.shape[0], len(CLASSES)

@@ -367,17 +367,18 @@ def _energy(W: np.ndarray, table: SpecTable, time_s: np.ndarray, on_chip: np.nda
 def analyze(model: Model, phase: str, table: SpecTable, batch: Sequence[int], length: Sequence[float], *,
             dtype: str | Precision = "bf16", launch: str | None = None, bytes_basis: str = "executed",
             impls: dict | None = None, recompute: bool = False, logits: str = "last",
-            keep_calls: bool = False, energy: bool = False, modules: str = "library") -> GridResult:
+            keep_calls: bool = False, energy: bool = False, modules: str = "library",
+            optimizer: str | None = None) -> GridResult:
     """Analyze ``model`` in ``phase`` over every (batch, length) pair on every spec of ``table``.
 
     ``length`` is the prompt length (prefill), the sequence length (train) or the context length
     (decode: one token per sequence). ``launch`` defaults to CUDA-graph replay for decode and eager
     launches otherwise. ``modules``: how the runtime's modules split the block into op calls
-    (``phases.plan``).
+    (``phases.plan``); ``optimizer``: the train step's parameter update (``phases.plan``).
     """
     launch = launch or ("graph" if phase == "decode" else "eager")
     prec = as_precision(dtype)
-    calls = plan(model, phase, impls, recompute, logits, modules)
+    calls = plan(model, phase, impls, recompute, logits, modules, optimizer)
     cp = compile_plan(calls, prec)
     b = np.asarray(batch, dtype=float).reshape(-1, 1)
     ln = np.asarray(length, dtype=float).reshape(1, -1)

@@ -389,7 +389,7 @@ class _Builder:
 
 @functools.lru_cache(maxsize=512)
 def _plan(model: Model, phase: str, impls: tuple[tuple[str, str], ...], recompute: bool,
-          logits: str, modules: str) -> tuple[OpCall, ...]:
+          logits: str, modules: str, optimizer: str | None = None) -> tuple[OpCall, ...]:
     b = _Builder(model, phase, dict(impls), modules)
     D, V = model.d_model, model.spec.vocab
     b.add("embedding", "", 1, "embedding", {"D": D, "V": V})
@@ -404,6 +404,8 @@ def _plan(model: Model, phase: str, impls: tuple[tuple[str, str], ...], recomput
     b.add("lm_head", "", 1, "lm_head", {"D": D, "V": V}, tokens=head_tokens)
     if phase == "train":  # F.cross_entropy over every token's logits, and its backward
         b.add("loss", "", 1, "cross_entropy", {"V": V})
+    if optimizer is not None:  # the parameter update after the backward, over every parameter (ops/optimizer)
+        b.add("optimizer", "", 1, optimizer, {"Np": model.params}, mode="fwd")
     calls = b.calls
     if phase == "train" and recompute:
         extra = _Builder(model, "prefill", dict(impls), modules)
@@ -414,12 +416,16 @@ def _plan(model: Model, phase: str, impls: tuple[tuple[str, str], ...], recomput
     return tuple(calls)
 
 
+OPTIMIZERS = ("adamw",)  # optimizer ops a train plan can end with (``optimizer``)
+
+
 def plan(model: Model, phase: str, impls: Mapping[str, str] | None = None, recompute: bool = False,
-         logits: str = "last", modules: str = "library") -> tuple[OpCall, ...]:
+         logits: str = "last", modules: str = "library", optimizer: str | None = None) -> tuple[OpCall, ...]:
     """The op calls of one step of ``model`` in ``phase`` (cached). ``modules``: ``library`` (fused
     library modules: one QKV projection) or ``hf`` (Hugging Face modules, ``runtime.py``'s hf-eager:
     q, k and v projections apart, the GQA heads repeated before attention in decode, no cache copy
-    of the prompt)."""
+    of the prompt). ``optimizer`` (train only): the op of the parameter update that ends the step
+    (``adamw``: ``ops/optimizer``), over all ``model.params``; None: the step ends with the backward."""
     if modules not in MODULE_STYLES:
         raise AnalyticError(f"unknown module style {modules!r}; valid: {', '.join(MODULE_STYLES)}")
     if phase not in PHASES:
@@ -428,4 +434,7 @@ def plan(model: Model, phase: str, impls: Mapping[str, str] | None = None, recom
         raise AnalyticError(f"logits must be 'last' or 'all', got {logits!r}")
     if recompute and phase != "train":
         raise AnalyticError("activation recomputation applies to the train phase only")
-    return _plan(model, phase, tuple(sorted((impls or {}).items())), recompute, logits, modules)
+    if optimizer is not None and (phase != "train" or optimizer not in OPTIMIZERS):
+        raise AnalyticError(f"optimizer {optimizer!r}: an optimizer step is part of the train phase only, and one of "
+                            f"{', '.join(OPTIMIZERS)}")
+    return _plan(model, phase, tuple(sorted((impls or {}).items())), recompute, logits, modules, optimizer)

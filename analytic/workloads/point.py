@@ -100,6 +100,8 @@ class _PointPlan:
     # (index, call) of the calls whose kernel re-reads bytes from the device-wide cache (Traits.l2_rereads)
     rereading: tuple[tuple[int, OpCall], ...] = ()
     dtype: str = "bf16"  # the step's dtype (the re-read bytes' element size, as energy_step.call_rereads)
+    op_calls: tuple[OpCall, ...] = ()  # the plan's calls (train_host.backward_launches of a train step)
+    precision: object = "bf16"  # the plan's precision (as compile_plan took it)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -155,7 +157,7 @@ def compile_point_plan(calls: tuple[OpCall, ...], dtype: str | Precision) -> _Po
                       if not is_composite(c.op) and traits_of(c.op, c.impl, c.backend).l2_rereads)
     paths = np.array([dram_path_index(c.op, c.impl, c.backend) for c in calls], dtype=int)
     return _PointPlan(tuple(out), tr[:, 0].copy(), tr[:, 1].copy(), tr[:, 2].copy(), paths, chained, rereading,
-                      prec.dtype)
+                      prec.dtype, tuple(calls), prec)
 
 
 def reread_bytes(c: OpCall, dtype: str, phase: str, batch: float, length: float) -> float:
@@ -383,6 +385,8 @@ def step_achievable(pp: _PointPlan, work: list[list[float]], table: SpecTable, s
     from ..achievable import CLASSES, achievable_work, host_cost
     from ..execution import chain_of
     from .evaluate import call_shape
+    from .train_host import KEY as BACKWARD
+    from .train_host import backward_launches, pays_backward
 
     table = _achievable_table(table, s)
     w = np.array(work).T  # [n_cols, n_calls]
@@ -411,6 +415,8 @@ def step_achievable(pp: _PointPlan, work: list[list[float]], table: SpecTable, s
         host += host_cost(table, "cuda_graph")
     if phase == "train" and launch == "eager":
         host += host_cost(table, "autograd")
+    if pays_backward(phase, launch):  # the backward's per-launch host cost (train_host.py)
+        host += backward_launches(pp.op_calls, pp.precision, phase, batch, length) * host_cost(table, BACKWARD)
     return {"time_s": max(host, gpu), "host_s": host, "gpu_s": gpu,
             "bottleneck": "host/launch" if host >= gpu else max(by_class, key=by_class.get)}
 

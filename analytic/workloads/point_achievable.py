@@ -39,6 +39,8 @@ from ..achievable import CLASSES, L2_RESIDENT_FRACTION, AchievableTable, _z, cha
 from ..chain import chain_time
 from ..registry import AnalyticError
 from ..roofline import COL, TENSOR_DTYPES
+from .train_host import KEY as BACKWARD
+from .train_host import backward_launches, pays_backward
 
 
 def _f(x) -> float:
@@ -214,6 +216,10 @@ def generate(pp, table: AchievableTable, launch: str, phase: str):
         extra = host_cost(table, "autograd")
     if launch == "graph" or (phase == "train" and launch == "eager"):
         lines.append(f"    host += {extra!r}")
+    per_bwd = host_cost(table, BACKWARD)
+    if pays_backward(phase, launch) and per_bwd:  # the backward's per-launch host cost (train_host.py)
+        env["_bwd"] = (lambda b, n: backward_launches(pp.op_calls, pp.precision, phase, b, n))
+        lines.append(f"    host += _bwd(batch, length) * {per_bwd!r}")
     lines.append("    return {'time_s': max(host, gpu), 'host_s': host, 'gpu_s': gpu,"
                  " 'bottleneck': 'host/launch' if host >= gpu else max(by, key=by.get)}")
     exec(compile("\n".join(lines), f"<achievable point plan of {len(pp.calls)} calls>", "exec"), env)  # noqa: S102

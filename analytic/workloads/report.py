@@ -39,6 +39,8 @@ from .evaluate import COMPUTE_RESOURCES, GridResult, analyze, call_shape
 from .models import Model
 from .phases import plan
 from .precision import Precision
+from .train_host import KEY as BACKWARD
+from .train_host import backward_launches, pays_backward
 
 ADAM_NOTE = ("train memory assumes Adam with fp32 moments (8 B/parameter) and an fp32 master copy "
              "(4 B/parameter) unless the dtype is fp32; gradients at the dtype")
@@ -306,10 +308,16 @@ def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dic
     if res.phase == "train" and res.launch == "eager":
         # the step's backward is one autograd engine call (its kernels are counted with their ops)
         host += host_cost(table, "autograd")
+    n_bwd = backward_launches(tuple(c.call for c in res.calls.calls), res.dtype, res.phase, float(res.batch[0]),
+                              float(res.length[0]))
+    bwd_host = n_bwd * host_cost(table, BACKWARD) if pays_backward(res.phase, res.launch, runtime) else 0.0
+    host += bwd_host  # the backward's per-launch host cost (train_host.py)
     t = max(host, gpu)
     host_used = {f"launch.{col}" for col in COL if col.startswith("host.") and res.call_work[:, COL[col], 0, 0].sum() > 0}
     if res.phase == "train":
         host_used.add("launch.host.autograd")
+        if pays_backward(res.phase, res.launch, runtime) and n_bwd:
+            host_used.add(f"launch.host.{BACKWARD}")
     if res.launch == "graph":
         host_used = {"launch.host.cuda_graph"}
     if runtime is not None:
@@ -324,11 +332,12 @@ def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dic
            "bottleneck": "host/launch" if host >= gpu else max(by_class, key=by_class.get),
            "time_by_class_s": by_class, "launch_regime": res.launch,
            "not_modelled": {k: table.missing[0][k] for k in sorted(used)},
-           "note": "per call: max(host issue time, device time); the step: max(sum of host, sum of device)"}
+           "note": "per call: max(host issue time, device time); the step: max(sum of host, sum of device)",
+           "backward_launches": n_bwd, "backward_host_s": bwd_host}
     if runtime is not None:
         out["runtime"] = runtime.name
         out["host_share"] = host / t if t > 0 else None
-        out["runtimes"] = _runtime_comparison(RUNTIMES, eager_parts, gpu, table, res, host_cost)
+        out["runtimes"] = _runtime_comparison(RUNTIMES, eager_parts, gpu, table, res, host_cost, n_bwd)
     return out
 
 
@@ -340,7 +349,7 @@ def _gpu_class(a) -> str:
     return max(a.times, key=lambda r: float(a.times[r][0, 0, 0]))
 
 
-def _runtime_comparison(runtimes, parts, gpu: float, table, res, host_cost) -> dict:
+def _runtime_comparison(runtimes, parts, gpu: float, table, res, host_cost, n_bwd: float = 0.0) -> dict:
     """The step under every runtime, same device time: {runtime: {time_s, host_s, saving_s}} (saving
     against the slowest); the host terms a spec does not know count zero and are named per runtime."""
     from ..runtime import call_host_s, used_keys
@@ -351,7 +360,10 @@ def _runtime_comparison(runtimes, parts, gpu: float, table, res, host_cost) -> d
             h += host_cost(table, "cuda_graph")
         elif res.phase == "train":
             h += host_cost(table, "autograd")
-        keys = used_keys(rt, {p[3] for p in parts}) | ({"launch.host.cuda_graph"} if rt.launch == "graph" else set())
+        backward = pays_backward(res.phase, rt.launch, rt) and n_bwd > 0
+        h += n_bwd * host_cost(table, BACKWARD) if backward else 0.0
+        keys = used_keys(rt, {p[3] for p in parts}) | ({"launch.host.cuda_graph"} if rt.launch == "graph" else set()) \
+            | ({f"launch.host.{BACKWARD}"} if backward else set())
         missing = sorted(k for k in keys if k in table.missing[0])
         out[name] = {"time_s": max(h, gpu), "host_s": h, "gpu_s": gpu, "host_unknown": missing}
     worst = max(v["time_s"] for v in out.values())
@@ -370,11 +382,12 @@ def predict(model: Model, spec, phase: str, batch: int, seqlen: int, context: in
             dtype: str | Precision = "bf16", prefer: str = "measured", launch: str | None = None,
             bytes_basis: str = "executed", impls: dict | None = None, recompute: bool = False,
             logits: str = "last", with_searches: bool = True, runtime: str | None = None,
-            flash_attn: bool = True) -> dict:
+            flash_attn: bool = True, optimizer: str | None = None) -> dict:
     """The prediction for one point, as plain data (see the module docstring). ``runtime``
     (``analytic/runtime.py``) sets the launch regime and the host terms of the achievable estimate.
     ``flash_attn``: whether flash-attn is installed beside the library modules; without it mamba-ssm's
-    MHA runs its SDPA fallback (``phases.MODULE_STYLES``: ``library_sdpa``)."""
+    MHA runs its SDPA fallback (``phases.MODULE_STYLES``: ``library_sdpa``). ``optimizer`` (train): the
+    parameter update the step ends with (``phases.plan``; None: none, the step ends with the backward)."""
     from ..runtime import get_runtime
     rt = get_runtime(runtime, launch)
     if rt is not None:
@@ -396,7 +409,7 @@ def predict(model: Model, spec, phase: str, batch: int, seqlen: int, context: in
     length, generated = decode_point(seqlen, context) if phase == "decode" else (float(seqlen), None)
     res = analyze(model, phase, table, [batch], [length], dtype=dtype, launch=launch,
                   bytes_basis=bytes_basis, impls=impls, recompute=recompute, logits=logits,
-                  keep_calls=True, modules=module_style(rt, flash_attn))
+                  keep_calls=True, modules=module_style(rt, flash_attn), optimizer=optimizer)
     ops = _op_rows(res)
     t = _f(res.time_s[0, 0, 0])
     mem = {k: float(v[0, 0]) for k, v in res.memory.items()}

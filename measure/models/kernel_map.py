@@ -15,7 +15,7 @@ be told apart by name:
                  repeat_kv
     loss         cross_entropy (the training step's log_softmax and nll_loss kernels, forward and backward;
                  the zero-fill of its gradient lands in elementwise)
-    optimizer    measured only: the optimizer step's kernels
+    optimizer    adamw (torch.optim's foreach / fused parameter updates)
     memory       measured only: memcpy / memset activities
 
 An implementation whose kernels land elsewhere than its op's part is listed in ``PART_OF_IMPL`` (an
@@ -36,7 +36,7 @@ from typing import Iterable, Sequence
 UNMAPPED = "unmapped"
 PARTS = ("gemm", "attention", "ssm_scan", "conv1d", "norm", "embedding", "elementwise", "loss", "optimizer",
          "memory")
-MEASURED_ONLY_PARTS = ("optimizer", "memory")
+MEASURED_ONLY_PARTS = ("memory",)
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class KernelRule:
 
 
 KERNEL_PARTS: tuple[KernelRule, ...] = (
-    KernelRule(r"multi_tensor_apply|fused_adam|adamw?_|_foreach_", "optimizer", "optimizer",
+    KernelRule(r"multi_tensor_apply|fused_adam|adamw?_|_foreach_", "optimizer", "adamw",
                "torch.optim (foreach / fused) parameter updates"),
     KernelRule(r"^memcpy|^memset|\bmemcpy|\bmemset", "memory", "memcpy", "CUDA memcpy / memset activities"),
     KernelRule(r"selective_scan_(fwd|bwd)_kernel", "ssm_scan", "mamba1_scan",
@@ -94,6 +94,7 @@ PART_OF_OP: dict[str, str] = {
     "cross_entropy": "loss",
     **{op: "norm" for op in ("rmsnorm", "layernorm", "gated_rmsnorm")},
     "embedding": "embedding",
+    "adamw": "optimizer",
     **{op: "elementwise" for op in ("add", "copy", "cast", "silu", "softplus", "silu_gate", "a_from_log",
                                     "mamba3_prep", "rope", "kv_append", "repeat_kv")},
 }

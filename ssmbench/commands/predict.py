@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..analytic.roofline import BYTES_CHOICES, LAUNCH_CHOICES, PREFER_CHOICES, RESOURCES, SpecCeilings
 from ..analytic.runtime import RUNTIMES
-from ..analytic.workloads.phases import PHASES
+from ..analytic.workloads.phases import OPTIMIZERS, PHASES
 from ..cli import RawDescriptionDefaultsFormatter
 from ..errors import UserError
 from ..files import check_output_file
@@ -198,7 +198,8 @@ def predict_kw(args, prefer: str) -> dict:
     """The options of ``report.predict`` but the point, from ``predict``'s arguments."""
     return dict(dtype=precision_from_args(args), prefer=prefer, launch=args.launch, bytes_basis=args.bytes_basis,
                 impls=_impls(args.impl), recompute=args.recompute, logits=args.logits,
-                runtime=getattr(args, "runtime", None))  # `plot` shares this without --runtime
+                runtime=getattr(args, "runtime", None),  # `plot` shares this without --runtime
+                optimizer=getattr(args, "optimizer", None))
 
 
 def predict_points(args) -> list[dict]:
@@ -221,8 +222,9 @@ def predict_points(args) -> list[dict]:
             for spec in specs:
                 for b in batches:
                     for n in seqlens:
-                        out.append(predict_point(m, spec, phase, b, n, args.context, kw, ceilings, args.calibration,
-                                                 backends))
+                        out.append(predict_point(m, spec, phase, b, n, args.context,
+                                                 {**kw, "optimizer": kw["optimizer"] if phase == "train" else None},
+                                                 ceilings, args.calibration, backends))
     return out
 
 
@@ -557,6 +559,8 @@ def register(subparsers) -> None:
                    help="implementation of an op the model runs, with a rule for the phase; repeatable "
                         "(also used for the baseline of the verdict and crossover; default: the model's)")
     p.add_argument("--recompute", action="store_true", help="train: activation recomputation")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default=None,
+                   help="train: end the step with this optimizer's parameter update (adamw: torch.optim.AdamW, foreach)")
     p.add_argument("--logits", default="last", choices=("last", "all"),
                    help="prefill: LM head on last or all tokens (decode computes one token's logits: last only)")
     p.add_argument("--plot", metavar="FILE", help="also write a roofline plot of the ops (.png or .svg)")

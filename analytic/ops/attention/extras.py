@@ -11,7 +11,10 @@
   as eager aten ops for q and for k: mul (x * cos), neg (of the half x2), cat, mul (* sin), add: 5
   kernels per tensor, 10 launches, each materializing its [B, L, heads, P] output (the neg's half);
   cos and sin [B, L, P] are read by both multiplies of each tensor. FLOPs: 3 per element as fused plus
-  the neg's half. Forward and decode only (autograd's backward of the composition is not modelled).
+  the neg's half. Backward (autograd through the composition, node by node from the output: AddBackward,
+  MulBackward dy * sin, CatBackward's halves, NegBackward's neg, the chunk's cat of the halves'
+  gradients, MulBackward dy * cos, the accumulation of the two paths) is the same five kernels per
+  tensor on the gradients, with the same bytes (cos and sin need no gradient).
 - ``kv_append`` (B, L, G, P): the L new tokens' k and v [B, L, G, P] written into the KV cache (class
   ``kv_cache``, at ``kv_dtype`` when given: an fp8 cache converts on store). ``index_copy``: one copy
   kernel each for K and V (``k_cache[:, :, pos] = k``: what the measured attention block runs, and
@@ -59,7 +62,10 @@ def _rope_eager_rule(mode: str, dtype: str) -> Cost:
     tokens = 1 if mode == "decode" else L
     table = Tensor("cos_sin_rows", "weights", B * tokens * P, e)  # cos and sin [B, L, P] (P / 2 each, doubled)
     kernels, ins, outs = [], [table], []
-    for name, heads in (("q", H), ("k", G)):
+    # backward (autograd through the composition): dy * sin, NegBackward's neg of a half, the chunk's cat of
+    # the halves' gradients, dy * cos, the accumulation of the two paths: the forward's five kernels on dy
+    pre = "d" if mode == "bwd" else ""
+    for name, heads in ((f"{pre}q", H), (f"{pre}k", G)):
         n = B * tokens * heads * P
         x, y = Tensor(name, "activations", n, e), Tensor(f"{name}_rotated", "activations", n, e)
         xc, neg = Tensor(f"{name}_cos", "intermediates", n, e), Tensor(f"{name}_neg_half", "intermediates", n / 2, e)
@@ -107,7 +113,7 @@ ROPE_OP = register(Op(
     impls=(Impl("fused", "one kernel rotating q and k in place (vLLM rotary_embedding)", _rope_rule,
                 ("fwd", "bwd", "decode")),
            Impl("torch_eager", "Hugging Face apply_rotary_pos_emb: 5 eager kernels each for q and k",
-                _rope_eager_rule, ("fwd", "decode"))),
+                _rope_eager_rule, ("fwd", "bwd", "decode"))),
     default_impl="fused",
     constraints=(divisible("H", "G"),),
     reference="ssmbench.analytic.ops.attention.ref:rope_ref",

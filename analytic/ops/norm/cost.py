@@ -33,9 +33,10 @@ Implementations:
 - ``torch_eager``: the plain PyTorch composition of the reference functions below, one kernel per
   dispatched aten op, each materializing its output (fp32 upcasts, [B, L, 1] statistics, [B, L, D]
   temporaries). For fp32 storage the ``.float()`` / ``.to(dtype)`` casts dispatch nothing and are
-  not counted. Same arithmetic as ``fused``. Forward and decode only: autograd's backward of this
-  composition is a ~20-kernel chain set by autograd's derivative formulas and is not modelled (asking
-  for it is an error). Each kernel names its ATen path where it is not a contiguous vectorized one
+  not counted. Same arithmetic as ``fused``. Backward: rmsnorm's is autograd's 16-kernel chain
+  (``_eager_rmsnorm_bwd``: derivatives.yaml's formulas node by node, the saved fp32 upcast and
+  statistics read back, every gradient materialized); layernorm's and gated_rmsnorm's (chains of the
+  same kind, longer) are not modelled (asking for them is an error). Each kernel names its ATen path where it is not a contiguous vectorized one
   (``CAST``, ``REDUCE``, ``BCAST``): on the H200 these ran 1.35-1.56x over their DRAM bytes at copy
   bandwidth (calibration-torchref of 2026-12-02), the achievable model times their bytes at the
   path's probed bandwidth. ``F.layer_norm`` is a single native kernel: its bytes are ``fused``'s.
@@ -185,15 +186,62 @@ def _eager_gated_rmsnorm(t: _T) -> Cost:
     return kernel_chain(ks, [t.x, t.z, t.w], [t.y])
 
 
+def _eager_rmsnorm_bwd(t: _T) -> Cost:
+    """autograd's backward of ``_eager_rmsnorm`` (derivatives.yaml's formulas, node by node from the
+    output): MulBackward of w * h (dh = dy * w; dw = (dy * h).sum over rows), ToCopyBackward of the
+    downcast, MulBackward of xf * rstd (dxf = g * rstd; drstd = (g * xf).sum(-1)), RsqrtBackward
+    (-0.5 * drstd * rstd.pow(3): three [B, L, 1] kernels), AddBackward of + eps (no kernel),
+    MeanBackward (the [B, L, 1] gradient expanded over D and divided by D: one [B, L, D] kernel),
+    PowBackward of xf^2 (dy * 2 * xf.pow(1): pow, mul, mul), the accumulation of xf's two gradients,
+    ToCopyBackward of the upcast. 16 kernels (14 at fp32 storage, whose casts dispatch nothing). Saved
+    from the forward and read back: xf (the fp32 upcast), h (the downcast normalized rows), rstd."""
+    ks: list[Kernel] = []
+    xf = t.x if t.fp32 else t.tmp("x_f32")
+    h = t.tmp("xn" if t.fp32 else "xn_low", fp32=t.fp32)
+    r = t.tmp("rstd_e", True)
+    dh, dw_rows = t.tmp("dh", fp32=t.fp32), t.tmp("dw_rows", fp32=t.fp32)
+    ks += [Kernel("aten.mul", (t.dy, t.w), (dh,), N, path=BCAST),
+           Kernel("aten.mul", (t.dy, h), (dw_rows,), N),
+           Kernel("aten.sum", (dw_rows,), (t.dw,), N, path=REDUCE)]
+    g = dh
+    if not t.fp32:
+        g = t.tmp("dh_f32")
+        ks.append(Kernel("aten._to_copy", (dh,), (g,), path=CAST))
+    dxa, dr_rows, dr = t.tmp("dx_a"), t.tmp("drstd_rows"), t.tmp("drstd", True)
+    r3, dr_h, dv = t.tmp("rstd_cubed", True), t.tmp("drstd_half", True), t.tmp("dvar", True)
+    dsq, xp, x2, dxb = t.tmp("dsq"), t.tmp("x_pow1"), t.tmp("x_times2"), t.tmp("dx_b")
+    ks += [Kernel("aten.mul", (g, xf), (dr_rows,), N),
+           Kernel("aten.mul", (g, r), (dxa,), N, path=BCAST),
+           Kernel("aten.sum", (dr_rows,), (dr,), N, path=REDUCE),
+           Kernel("aten.pow", (r,), (r3,), 2 * R),
+           Kernel("aten.mul", (dr,), (dr_h,), R),
+           Kernel("aten.mul", (dr_h, r3), (dv,), R),
+           # the [B, L, 1] gradient read through a stride-0 view: R elements from memory, N writes
+           Kernel("aten.div", (dv,), (dsq,), N, path=BCAST),
+           Kernel("aten.pow", (xf,), (xp,), 0),  # pow(1): a copy
+           Kernel("aten.mul", (xp,), (x2,), N),
+           Kernel("aten.mul", (dsq, x2), (dxb,), N),
+           Kernel("aten.add", (dxa, dxb), (t.dx if t.fp32 else t.tmp("dx_f32"),), N)]
+    if not t.fp32:
+        ks.append(Kernel("aten._to_copy", (t.tmp("dx_f32"),), (t.dx,), path=CAST))
+    # at 16-bit storage the backward reads the saved fp32 upcast in place of x (an intermediate)
+    return kernel_chain(ks, [t.dy, t.x, t.w] if t.fp32 else [t.dy, t.w], [t.dx, t.dw])
+
+
 _EAGER = {"rmsnorm": _eager_rmsnorm, "layernorm": _eager_layernorm, "gated_rmsnorm": _eager_gated_rmsnorm}
+# autograd's backward of the eager compositions where it is modelled
+_EAGER_BWD = {"rmsnorm": _eager_rmsnorm_bwd}
 
 
 def _rule(kind: str, impl: str):
     def rule(mode: str, dtype: str) -> Cost:
         m = "fwd" if mode == "decode" else mode
-        if impl == "torch_eager" and m != "fwd":
+        if impl == "torch_eager" and m != "fwd" and not (m == "bwd" and kind in _EAGER_BWD):
             raise ValueError(mode)
-        c = _fused(kind, m, dtype) if impl == "fused" else _EAGER[kind](_T(dtype))
+        if impl == "fused":
+            c = _fused(kind, m, dtype)
+        else:
+            c = (_EAGER_BWD if m == "bwd" else _EAGER)[kind](_T(dtype))
         return c.subs({L: 1}) if mode == "decode" else c
     return rule
 
@@ -207,7 +255,7 @@ def _op(kind: str, summary: str, fused_summary: str) -> Op:
         impls=(
             Impl("fused", fused_summary, _rule(kind, "fused"), ("fwd", "bwd", "decode")),
             Impl("torch_eager", "unfused PyTorch ops of the reference, each materializing its output",
-                 _rule(kind, "torch_eager"), ("fwd", "decode")),
+                 _rule(kind, "torch_eager"), ("fwd", "bwd", "decode") if kind in _EAGER_BWD else ("fwd", "decode")),
         ),
         default_impl="fused",
         reference=f"ssmbench.analytic.ops.norm.ref:{kind}_ref",
