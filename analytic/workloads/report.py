@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import UserError
+from ...hwspecs.schema import LIBRARY_KERNEL_CLASSES
 from ..registry import AnalyticError, get_op
 from ..roofline import (
     COL,
@@ -319,7 +320,9 @@ def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dic
             and (not (k.startswith("compute.chain_step.") or k == "compute.sm_count") or k in chain_keys)
             and (not k.startswith("compute.tensor_mma_sync.") or k in mma_keys)
             and (not k.startswith("memory.dram.path.") or k in path_keys)
-            and (k != "launch.gemm_fixed" or res.call_work[:, COL["host.cublas"], 0, 0].sum() > 0)}
+            and (k != "launch.gemm_fixed" or res.call_work[:, COL["host.cublas"], 0, 0].sum() > 0)
+            and (k != "launch.library_fixed"
+                 or sum(res.call_work[:, COL[f"host.{c}"], 0, 0].sum() for c in LIBRARY_KERNEL_CLASSES) > 0)}
     out = {"label": ACH_LABEL, "time_s": t, "host_s": host, "gpu_s": gpu,
            "bottleneck": "host/launch" if host >= gpu else max(by_class, key=by_class.get),
            "time_by_class_s": by_class, "launch_regime": res.launch,
