@@ -222,6 +222,19 @@ def model_notes(model: Model, res: GridResult, ops: list[dict]) -> list[str]:
     return notes
 
 
+def _dram_path_factor(a, w: np.ndarray, table) -> float:
+    """How much longer a call's DRAM bytes take at the attained bandwidths of the kernel paths that move them
+    (``memory.dram.path.<p>``: ATen's non-vectorized kernels) than at the copy bandwidth: the achievable
+    DRAM time without its per-kernel latency over the bytes at ``memory.dram.bandwidth``; 1 where no path
+    applies or the spec knows no rate."""
+    bw, lat = float(table.dram_bw[0]), float(table.dram_latency[0])
+    nbytes = float(a.dram_bytes[0, 0, 0])
+    if not nbytes > 0 or not bw > 0:
+        return 1.0
+    stream = float(a.times["dram"][0, 0, 0]) - float(w[COL["launches"], 0, 0]) * (0.0 if np.isnan(lat) else lat)
+    return max(1.0, stream / (nbytes / bw))
+
+
 def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dict:
     """The achievable estimate (``analytic/achievable.py``) of every op call of ``res`` (first spec,
     first grid point), added to its row, and of the whole step.
@@ -298,6 +311,7 @@ def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dic
         ops[i]["achievable"] = {"label": ACH_LABEL, "time_s": max(h, g), "host_s": h, "gpu_s": g, "bottleneck": cls,
                                 "host_eager_s": eager_parts[-1][0],
                                 "l2_bytes": float(a.l2_bytes[0, 0, 0]), "dram_bytes": float(a.dram_bytes[0, 0, 0]),
+                                "dram_path_factor": _dram_path_factor(a, w, table),
                                 "on_chip_bytes": state_bytes}
         host += h
         gpu += g
