@@ -122,7 +122,7 @@ COMPUTE_PATHS = ("conv_depthwise",)
 # CUDA block per (batch, channel) lane streaming its sequence in chunks of one 16-byte load per thread (the
 # block's launch, the chunk's DRAM round trip, barriers, a store, the block's exit: causal-conv1d's
 # channel-first forward kernel).
-CHAIN_CLASSES = ("token_recurrent_warp", "chunk_recurrent_cta", "lane_chunk_cta")
+CHAIN_CLASSES = ("token_recurrent_warp", "chunk_recurrent_cta", "lane_chunk_cta", "state_tile_cta")
 DRAM_PATHS = ("broadcast", "cast_copy", "reduction", "strided_copy", "expand_copy")
 
 
