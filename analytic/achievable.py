@@ -55,6 +55,15 @@ Terms, for one call of an op whose kernels launch back to back (``launches`` = n
   is added to the fixed time of the calls' cuBLAS kernels (``host.cublas`` counts them); at small M
   (a decode step's projections) it is most of a GEMM's time: measured from the CUDA-graph decode
   profiles, where nothing else hides it (``calibrate/runtime_host.py``).
+- **Library-kernel fixed cost** (``launch.library_fixed``): a Triton or CUDA-extension kernel
+  (``hwspecs.schema.LIBRARY_KERNEL_CLASSES``; ``host.<class>`` counts them) pays more fixed device time
+  than the trivial ATen node of ``launch.graph_node``, even on a few kilobytes: its loads come in
+  dependent phases (a fused norm loads its weight only after the block-wide reduction of its row, a
+  decode state update its state tile after the step's dt and A), each phase a full DRAM latency with
+  nothing else in flight, and its block-wide reductions wait on barriers. n_lib x library_fixed is added
+  to the fixed time like ``gemm_fixed``; measured from the CUDA-graph decode profiles, where a decode
+  step's norms, conv updates and state updates are each a few microseconds of such phases
+  (``calibrate/runtime_host.py``).
 - **Tensor-instruction class** (``execution.Traits.tensor_instr``): the matmul FLOPs of a kernel built
   on the warp-synchronous ``mma.sync`` (sm80 code: FlashAttention-2) run at
   ``compute.tensor_mma_sync.<dtype>`` instead of ``compute.tensor.<dtype>``: on Hopper only the
@@ -72,7 +81,7 @@ Terms, for one call of an op whose kernels launch back to back (``launches`` = n
   FlashAttention-2's forward key-tile loop is such a chain whose step is its full tile's work at the
   CTA's share of the SM's engines (``chain.TILE_LOOP``: no spec parameter beyond the engine rates),
   with the causal grid's uneven CTAs scheduled longest-last.
-- GPU time: T_gpu = n x graph_node + n_cublas x gemm_fixed + max(T_tensor, T_vector, T_sfu, T_mem, T_l2 + T_reread, T_chain): the engines
+- GPU time: T_gpu = n x graph_node + n_cublas x gemm_fixed + n_lib x library_fixed + max(T_tensor, T_vector, T_sfu, T_mem, T_l2 + T_reread, T_chain): the engines
   and the memory system overlap within a call; the per-kernel fixed costs do not. For a kernel whose
   phases run one after another on the same warps (FlashAttention-2's softmax between its two GEMMs;
   the selective scan's B/C loads, exponentials and block scan between barriers;
@@ -103,7 +112,7 @@ from typing import Sequence
 import numpy as np
 
 from ..hwspecs import Spec
-from ..hwspecs.schema import CHAIN_CLASSES, COMPUTE_PATHS, DRAM_PATHS, HOST_CLASSES
+from ..hwspecs.schema import CHAIN_CLASSES, COMPUTE_PATHS, DRAM_PATHS, HOST_CLASSES, LIBRARY_KERNEL_CLASSES
 from .chain import TILE_LOOP, Chain, chain_time, tile_step_time
 from .cost import Cost
 from .roofline import COL, TENSOR_DTYPES, Prefer, check_choice, spec_ceiling, work_array
@@ -145,11 +154,12 @@ class AchievableTable:
     # [S, len(DRAM_PATHS)] memory.dram.path.<p>, [S, len(COMPUTE_PATHS)] compute.path.<p>; None: all unknown
     path_bw: np.ndarray | None = None
     path_rate: np.ndarray | None = None
+    lib_s: np.ndarray | None = None  # launch.library_fixed; None: unknown for every spec
 
     @classmethod
     def of(cls, specs: Sequence[Spec], prefer: Prefer = "measured") -> "AchievableTable":
         rows: dict[str, list] = {k: [] for k in ("tensor", "mma", "vector", "sfu", "dram", "lat", "l2", "l2cap",
-                                                 "node", "gemm", "host", "sms", "chain", "pbw", "prate")}
+                                                 "node", "gemm", "lib", "host", "sms", "chain", "pbw", "prate")}
         missing = []
         for spec in specs:
             miss: dict[str, str] = {}
@@ -176,6 +186,7 @@ class AchievableTable:
                 rows["l2cap"].append(get(f"memory.{cache}.capacity"))
             rows["node"].append(get("launch.graph_node"))
             rows["gemm"].append(get("launch.gemm_fixed"))
+            rows["lib"].append(get("launch.library_fixed"))
             rows["host"].append([get(f"launch.host.{c}") for c in HOST_CLASSES])
             rows["sms"].append(get("compute.sm_count"))
             rows["chain"].append([get(f"compute.chain_step.{c}") for c in CHAIN_CLASSES])
@@ -187,7 +198,18 @@ class AchievableTable:
                    arr["mma"].reshape(len(specs), -1), arr["vector"], arr["sfu"],
                    arr["dram"], arr["lat"], arr["l2"], arr["l2cap"], arr["node"], arr["gemm"],
                    arr["host"].reshape(len(specs), -1), arr["sms"], arr["chain"].reshape(len(specs), -1),
-                   tuple(missing), arr["pbw"].reshape(len(specs), -1), arr["prate"].reshape(len(specs), -1))
+                   tuple(missing), arr["pbw"].reshape(len(specs), -1), arr["prate"].reshape(len(specs), -1),
+                   arr["lib"])
+
+
+def library_kernels(work: np.ndarray) -> np.ndarray:
+    """The library kernels (``LIBRARY_KERNEL_CLASSES``: Triton, CUDA extension) of ``work`` (columns first)."""
+    return sum(work[COL[f"host.{c}"]] for c in LIBRARY_KERNEL_CLASSES)
+
+
+def _lib_s(table: AchievableTable) -> np.ndarray:
+    """launch.library_fixed per spec of ``table`` (NaN where unknown)."""
+    return table.lib_s if table.lib_s is not None else np.full(len(table.spec_ids), np.nan)
 
 
 def _mma_sync_rate(spec: Spec, dtype: str, prefer: Prefer, miss: dict[str, str]) -> float:
@@ -334,7 +356,8 @@ def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarra
         moved_b = np.where(np.isnan(bw_p), 0.0, work[COL[f"path.dram.{p}"]] * served)
         dram = dram + moved_b * (_z(1.0 / bw_p) - _z(1.0 / ps(table.dram_bw)))
 
-    node = launches * _z(ps(table.node_s)) + work[COL["host.cublas"]] * _z(ps(table.gemm_s))
+    node = (launches * _z(ps(table.node_s)) + work[COL["host.cublas"]] * _z(ps(table.gemm_s))
+            + library_kernels(work) * _z(ps(_lib_s(table))))
     fixed = node + launches * _z(ps(table.dram_latency))
     times = {"tensor": tensor, "vector": vector, "special_function": sfu, "dram": dram, "l2": l2 + reread}
     shape = np.broadcast_shapes(*(np.shape(t) for t in times.values()), np.shape(reread),
@@ -423,6 +446,8 @@ def estimate(cost: Cost, spec: Spec, *, tf32: bool = False, serial: bool = False
     miss = {k: v for k, v in miss.items() if not k.startswith("compute.tensor_mma_sync.") or k in used_mma}
     if not float(cost.host.get("cublas", 0)) > 0:  # the GEMM fixed time is named only with a cuBLAS kernel
         miss.pop("launch.gemm_fixed", None)
+    if not sum(float(cost.host.get(c, 0)) for c in LIBRARY_KERNEL_CLASSES) > 0:  # likewise a library kernel's
+        miss.pop("launch.library_fixed", None)
     if launch == "graph":
         miss = {k: v for k, v in miss.items() if not k.startswith("launch.host.") or k == "launch.host.cuda_graph"}
     else:

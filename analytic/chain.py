@@ -53,6 +53,22 @@ Kernel classes (grids and loops read from the kernels' sources):
   on, the streaming terms exceed the chain. The channel-last kernel (``causal_conv1d_channellast_fwd_kernel``:
   64 x 64 tiles of (L, E)) has no such chain.
 
+- ``state_tile_cta``: mamba-ssm's decode state update ``_selective_scan_update_kernel``
+  (mamba_ssm/ops/triton/selective_state_update.py): grid (ceil(P / BLOCK_SIZE_M), B, H), each program
+  one [BLOCK_SIZE_M, N] tile of the state, which it loads with the step's dt, A, B, C, x, updates and
+  stores back: one step per program (BLOCK_SIZE_M = 32, 16, 8, 4 for N <= 16, 32, 64, 128; 4 warps).
+  Programs per SM: 16, the thread limit (2048 / 128 threads). The programs are many and short, and the
+  block scheduler refills a slot as soon as its program exits, so the kernel runs at a throughput of
+  programs, not in whole waves (``Chain.fluid``): T = programs / slots x t_step. Its time follows the
+  grid, not the bytes: on the H200 the fp32-state cases of 2026-12-02 (N = 128, P = 64: B = 16 to 256 at
+  H = 24, 80 and 128) take 2.42 us per 2112 programs at every size, 3.59 TB/s of state traffic, and the
+  bf16 state of a model's inference cache (half the bytes per program) takes the same time per program
+  (the Mamba-2 whole-model decode at B = 32: 16.2 us per kernel where its 25 MB would stream in 6 us):
+  each program keeps only its tile's loads in flight, and its lifetime under load (a few dependent DRAM
+  round trips) sets the rate. The step is the slope of time over programs / slots between those cases
+  (the spec's ``measured:`` entry). Measured at N = 128 only: Mamba-1's [32, 16] tiles (N = 16) are
+  not given the chain.
+
 A fourth class has no spec parameter: its step time follows from the engines (``TILE_LOOP``).
 FlashAttention-2's forward kernel (``flash_fwd_kernel``, csrc/flash_attn/src/flash_fwd_kernel.h,
 the kernel PyTorch's SDPA flash backend vendors) runs one CTA per (query tile of kBlockM rows, batch,
@@ -135,6 +151,9 @@ class Chain:
     dtype: str = "bf16"
     mma_sync: bool = False
     split_grid: float | None = None
+    # programs flow through the slots (the scheduler refills a slot as its program exits): the chain is
+    # steps x programs / slots x step, not whole waves (``state_tile_cta``)
+    fluid: bool = False
 
     def __post_init__(self):
         if self.cls not in CHAIN_CLASSES + (TILE_LOOP,):
@@ -163,12 +182,15 @@ def splits_key_loop(chain: Chain, sm_count):
 
 
 def chain_time(chain: Chain, sm_count, step_s):
-    """T_chain = steps x ceil(programs / (sm_count x programs_per_sm)) x step_s, or for programs of
+    """T_chain = steps x ceil(programs / (sm_count x programs_per_sm)) x step_s (a fluid chain: without the
+    ceil), or for programs of
     different lengths ((total - longest) / slots + longest) x step_s (module docstring); ``sm_count``
     and ``step_s`` may be arrays (one per spec); an unknown (NaN) step gives 0."""
     sms = np.asarray(sm_count, dtype=float)
     slots = sms * chain.programs_per_sm
-    if chain.total_steps is None:
+    if chain.fluid:
+        steps = chain.steps * chain.programs / slots
+    elif chain.total_steps is None:
         steps = chain.steps * np.ceil(chain.programs / slots)
     else:
         steps = np.where(chain.programs <= slots, chain.steps,
@@ -243,6 +265,24 @@ def causal_conv1d_fwd_chain(dims: Mapping[str, int], mode: str, dtype: str = "bf
     chunk = CONV1D_FWD_THREADS * (CONV1D_FWD_LOAD_BYTES // nbytes(dtype))
     return Chain("lane_chunk_cta", math.ceil(int(dims["L"]) / chunk), int(dims["B"]) * int(dims["E"]),
                  SM90_MAX_THREADS_PER_SM // CONV1D_FWD_THREADS)
+
+
+# mamba-ssm selective_state_update: rows of the state tile per program by state size N (BLOCK_SIZE_M), and
+# threads per program (num_warps = 4 up to N = 128)
+STATE_UPDATE_BLOCK_M = ((16, 32), (32, 16), (64, 8), (128, 4))
+STATE_UPDATE_THREADS = 128
+
+
+def ssd_state_update_chain(dims: Mapping[str, int], mode: str, dtype: str = "bf16") -> Chain | None:
+    """mamba-ssm's decode state update of Mamba-2 (module docstring, ``state_tile_cta``): one step per
+    program, B x H x ceil(P / BLOCK_SIZE_M) programs; other modes run the chunked kernels (no such chain),
+    and N above the measured 128 is left without it."""
+    n = int(dims["N"])
+    if mode != "decode" or n > STATE_UPDATE_BLOCK_M[-1][0]:
+        return None
+    block_m = next(m for top, m in STATE_UPDATE_BLOCK_M if n <= top)
+    return Chain("state_tile_cta", 1, int(dims["B"]) * int(dims["H"]) * math.ceil(int(dims["P"]) / block_m),
+                 SM90_MAX_THREADS_PER_SM // STATE_UPDATE_THREADS, fluid=True)
 
 
 def mamba3_siso_chain(dims: Mapping[str, int], mode: str, dtype: str = "bf16") -> Chain | None:

@@ -63,6 +63,7 @@ from .chain import (
     fa2_fwd_chain,
     fla_recurrent_chain,
     mamba3_siso_chain,
+    ssd_state_update_chain,
     splits_key_loop,
 )
 from .conventions import nbytes
@@ -249,7 +250,9 @@ TRAITS: dict[tuple[str, str], Traits] = {
     ("cross_entropy", "fused"): EAGER,    # F.cross_entropy: log_softmax and nll_loss native kernels
     **{(op, "triton"): AUTOTUNED for op in ("ssd_chunk_cumsum", "ssd_bmm", "ssd_chunk_state", "ssd_state_passing",
                                          "ssd_chunk_scan")},
-    ("ssd", "chunked"): dataclasses.replace(AUTOTUNED, l2_rereads=ssd_chunked_l2_rereads),
+    # decode: selective_state_update's programs flow through the SMs' slots (chain.ssd_state_update_chain)
+    ("ssd", "chunked"): dataclasses.replace(AUTOTUNED, l2_rereads=ssd_chunked_l2_rereads,
+                                            chain=ssd_state_update_chain),
     ("ssd", "quadratic"): EAGER,
     ("ssd", "recurrent"): EAGER,
 }

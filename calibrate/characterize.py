@@ -16,8 +16,14 @@ max(0, host - device) of the achievable step. Shares are of the step time on eac
 Bottleneck class of a part, the same rule on both sides, from the fraction of each roofline it
 reaches: the analytic bound of the part's ops per resource at the spec's attained ceilings (op rows'
 ``bound_s``: tensor, vector, special_function, dram, cache) divided by the part's time (measured, or
-predicted: the best device-time prediction of the part, its ops' calibrated estimates where the
-profile calibrates them, else their achievable device time, ``CLASS_BASIS``). The part is bound by the resource with the largest fraction when that
+predicted: the best device-time prediction of the part, its ops' calibrated device times where the
+profile calibrates them (``calibrated_device_s``: the host share of an isolated eager call taken out,
+as ``calibrate/runtime_step.py`` composes the calibrated step), else their achievable device time,
+``CLASS_BASIS``). The DRAM roof of bytes that ATen's non-vectorized kernels move (a broadcast
+elementwise op, a dtype-converting or strided copy, a last-dimension reduction: ``Cost.path``) is
+their path's attained bandwidth (``memory.dram.path.<p>``, measured on those kernels), not the copy
+bandwidth: such a kernel issues one element per load per thread and cannot stream faster, so at its
+path's rate it is at its DRAM roof (the op row's DRAM bound x ``achievable.dram_path_factor``). The part is bound by the resource with the largest fraction when that
 fraction is at least ``ROOFLINE_FRACTION_BOUND``. Else, where the SM's compute engines together reach
 it (the sum of the tensor, vector and special-function fractions: their instructions share the SMs'
 issue slots, and a kernel that runs its GEMMs and its exponentials one after another on the same warps,
@@ -49,9 +55,11 @@ ROOF_RESOURCES = ("tensor", "vector", "special_function", "dram", "cache")
 # one after another on the same warps (execution.Traits.engines) their times add
 ENGINES = ("tensor", "vector", "special_function")
 HOST_PART = "host"
-# The predicted time a part's predicted class is judged at: the sum of its ops' calibrated estimates where the
-# profile calibrates them (the others at their achievable device time), else the achievable device time
-CLASS_BASIS = ("calibrated estimate (achievable device time for ops the profile does not cover)",
+# The predicted time a part's predicted class is judged at: the sum of its ops' calibrated device times where the
+# profile calibrates them (``calibrated_device_s``; the others at their achievable device time), else the
+# achievable device time
+CLASS_BASIS = ("calibrated estimate, device share (calibrated x gpu / max(host_eager, gpu), as the calibrated step "
+               "composes it; achievable device time for ops the profile does not cover)",
                "achievable estimate (device time)")
 # What hardware (or software) change would move a part out of each class.
 REQUIREMENT = {
@@ -95,6 +103,20 @@ def roof_class(bounds: dict[str, float], time_s: float) -> tuple[str | None, dic
     return "latency", frac
 
 
+def calibrated_device_s(o: dict) -> float:
+    """The calibrated device time of op row ``o`` (with a calibrated estimate): its calibrated time with the
+    host share of the isolated eager call taken out, as the calibrated step composes it
+    (``calibrate/runtime_step.py``: calibrated x gpu / max(host_eager, gpu)). The profile's models are
+    fitted on op-level calls timed one at a time, eagerly: where such a call is host-bound its time is
+    the host's issue time, not its kernels'; inside a model step the host issues ahead (or a graph
+    replays), and the part's kernels run for their device time, which is what a roofline fraction
+    divides."""
+    a = o["achievable"]
+    g, he = float(a["gpu_s"]), float(a.get("host_eager_s", a.get("host_s", 0.0)))
+    share = g / max(he, g) if max(he, g) > 0 else 1.0
+    return float(o["calibrated"]["estimate_s"]) * share
+
+
 def _predicted_parts(r: dict) -> dict[str, dict[str, Any]]:
     from ..measure.models.kernel_map import part_of_op
 
@@ -104,10 +126,11 @@ def _predicted_parts(r: dict) -> dict[str, dict[str, Any]]:
                                                                   "bounds": {k: 0.0 for k in ROOF_RESOURCES}, "ops": []})
         p["gpu_s"] += float(o["achievable"]["gpu_s"])
         cal = o.get("calibrated")
-        p["class_s"] += float(cal["estimate_s"]) if cal else float(o["achievable"]["gpu_s"])
+        p["class_s"] += calibrated_device_s(o) if cal else float(o["achievable"]["gpu_s"])
         p["calibrated_ops"] += 1 if cal else 0
         for k in ROOF_RESOURCES:
-            p["bounds"][k] += float((o.get("bound_s") or {}).get(k) or 0.0)
+            p["bounds"][k] += float((o.get("bound_s") or {}).get(k) or 0.0) * (
+                float(o["achievable"].get("dram_path_factor") or 1.0) if k == "dram" else 1.0)
         if o["op"] not in p["ops"]:
             p["ops"].append(o["op"])
     return parts

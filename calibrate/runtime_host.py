@@ -16,9 +16,30 @@ quantity its record class isolates:
 - ``launch.gemm_fixed``: the device time a cuBLAS GEMM kernel pays beyond a trivial graph node. In a
   CUDA-graph record no host cost hides any kernel, so per record
 
-      gemm_fixed = (measured GEMM kernel time - the plan's GEMM device time without it) / GEMM kernels,
+      gemm_fixed = (measured GEMM kernel time + GEMM kernels x gap - the plan's GEMM device time without it)
+                   / GEMM kernels,
 
   (the profile's ``gemm`` part against the plan's ``gemm``-part ops), median over the graph records.
+  ``gap`` is the record's idle time between graph nodes per kernel (``profile.host_idle_s`` / the
+  profile's launches: under graph replay the host issues one graph per step, so the GPU's idle time in
+  the step is the gaps between its nodes): ``launch.graph_node`` is a replay time per node (the probe's
+  graph of trivial kernels / its nodes), a node's kernel plus the gap to the next, while the profiler's
+  kernel times hold the kernels alone; each measured kernel is charged the mean gap to compare like
+  with like. Only records whose plan is mostly fixed costs are used (the achievable step's ``latency``
+  class holds at least ``FIXED_BOUND_SHARE`` of its device time): in a step of long DRAM-bound kernels
+  the profiled kernels run slower than the timed step (transformerpp-125m b32: profiled kernel time
+  above the timed median), which leaves no measurable gap, and the fixed cost is a small difference
+  of large numbers.
+- ``launch.library_fixed``: the same for the library kernels (Triton, CUDA extension:
+  ``hwspecs.schema.LIBRARY_KERNEL_CLASSES``): per record, over the parts whose plan ops are all library
+  kernels, all latency-bound in the plan, and launched as often as the profile counts the part's
+  kernels (one profiled kernel per planned launch: a decode step's fused norms, conv updates and state
+  updates; not an attention whose profiled SDPA backend runs other kernels than the plan's),
+
+      library_fixed = (their measured time + their kernels x gap - the plan's device time of those ops
+                       without it) / their kernels,
+
+  median over the same graph records.
 - ``memory.dram.path.strided_copy`` and ``memory.dram.path.expand_copy``: the attained bandwidth of
   ATen's non-vectorized copy kernel (``elementwise_kernel<128, 4, ... direct_copy_kernel_cuda>``) copying
   a non-contiguous view: mamba-ssm MHA's repeat_interleave of the interleaved cache's k and v (strided)
@@ -42,7 +63,7 @@ quantity its record class isolates:
   terms (a train record's forward pays them as a prefill step does) and held out with them.
 
 ``derive`` returns the values (those with records) as ``measured:`` entries with their method;
-``held_out_spec`` is a spec whose three values come from the records of the other models only
+``held_out_spec`` is a spec whose values come from the records of the other models only
 (``Spec.model_validate(hwspecs.fragment.with_measured(...))``: the spec mechanism, no hand edit).
 Predictions made to derive are on the spec with these three keys removed (``base_spec``), so that a
 value in the spec never feeds its own derivation.
@@ -59,14 +80,16 @@ from ..hwspecs.schema import Spec
 from ..hwspecs.units import format_quantity, parse
 
 HOST_BOUND_SHARE = 0.5  # GPU idle for at least half the step: the host sets the pace
+FIXED_BOUND_SHARE = 0.5  # the plan's latency class at least half the step's device time: fixed costs set it
 MODULE_KEY = {"hf-eager": "launch.host.hf_module", "mamba-ssm": "launch.host.ssm_module"}
 # module classes a runtime charges the op calls of some block kinds instead (analytic/runtime.py)
 KIND_KEY = {"launch.host.hf_ssm_module": "launch.host.hf_module"}  # kind key -> the runtime's general key
 GEMM_KEY = "launch.gemm_fixed"
 BACKWARD_KEY = "launch.host.backward_launch"
 OPTIMIZER = "adamw"  # the op of a train record run with ``optimizer`` (measure/models/steps.py: AdamW, foreach)
+LIB_KEY = "launch.library_fixed"
 PATH_KEY = {"repeat_interleave": "memory.dram.path.strided_copy", "torch_eager": "memory.dram.path.expand_copy"}
-KEYS = (*MODULE_KEY.values(), *KIND_KEY, GEMM_KEY, *PATH_KEY.values(), BACKWARD_KEY)  # BACKWARD_KEY after the module keys
+KEYS = (*MODULE_KEY.values(), *KIND_KEY, GEMM_KEY, LIB_KEY, *PATH_KEY.values(), BACKWARD_KEY)  # BACKWARD_KEY after the module keys
 # ATen's non-vectorized copy kernel (a copy out of a non-contiguous view), as the profiler names it
 STRIDED_COPY_KERNEL = re.compile(r"elementwise_kernel<128, 4,.*direct_copy_kernel_cuda")
 
@@ -133,14 +156,50 @@ def rows_of(records: list[dict], spec_for: Callable[[dict], Spec]) -> list[dict[
                            residual_s=t - a["host_s"], calls_by_key=calls,
                            value_s=(t - a["host_s"]) / row["op_calls_plan"])
         else:
-            gemm = (prof.get("parts") or {}).get("gemm")
-            planned = sum(o["achievable"]["gpu_s"] for o in p["ops"] if part_of_op(o["op"], o.get("impl")) == "gemm")
-            if not gemm or not gemm.get("launches"):
-                continue
-            row.update(term=GEMM_KEY, usable=True, gemm_measured_s=gemm["time_s"], gemm_plan_s=planned,
-                       gemm_kernels=gemm["launches"], value_s=(gemm["time_s"] - planned) / gemm["launches"])
+            rows += _graph_rows(row, p, prof)
+            continue
         rows.append(row)
     return rows
+
+
+def _graph_rows(row: dict, p: dict, prof: dict) -> list[dict[str, Any]]:
+    """The GEMM and library-kernel rows of a CUDA-graph record (``row``: its common fields; ``p`` its
+    prediction on the base spec; ``prof`` its profile)."""
+    from ..analytic.execution import host_class
+    from ..hwspecs.schema import LIBRARY_KERNEL_CLASSES
+    from ..measure.models.kernel_map import part_of_op
+
+    a = p["total"]["achievable"]
+    gap = max(0.0, float(prof["host_idle_s"])) / float(prof["launches"])
+    fixed_share = float((a.get("time_by_class_s") or {}).get("latency", 0.0)) / a["gpu_s"] if a["gpu_s"] else 0.0
+    common = {**row, "gap_s": gap, "fixed_share": fixed_share, "usable": fixed_share >= FIXED_BOUND_SHARE}
+    parts = prof.get("parts") or {}
+    by_part: dict[str, list[dict]] = {}
+    for o in p["ops"]:
+        by_part.setdefault(part_of_op(o["op"], o.get("impl")), []).append(o)
+    out = []
+    gemm = parts.get("gemm")
+    if gemm and gemm.get("launches"):
+        planned = sum(o["achievable"]["gpu_s"] for o in by_part.get("gemm", []))
+        out.append({**common, "term": GEMM_KEY, "gemm_measured_s": gemm["time_s"], "gemm_plan_s": planned,
+                    "gemm_kernels": gemm["launches"],
+                    "value_s": (gemm["time_s"] + gap * gemm["launches"] - planned) / gemm["launches"]})
+    used, measured, planned, kernels = [], 0.0, 0.0, 0.0
+    for part, ops in sorted(by_part.items()):
+        m = parts.get(part)
+        ops = [o for o in ops if o["launches"] > 0]
+        if (not m or not ops or m.get("launches") != sum(o["launches"] for o in ops)
+                or any(host_class(o["op"], o["impl"], mode=o["mode"]) not in LIBRARY_KERNEL_CLASSES
+                       or o["achievable"]["bottleneck"] != "latency" for o in ops)):
+            continue
+        used.append(part)
+        measured += m["time_s"]
+        planned += sum(o["achievable"]["gpu_s"] for o in ops)
+        kernels += m["launches"]
+    if kernels:
+        out.append({**common, "term": LIB_KEY, "lib_parts": used, "lib_measured_s": measured, "lib_plan_s": planned,
+                    "lib_kernels": kernels, "value_s": (measured + gap * kernels - planned) / kernels})
+    return out
 
 
 def _calls_by_key(r: dict, p: dict) -> dict[str, float]:
@@ -207,9 +266,14 @@ def derive(rows: list[dict], exclude_model: str | None = None) -> list[dict[str,
         text = format_quantity(v, kind, digits=4)
         if abs(parse(text, kind) - v) > 1e-3 * v:
             raise RuntimeError(f"{key}: formatted {v} as {text!r}, which does not read back")
-        if key == GEMM_KEY:
-            what = ("CUDA-graph decode records, (profiled GEMM kernel time - the plan's GEMM device time without it) / "
-                    "GEMM kernels")
+        if key in (GEMM_KEY, LIB_KEY):
+            what = ("CUDA-graph decode records whose plan is mostly fixed costs (latency class >= "
+                    f"{FIXED_BOUND_SHARE:.0%} of its device time), "
+                    + ("(profiled GEMM kernel time + GEMM kernels x the record's gap between graph nodes - the plan's "
+                       "GEMM device time without it) / GEMM kernels" if key == GEMM_KEY else
+                       "over the parts whose plan ops are all latency-bound library kernels (Triton, CUDA extension) "
+                       "launched once per profiled kernel, (their profiled kernel time + their kernels x the record's "
+                       "gap between graph nodes - the plan's device time of those ops without it) / their kernels"))
         elif kind == "bandwidth":
             what = ("decode records, the plan's repeat_kv bytes (read + written) / (profiled non-vectorized copy "
                     "kernel time, elementwise_kernel<128, 4> direct_copy, - the plan's fixed time of those launches)")

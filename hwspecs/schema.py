@@ -122,7 +122,7 @@ COMPUTE_PATHS = ("conv_depthwise",)
 # CUDA block per (batch, channel) lane streaming its sequence in chunks of one 16-byte load per thread (the
 # block's launch, the chunk's DRAM round trip, barriers, a store, the block's exit: causal-conv1d's
 # channel-first forward kernel).
-CHAIN_CLASSES = ("token_recurrent_warp", "chunk_recurrent_cta", "lane_chunk_cta")
+CHAIN_CLASSES = ("token_recurrent_warp", "chunk_recurrent_cta", "lane_chunk_cta", "state_tile_cta")
 DRAM_PATHS = ("broadcast", "cast_copy", "reduction", "strided_copy", "expand_copy")
 
 
@@ -221,6 +221,9 @@ class MemoryLevel(_Strict):
 HOST_CLASSES = ("torch_eager", "triton", "triton_autotune", "cuda_extension", "cublas", "sdpa", "cudnn",
                 "cuda_graph", "autograd", "autograd_node", "hf_module", "hf_ssm_module", "ssm_module", "compiled",
                 "backward_launch")
+# The classes whose kernels are library kernels (``launch.library_fixed``): Triton kernels and CUDA-extension
+# kernels, as opposed to ATen's elementwise kernels (the trivial graph node's class) and cuBLAS's (``gemm_fixed``).
+LIBRARY_KERNEL_CLASSES = ("triton", "triton_autotune", "cuda_extension")
 # The classes measured by the runtime probe (or from whole-model records) rather than by ``ssmbench
 # probe``'s per-call loop.
 RUNTIME_HOST_CLASSES = ("hf_module", "hf_ssm_module", "ssm_module", "compiled", "backward_launch")
@@ -237,6 +240,10 @@ class Launch(_Strict):
     # prefetch, barrier set-up and the fill of its K-loop pipeline, the epilogue's store): the floor a
     # small-M GEMM cannot go under (analytic/achievable.py).
     gemm_fixed: Duration | None = None
+    # Device-side fixed time of one library kernel (a Triton or CUDA-extension kernel: the host classes in
+    # LIBRARY_KERNEL_CLASSES) beyond a trivial graph node: the dependent load phases, block-wide reductions
+    # and tail of a kernel that does real work on a few kilobytes (analytic/achievable.py).
+    library_fixed: Duration | None = None
     host: dict[str, Duration] = Field(default_factory=dict)
 
     @field_validator("host", mode="before")
@@ -525,6 +532,8 @@ class Spec(_Strict):
             yield "launch.timed_call", self.launch.timed_call
         if self.launch.gemm_fixed is not None:
             yield "launch.gemm_fixed", self.launch.gemm_fixed
+        if self.launch.library_fixed is not None:
+            yield "launch.library_fixed", self.launch.library_fixed
         for cls, d in self.launch.host.items():
             yield f"launch.host.{cls}", d
         yield "power.tdp", self.power.tdp

@@ -1,5 +1,5 @@
 """The runtime terms measured from the host-bound and CUDA-graph whole-model records (issue #15):
-``launch.host.hf_module``, ``launch.host.ssm_module``, ``launch.gemm_fixed``, the copy paths
+``launch.host.hf_module``, ``launch.host.ssm_module``, ``launch.gemm_fixed``, ``launch.library_fixed``, the copy paths
 ``memory.dram.path.strided_copy`` / ``expand_copy`` and the train step's ``launch.host.backward_launch`` (their physics and
 formulas: calibrate/runtime_host.py). No GPU: stored records only.
 
@@ -42,7 +42,8 @@ def markdown(rows, entries) -> str:
     lines += [f"- {e['key']} = {e['value']} ({e['method']})" for e in entries]
     lines += ["", (f"Module terms use host-bound records (GPU idle >= {HOST_BOUND_SHARE:.0%} of the step) of prefill and "
                    "decode, the backward term host-bound train records (value per backward launch, plan launches "
-                   "in the launches column); the GEMM term uses CUDA-graph records; the DRAM paths use the profiled copy kernels of decode "
+                   "in the launches column); the GEMM and library-kernel terms use CUDA-graph records whose plan is mostly fixed costs, each "
+                   "profiled kernel charged the record's gap between graph nodes; the DRAM paths use the profiled copy kernels of decode "
                    "records. Plan values are on the spec without these terms."), "",
               ("| record | term | used | step (measurement) | kernel time | GPU idle | launches measured / plan | "
                "module calls / plan op calls | plan host | value |"), "|---|---|---|---|---|---|---|---|---|---|"]

@@ -138,3 +138,45 @@ def test_h200_causal_conv1d_short_sequences_are_a_queue_of_blocks():
     c8 = execution.chain_of("conv1d", "causal_conv1d", long, "fwd", None, "bf16")
     e8 = estimate(cost("conv1d", long, "causal_conv1d", "fwd", "bf16"), spec, chain=c8)
     assert e8.chain_s == pytest.approx(8 * 10 * 1.874e-6) and e8.bottleneck == "dram"
+
+
+def test_state_update_grid_flows_through_the_slots():
+    # mamba-ssm selective_state_update: grid (ceil(P / BLOCK_SIZE_M), B, H), BLOCK_SIZE_M 4 at N = 128, 8 at
+    # N = 64; 128 threads: 16 programs per SM; a fluid chain: programs / slots, no whole waves
+    c = ch.ssd_state_update_chain({"B": 3, "H": 5, "P": 64, "N": 128, "G": 1}, "decode")
+    assert (c.cls, c.steps, c.programs, c.programs_per_sm, c.fluid) == ("state_tile_cta", 1, 3 * 5 * 16, 16, True)
+    assert ch.ssd_state_update_chain({"B": 3, "H": 5, "P": 64, "N": 64, "G": 1}, "decode").programs == 3 * 5 * 8
+    assert ch.ssd_state_update_chain({"B": 3, "H": 5, "P": 64, "N": 256, "G": 1}, "decode") is None  # not measured
+    assert ch.ssd_state_update_chain({"B": 3, "H": 5, "P": 64, "N": 128, "G": 1, "L": 64, "C": 64}, "fwd") is None
+    assert float(ch.chain_time(c, 10, STEP)) == pytest.approx(240 / 160 * STEP)  # 1.5 slots' worth, not 2 waves
+    assert float(ch.chain_time(c.repeated(4), 10, STEP)) == pytest.approx(4 * 240 / 160 * STEP)
+
+
+def test_h200_state_update_step_is_the_slope_of_the_stored_cases():
+    """The spec's step (2.42 us) is the median over the three head counts of the stored op-level cases'
+    slope of time over programs / slots between B = 16 and B = 256; the same step then predicts the B = 64
+    cases' increments over B = 16 within 3%."""
+    import json
+    import statistics
+    from pathlib import Path
+
+    spec = get_spec("h200-sxm")
+    step = ceiling(spec, "compute.chain_step.state_tile_cta")
+    assert step.origin == "measured"
+    run = Path(__file__).resolve().parents[1] / "results/h200/2026-12-02/default/run-20261202T172122.267473Z-1902.jsonl"
+    t = {}
+    for line in run.read_text().splitlines():
+        r = json.loads(line)
+        c = r.get("case") or r
+        if c.get("op") == "ssd" and c.get("mode") == "decode" and r.get("status") == "ok":
+            t[(c["dims"]["H"], c["dims"]["B"])] = (r["time_s"]["median"], c["dims"])
+    slots = 132 * 16
+
+    def waves(dims):
+        return ch.ssd_state_update_chain(dims, "decode").programs / slots
+
+    slopes = [(t[(h, 256)][0] - t[(h, 16)][0]) / (waves(t[(h, 256)][1]) - waves(t[(h, 16)][1])) for h in (24, 80, 128)]
+    assert step.value == pytest.approx(statistics.median(slopes), rel=2e-3)
+    for h in (24, 80, 128):
+        rise = t[(h, 64)][0] - t[(h, 16)][0]
+        assert rise == pytest.approx((waves(t[(h, 64)][1]) - waves(t[(h, 16)][1])) * step.value, rel=0.03)

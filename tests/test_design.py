@@ -195,16 +195,18 @@ def _scaled(spec_file, key: str, factor: float, tmp_path) -> str:
 
 
 @pytest.mark.parametrize("argv, binding", [
-    (["--model", "mamba2-2.7b", "--phase", "decode", "--batch", "64", "--context", "32768",
-      "--target", "tokens_per_s=20000"], "memory.dram.bandwidth"),
+    # batch 4: at batch 64 the state update's programs (chain.py state_tile_cta, 6 ms a step) make the step
+    # latency-bound whatever the bandwidth
+    (["--model", "mamba2-2.7b", "--phase", "decode", "--batch", "4", "--context", "32768",
+      "--target", "tokens_per_s=1600"], "memory.dram.bandwidth"),
     (["--model", "llama-3-8b", "--phase", "prefill", "--batch", "1", "--seqlen", "4096",
       "--target", "tokens_per_s=80000"], "compute.tensor.bf16"),
     (["--model", "mamba2-2.7b", "--phase", "decode", "--batch", "1", "--context", "4096",
       "--target", "time_per_token_s=1e-3", "--base", "ssm-sram-asic"], "memory.dram.bandwidth"),
-    (["--model", "mamba2-2.7b", "--phase", "decode", "--batch", "64", "--context", "32768",
-      # closer levels raised to keep the hierarchy (30 k: at 40 k the GEMMs' fixed time, launch.gemm_fixed, floors
-      # the step above the target whatever the bandwidth)
-      "--target", "tokens_per_s=30000"], "memory.dram.bandwidth"),
+    (["--model", "mamba2-2.7b", "--phase", "decode", "--batch", "4", "--context", "32768",
+      # closer levels raised to keep the hierarchy (2 k: at 2.4 k the fixed times and the state update's programs
+      # floor the step at ~1.3 ms whatever the bandwidth)
+      "--target", "tokens_per_s=2000"], "memory.dram.bandwidth"),
     (["--model", "mamba2-2.7b", "--phase", "decode", "--batch", "1", "--context", "4096",
       "--target", "time_per_token_s=1e-4", "--base", "ssm-sram-asic"], None),  # DRAM alone cannot: latency joins
 ])

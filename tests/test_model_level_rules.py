@@ -133,7 +133,7 @@ def test_class_judged_at_the_calibrated_part_time():
     # one part (gemm), bound 0.6 ms on the tensor engine; achievable 0.7 ms (0.86 of the roof: tensor), the
     # calibrated estimate 1.5 ms (0.4: latency), measured 1.4 ms (0.43: latency): the class is judged at 1.5 ms
     op = {"op": "linear", "impl": "cublas", "bound_s": {"tensor": 0.6e-3},
-          "achievable": {"gpu_s": 0.7e-3}, "calibrated": {"estimate_s": 1.5e-3}}
+          "achievable": {"gpu_s": 0.7e-3, "host_eager_s": 0.1e-3}, "calibrated": {"estimate_s": 1.5e-3}}
     pred = {"total": {"achievable": {"time_s": 0.7e-3, "host_s": 0.1e-3, "gpu_s": 0.7e-3}}, "ops": [op]}
     rec = {"key": "k", "model": "m", "runner": "r", "phase": "prefill", "runtime": "mamba-ssm", "batch": 1,
            "seqlen": 1, "time_s": {"median": 1.4e-3},
@@ -141,6 +141,12 @@ def test_class_judged_at_the_calibrated_part_time():
     row = next(p for p in characterize_record(rec, pred)["parts"] if p["part"] == "gemm")
     assert (row["predicted_class"], row["measured_class"]) == ("latency", "latency")
     assert row["predicted_class_basis"] == CLASS_BASIS[0]
+    # an isolated eager call that was host-bound (3 ms to issue, 0.7 ms on the device): its calibrated time
+    # counts at its device share, 1.5 x 0.7 / 3 = 0.35 ms, as the calibrated step composes it: tensor
+    op["achievable"]["host_eager_s"] = 3e-3
+    row = next(p for p in characterize_record(rec, pred)["parts"] if p["part"] == "gemm")
+    assert row["predicted_class"] == "tensor" and row["measured_class"] == "latency"
+    op["achievable"]["host_eager_s"] = 0.1e-3
     op.pop("calibrated")
     row = next(p for p in characterize_record(rec, pred)["parts"] if p["part"] == "gemm")
     assert row["predicted_class"] == "tensor" and row["predicted_class_basis"] == CLASS_BASIS[1]
@@ -168,3 +174,38 @@ def test_host_noise_suite_and_summary(tmp_path):
     assert (row["n"], row["median_s"], row["in_order_s"]) == (3, 0.011, [0.010, 0.012, 0.011])
     assert row["spread"] == pytest.approx(0.002 / 0.011) and row["idle_share"] == pytest.approx(0.8)
     assert host_noise.main([str(tmp_path)]) == 0 and host_noise.main([]) == 2
+
+
+def test_dram_roof_of_path_kernels_is_the_path_rate():
+    """Bytes moved by ATen's non-vectorized kernels are at their DRAM roof at the path's attained rate: a
+    part at 0.4 of the copy-bandwidth bound whose kernels' path runs at 0.6 of the copy rate is DRAM-bound."""
+    from ssmbench.calibrate.characterize import characterize_record
+    op = {"op": "add", "impl": "torch_eager", "bound_s": {"dram": 0.4e-3},
+          "achievable": {"gpu_s": 0.7e-3, "host_eager_s": 0.0, "dram_path_factor": 1.0}}
+    pred = {"total": {"achievable": {"time_s": 1e-3, "host_s": 0.0, "gpu_s": 1e-3}}, "ops": [op]}
+    rec = {"key": "k", "model": "m", "runner": "r", "phase": "prefill", "runtime": "mamba-ssm", "batch": 1,
+           "seqlen": 1, "time_s": {"median": 1e-3},
+           "profile": {"parts": {"elementwise": {"time_s": 1e-3}}, "host_idle_s": 0.0}}
+    row = next(p for p in characterize_record(rec, pred)["parts"] if p["part"] == "elementwise")
+    assert row["measured_class"] == "latency"
+    op["achievable"]["dram_path_factor"] = 1 / 0.6
+    row = next(p for p in characterize_record(rec, pred)["parts"] if p["part"] == "elementwise")
+    assert row["measured_class"] == "dram" and row["measured_roof_fraction"]["dram"] == pytest.approx(0.4 / 0.6)
+
+
+def test_dram_path_factor_of_a_prediction():
+    """The achievable row's dram_path_factor: the copy bandwidth over the path's rate for a strided copy, 1
+    for a contiguous kernel."""
+    from ssmbench.analytic.workloads.models import get_model
+    from ssmbench.analytic.workloads.report import predict
+    from ssmbench.hwspecs import get_spec
+    from ssmbench.hwspecs.units import parse
+    spec = get_spec("h200-sxm")
+    p = predict(get_model("transformerpp-125m"), spec, "decode", 32, 32768, with_searches=False,
+                runtime="cuda-graph", flash_attn=False)
+    rate = {m.key: parse(m.value, "bandwidth") for m in spec.measured
+            if m.key in ("memory.dram.bandwidth", "memory.dram.path.strided_copy")}
+    rk = next(o for o in p["ops"] if o["op"] == "repeat_kv")
+    assert rk["achievable"]["dram_path_factor"] == pytest.approx(
+        rate["memory.dram.bandwidth"] / rate["memory.dram.path.strided_copy"], rel=1e-6)
+    assert next(o for o in p["ops"] if o["op"] == "lm_head")["achievable"]["dram_path_factor"] == 1.0

@@ -145,3 +145,50 @@ def test_vim_flips_between_layers():
     assert {c.label: c.count for c in plan(m, "train") if c.label.startswith("flip_")} == \
         {"flip_hidden": 46, "flip_residual": 46}  # and the gradients' flips
     assert not any(c.label.startswith("flip_") for c in plan(get_model("mamba-130m"), "prefill"))
+
+
+def test_graph_rows_charge_the_gap_between_nodes(rows):
+    """The GEMM and library-kernel fixed costs of a CUDA-graph record compare each profiled kernel plus
+    the record's mean gap between graph nodes with the plan's device time (launch.graph_node is a replay
+    time per node: kernel and gap); records whose plan is mostly long DRAM-bound kernels do not count."""
+    graph = [r for r in rows if r["term"] in ("launch.gemm_fixed", "launch.library_fixed")]
+    for r in graph:
+        assert r["gap_s"] == pytest.approx(max(0.0, r["measured_s"] - r["busy_s"]) / r["launches_measured"], rel=1e-9)
+        if r["term"] == "launch.gemm_fixed":
+            assert r["value_s"] * r["gemm_kernels"] == pytest.approx(
+                r["gemm_measured_s"] + r["gap_s"] * r["gemm_kernels"] - r["gemm_plan_s"], rel=1e-9)
+    lib = {r["key"]: r for r in graph if r["term"] == "launch.library_fixed"}
+    # a decode step's fused norms, conv updates and state updates (at B = 32 the Mamba-2 state update's
+    # programs, analytic/chain.py state_tile_cta); not transformerpp's attention (its SDPA backend's
+    # kernels are not the plan's launches)
+    for b in (1, 32):
+        assert lib[f"model/mamba2-130m/mamba_ssm/decode/cuda-graph/b{b}_l2048"]["lib_parts"] == [
+            "conv1d", "norm", "ssm_scan"]
+    assert lib["model/transformerpp-125m/mamba_ssm/decode/cuda-graph/b1_l2048"]["lib_parts"] == ["norm"]
+    for r in lib.values():
+        assert r["value_s"] * r["lib_kernels"] == pytest.approx(
+            r["lib_measured_s"] + r["gap_s"] * r["lib_kernels"] - r["lib_plan_s"], rel=1e-9)
+    usable = {r["key"] for r in lib.values() if r["usable"]}
+    assert "model/transformerpp-125m/mamba_ssm/decode/cuda-graph/b32_l2048" not in usable
+    assert "model/mamba-130m/mamba_ssm/decode/cuda-graph/b1_l2048" in usable
+    spec, used = held_out_spec(get_spec("h200-sxm"), rows, "mamba2-130m")
+    e = next(e for e in used if e["key"] == "launch.library_fixed")
+    assert "mamba2-130m/" not in e["method"] and "mamba-130m/" in e["method"]
+
+
+def test_library_kernels_pay_the_library_fixed_time():
+    """Each Triton or CUDA-extension launch of a call adds launch.library_fixed to its device time; ATen
+    and cuBLAS launches do not."""
+    from ssmbench.analytic.workloads.models import get_model
+    from ssmbench.analytic.workloads.report import predict
+    spec = get_spec("h200-sxm")
+    value = parse(next(m.value for m in spec.measured if m.key == "launch.library_fixed"), "time")
+    no_lib = base_spec(spec)
+    ops = [predict(get_model("mamba2-130m"), s, "decode", 1, 2048, with_searches=False, runtime="cuda-graph")["ops"]
+           for s in (spec, no_lib)]
+    gemm = parse(next(m.value for m in spec.measured if m.key == "launch.gemm_fixed"), "time")
+    for with_, without in zip(*ops):
+        extra = {"conv1d": 1, "ssd": 1, "rmsnorm": 1, "gated_rmsnorm": 1}.get(with_["op"], 0) * value
+        extra += gemm if with_["impl"] == "cublas" else 0.0
+        assert with_["achievable"]["gpu_s"] - without["achievable"]["gpu_s"] == pytest.approx(
+            with_["launches"] * extra, rel=1e-6, abs=1e-12), with_["op"]

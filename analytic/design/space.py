@@ -309,6 +309,7 @@ class Designs:
             node_s=col("launch.graph_node"),
             # a GEMM kernel's fixed time is a property of the GEMM library on its base, as chain steps are
             gemm_s=np.full(self.n, _base_value(self.base, "launch.gemm_fixed")),
+            lib_s=np.full(self.n, _base_value(self.base, "launch.library_fixed")),
             host_s=np.stack([col(f"launch.host.{c}") for c in HOST_CLASSES], axis=1),
             sm_count=(col("compute.sm_count") if "compute.sm_count" in self.values
                       else np.full(self.n, _base_value(self.base, "compute.sm_count"))),

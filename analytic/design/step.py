@@ -162,9 +162,18 @@ def _chunk(ww: WorkloadWork, d: Designs) -> Step:
         one = achievable_work(ww.work[:, i:i + 1], d.table(), tf32=ww.tf32[i:i + 1], serial=ww.serial[i:i + 1],
                               launch=ww.launch, graph_replays=0.0, mma_sync=ww.mma_sync[i:i + 1], chain=chain,
                               l2_reread=ww.l2_reread[i:i + 1])
-        binds = one.gpu[:, 0] > gpu[:, i]
-        gpu[:, i] = np.where(binds, one.gpu[:, 0], gpu[:, i])
-        cls[:, i] = np.where(binds, one.bottleneck[:, 0], cls[:, i])
+        g1, c1 = np.array(one.gpu[:, 0]), np.array(one.bottleneck[:, 0])
+        if resident.any():  # where the state is on chip, the chained call as above (predict's order of terms)
+            b1 = achievable_work(moved[:, i:i + 1], r.table(), tf32=ww.tf32[i:i + 1], serial=ww.serial[i:i + 1],
+                                 launch=ww.launch, graph_replays=0.0, mma_sync=ww.mma_sync[i:i + 1], chain=chain,
+                                 l2_reread=ww.l2_reread[i:i + 1])
+            node1 = (b1.gpu - np.max(np.stack(list(b1.times.values())), axis=0))[:, 0]
+            st = ww.state_executed[i]
+            g1[resident] = np.maximum(b1.gpu[:, 0], node1 + st / state_bw[resident]) if st > 0 else b1.gpu[:, 0]
+            c1[resident] = b1.bottleneck[:, 0]
+        binds = g1 > gpu[:, i]
+        gpu[:, i] = np.where(binds, g1, gpu[:, i])
+        cls[:, i] = np.where(binds, c1, cls[:, i])
     h = host.sum(axis=1)
     for c in ww.step_host_classes:  # unknown host cost: no term (the estimate's not_modelled names it)
         h = h + np.nan_to_num(d.array(f"launch.host.{c}"))

@@ -34,8 +34,8 @@ import math
 
 import numpy as np
 
-from ...hwspecs.schema import COMPUTE_PATHS, DRAM_PATHS, HOST_CLASSES
-from ..achievable import CLASSES, L2_RESIDENT_FRACTION, AchievableTable, _z, chain_step_time, host_cost
+from ...hwspecs.schema import COMPUTE_PATHS, DRAM_PATHS, HOST_CLASSES, LIBRARY_KERNEL_CLASSES
+from ..achievable import CLASSES, L2_RESIDENT_FRACTION, AchievableTable, _lib_s, _z, chain_step_time, host_cost
 from ..chain import chain_time
 from ..registry import AnalyticError
 from ..roofline import COL, TENSOR_DTYPES
@@ -60,7 +60,7 @@ def _constants(t: AchievableTable) -> dict | None:
              "zv": _f(_z(1.0 / t.rate_vector[:1])), "zs": _f(_z(1.0 / t.rate_sfu[:1])),
              "lim": _f(L2_RESIDENT_FRACTION * t.l2_capacity[:1]), "known_l2": not bool(np.isnan(t.l2_bw[0])),
              "zl2": _f(_z(1.0 / t.l2_bw[:1])), "zlat": _f(_z(t.dram_latency[:1])), "zd": _f(_z(1.0 / t.dram_bw[:1])),
-             "znode": _f(_z(t.node_s[:1])), "zgemm": _f(_z(t.gemm_s[:1])),
+             "znode": _f(_z(t.node_s[:1])), "zgemm": _f(_z(t.gemm_s[:1])), "zlib": _f(_z(_lib_s(t)[:1])),
              "zh": [float(x) for x in _z(t.host_s)[0]]}
         cpath, dpath = {}, {}
         for i, p in enumerate(COMPUTE_PATHS):
@@ -132,6 +132,7 @@ def _call_lines(i: int, c, k: dict, tf32: bool, serial: bool, mma: bool, launch:
         out.append(f"served = db / {ex} if {ex} > 0 else 0.0")
         out += [f"dram = dram + w{COL[f'path.dram.{p}']} * served * {d!r}" for p, d in paths]
     gemm = f" + {w('host.cublas')} * {k['zgemm']!r}" if COL["host.cublas"] in cols else ""  # + 0.0 left out
+    gemm += "".join(f" + {w(f'host.{c}')} * {k['zlib']!r}" for c in LIBRARY_KERNEL_CLASSES if COL[f"host.{c}"] in cols)
     out.append(f"node = {lau} * {k['znode']!r}{gemm}")
     out.append(f"fixed = node + {lau} * {k['zlat']!r}")
     # the largest engine, the first of equals (argmax over tensor, vector, special_function, dram, l2)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import UserError
+from ...hwspecs.schema import LIBRARY_KERNEL_CLASSES
 from ..registry import AnalyticError, get_op
 from ..roofline import (
     COL,
@@ -223,6 +224,19 @@ def model_notes(model: Model, res: GridResult, ops: list[dict]) -> list[str]:
     return notes
 
 
+def _dram_path_factor(a, w: np.ndarray, table) -> float:
+    """How much longer a call's DRAM bytes take at the attained bandwidths of the kernel paths that move them
+    (``memory.dram.path.<p>``: ATen's non-vectorized kernels) than at the copy bandwidth: the achievable
+    DRAM time without its per-kernel latency over the bytes at ``memory.dram.bandwidth``; 1 where no path
+    applies or the spec knows no rate."""
+    bw, lat = float(table.dram_bw[0]), float(table.dram_latency[0])
+    nbytes = float(a.dram_bytes[0, 0, 0])
+    if not nbytes > 0 or not bw > 0:
+        return 1.0
+    stream = float(a.times["dram"][0, 0, 0]) - float(w[COL["launches"], 0, 0]) * (0.0 if np.isnan(lat) else lat)
+    return max(1.0, stream / (nbytes / bw))
+
+
 def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dict:
     """The achievable estimate (``analytic/achievable.py``) of every op call of ``res`` (first spec,
     first grid point), added to its row, and of the whole step.
@@ -299,6 +313,7 @@ def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dic
         ops[i]["achievable"] = {"label": ACH_LABEL, "time_s": max(h, g), "host_s": h, "gpu_s": g, "bottleneck": cls,
                                 "host_eager_s": eager_parts[-1][0],
                                 "l2_bytes": float(a.l2_bytes[0, 0, 0]), "dram_bytes": float(a.dram_bytes[0, 0, 0]),
+                                "dram_path_factor": _dram_path_factor(a, w, table),
                                 "on_chip_bytes": state_bytes}
         host += h
         gpu += g
@@ -327,7 +342,9 @@ def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dic
             and (not (k.startswith("compute.chain_step.") or k == "compute.sm_count") or k in chain_keys)
             and (not k.startswith("compute.tensor_mma_sync.") or k in mma_keys)
             and (not k.startswith("memory.dram.path.") or k in path_keys)
-            and (k != "launch.gemm_fixed" or res.call_work[:, COL["host.cublas"], 0, 0].sum() > 0)}
+            and (k != "launch.gemm_fixed" or res.call_work[:, COL["host.cublas"], 0, 0].sum() > 0)
+            and (k != "launch.library_fixed"
+                 or sum(res.call_work[:, COL[f"host.{c}"], 0, 0].sum() for c in LIBRARY_KERNEL_CLASSES) > 0)}
     out = {"label": ACH_LABEL, "time_s": t, "host_s": host, "gpu_s": gpu,
            "bottleneck": "host/launch" if host >= gpu else max(by_class, key=by_class.get),
            "time_by_class_s": by_class, "launch_regime": res.launch,
