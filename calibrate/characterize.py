@@ -45,7 +45,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..errors import UserError
-from .runtime_host import KEYS
+from .runtime_host import HOST_BOUND_SHARE, KEYS
 
 LABEL_MEASURED = "measurement"
 # A part runs "at" a roof when it reaches at least this fraction of that resource's attained rate.
@@ -245,6 +245,23 @@ def summarize(rows: list[dict]) -> dict[str, Any]:
     out["targets"] = {"time_median_abs": 0.10, "time_p90_abs": 0.20, "energy_median_abs": 0.15,
                       "class_agreement": 0.90}
     return out
+
+
+def repeats(spread_rows: list[dict]) -> dict[str, Any]:
+    """The keys measured more than once (``measure.models.records.repeat_spread`` rows with n >= 2) and,
+    per pace, how far their repeats lie apart: *host-bound* where the GPU waited for the host at least
+    HOST_BOUND_SHARE of the step (the step is the host's issue time), else *GPU-bound*. A measurement; it
+    is the floor under any model-level error judged on single records: a prediction cannot agree with two
+    records of one key better than they agree with each other."""
+    rows = [r for r in spread_rows if r["n"] >= 2]
+    by_pace: dict[str, Any] = {}
+    for pace in ("gpu", "host"):
+        sel = [r["spread"] for r in rows if r["spread"] is not None
+               and ((r["idle_share"] or 0.0) >= HOST_BOUND_SHARE) == (pace == "host")]
+        by_pace[pace] = {"n_keys": len(sel), "median_spread": float(np.median(sel)) if sel else None,
+                         "max_spread": max(sel) if sel else None}
+    return {"label": "measurement: repeated records of one key", "host_bound_share": HOST_BOUND_SHARE,
+            "rows": rows, "by_pace": by_pace}
 
 
 def characterize(records: list[dict], spec_for, profile=None, held_out: bool = False) -> dict[str, Any]:

@@ -14,34 +14,16 @@ figures (a benchmark table, not a test).
 
 from __future__ import annotations
 
-import json
-import statistics
 import sys
 from pathlib import Path
 
 
 def rows(paths: list[Path]) -> list[dict]:
-    """Per key: n, min, median, max of the step time in s, spread, idle share, times in file order."""
-    by_key: dict[str, list[tuple[int, float, float | None]]] = {}
-    order = 0
-    for p in paths:
-        for r in json.loads(p.read_text(encoding="utf-8"))["records"]:
-            order += 1
-            if r.get("status") != "ok":
-                continue
-            t = float(r["time_s"]["median"])
-            idle = (r.get("profile") or {}).get("host_idle_s")
-            by_key.setdefault(r["key"], []).append((order, t, None if idle is None else float(idle) / t))
-    out = []
-    for key, recs in sorted(by_key.items()):
-        ts = [t for _, t, _ in recs]
-        med = statistics.median(ts)
-        idles = [i for _, _, i in recs if i is not None]
-        out.append({"key": key, "n": len(ts), "min_s": min(ts), "median_s": med, "max_s": max(ts),
-                    "spread": (max(ts) - min(ts)) / med if med > 0 else None,
-                    "idle_share": statistics.median(idles) if idles else None,
-                    "in_order_s": [t for _, t, _ in sorted(recs)]})
-    return out
+    """Per key: n, min, median, max of the step time in s, spread, idle share, times in file order
+    (``measure.models.records.repeat_spread``, which ``ssmbench characterize`` reports too)."""
+    from ssmbench.measure.models.records import repeat_spread
+
+    return repeat_spread(paths)
 
 
 def main(argv: list[str]) -> int:

@@ -176,6 +176,19 @@ def test_host_noise_suite_and_summary(tmp_path):
     assert host_noise.main([str(tmp_path)]) == 0 and host_noise.main([]) == 2
 
 
+def test_repeats_split_keys_by_pace_and_report_their_spread():
+    from ssmbench.calibrate.characterize import repeats
+
+    rows = [{"key": "a", "n": 2, "spread": 0.40, "idle_share": 0.97},   # host-bound: the GPU waits 97% of the step
+            {"key": "b", "n": 2, "spread": 0.02, "idle_share": 0.10},
+            {"key": "c", "n": 3, "spread": 0.10, "idle_share": 0.60},
+            {"key": "d", "n": 1, "spread": 0.0, "idle_share": 0.99}]    # measured once: not a repeat
+    rep = repeats(rows)
+    assert [r["key"] for r in rep["rows"]] == ["a", "b", "c"]
+    assert rep["by_pace"]["host"] == {"n_keys": 2, "median_spread": pytest.approx(0.25), "max_spread": 0.40}
+    assert rep["by_pace"]["gpu"]["n_keys"] == 1 and rep["by_pace"]["gpu"]["max_spread"] == 0.02
+
+
 def test_dram_roof_of_path_kernels_is_the_path_rate():
     """Bytes moved by ATen's non-vectorized kernels are at their DRAM roof at the path's attained rate: a
     part at 0.4 of the copy-bandwidth bound whose kernels' path runs at 0.6 of the copy rate is DRAM-bound."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import statistics
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -132,3 +133,32 @@ def latest_records(paths: Iterable[Path]) -> list[dict[str, Any]]:
             if old is None or str(r.get("started_utc") or "") >= str(old.get("started_utc") or ""):
                 best[r["key"]] = r
     return list(best.values())
+
+
+def repeat_spread(paths: Iterable[Path]) -> list[dict[str, Any]]:
+    """Per key, over every ok record of the files (all of them: a key measured in three calls gives three,
+    where ``latest_records`` keeps one): ``n``, ``min_s`` / ``median_s`` / ``max_s`` of the step time (each
+    record's median of its timed calls), ``spread`` = (max - min) / median, ``idle_share`` (median over the
+    records of profile.host_idle_s / step: the share of the step the GPU waited for the host), ``in_order_s``
+    (the times in file and record order: a drift over a call shows as a trend) and ``files``."""
+    by_key: dict[str, list[tuple[int, float, float | None, str]]] = {}
+    order = 0
+    for p in paths:
+        for r in json.loads(Path(p).read_text(encoding="utf-8"))["records"]:  # as written: checked by the caller
+            order += 1
+            if r.get("status") != "ok":
+                continue
+            t = float(r["time_s"]["median"])
+            idle = (r.get("profile") or {}).get("host_idle_s")
+            by_key.setdefault(r["key"], []).append((order, t, None if idle is None else float(idle) / t, str(p)))
+    out = []
+    for key, recs in sorted(by_key.items()):
+        ts = [t for _, t, _, _ in recs]
+        med = statistics.median(ts)
+        idles = [i for _, _, i, _ in recs if i is not None]
+        out.append({"key": key, "n": len(ts), "min_s": min(ts), "median_s": med, "max_s": max(ts),
+                    "spread": (max(ts) - min(ts)) / med if med > 0 else None,
+                    "idle_share": statistics.median(idles) if idles else None,
+                    "in_order_s": [t for _, t, _, _ in sorted(recs)],
+                    "files": sorted({f for _, _, _, f in recs})})
+    return out

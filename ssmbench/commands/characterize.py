@@ -21,6 +21,23 @@ def _share(x) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
+def _repeats_md(rep: dict | None) -> list[str]:
+    if not rep or not rep["rows"]:
+        return []
+    bp = rep["by_pace"]
+    text = "; ".join(f"{pace}-bound: {v['n_keys']} keys, spread median {_share(v['median_spread'])}, max "
+                     f"{_share(v['max_spread'])}" for pace, v in (("GPU", bp["gpu"]), ("host", bp["host"])) if v["n_keys"])
+    out = ["## Repeat measurements (measurement)", "",
+           f"Keys measured in more than one record (every record of the folders, not only the latest): {text}. "
+           f"Host-bound: the GPU idle for at least {rep['host_bound_share']:.0%} of the step. The spread "
+           "(max - min) / median of one key's records is a floor under the error of any prediction judged on "
+           "single records.", "", "| key | records | min / median / max | spread | GPU idle |", "|---|---|---|---|---|"]
+    for r in rep["rows"]:
+        out.append(f"| {r['key']} | {r['n']} | {si(r['min_s'], 's')} / {si(r['median_s'], 's')} / {si(r['max_s'], 's')} | "
+                   f"{_share(r['spread'])} | {_share(r['idle_share'])} |")
+    return out + [""]
+
+
 def markdown(doc: dict) -> str:
     out = [f"# {doc['label']}", "",
            f"Class rule: a part is bound by the resource whose attained roofline it reaches to at least "
@@ -81,15 +98,16 @@ def markdown(doc: dict) -> str:
         if r["not_modelled"]:
             out.append(f"\nNot modelled in the achievable estimate: {', '.join(r['not_modelled'])}.")
         out.append("")
+    out += _repeats_md(doc.get("repeats"))
     if doc["skipped"]:
         out += ["## Not characterized", ""] + [f"- {s['key']}: {s['status']} ({s['reason']})" for s in doc["skipped"]]
     return "\n".join(out) + "\n"
 
 
 def cmd_characterize(args) -> int:
-    from ..calibrate.characterize import characterize
+    from ..calibrate.characterize import characterize, repeats
     from ..hwspecs import get_spec, spec_for_device
-    from ..measure.models.records import find_model_runs, latest_records
+    from ..measure.models.records import find_model_runs, latest_records, repeat_spread
 
     if args.out:  # output paths first: a bad one costs no reading
         check_output_file(args.out, "--out")
@@ -114,6 +132,7 @@ def cmd_characterize(args) -> int:
         from ..calibrate.profile import read_profile
         profile = read_profile(args.calibration)
     doc = characterize(records, spec_for, profile, held_out=args.held_out)
+    doc["repeats"] = repeats(repeat_spread(paths))
     from ..provenance import analysis_meta
     doc = {"meta": analysis_meta(inputs=paths + ([Path(args.calibration)] if args.calibration else [])), **doc}
     from ..measure.results import jsonable
