@@ -71,7 +71,9 @@ Terms, for one call of an op whose kernels launch back to back (``launches`` = n
   more term of the max below (a kernel with few programs leaves the engines idle while its chain runs).
   FlashAttention-2's forward key-tile loop is such a chain whose step is its full tile's work at the
   CTA's share of the SM's engines (``chain.TILE_LOOP``: no spec parameter beyond the engine rates),
-  with the causal grid's uneven CTAs scheduled longest-last.
+  with the causal grid's uneven CTAs scheduled longest-last. Mamba-1's selective scan steps over (chunk,
+  state) with the blocks resident on an SM sharing its intake of the steps' B and C rows
+  (``chain.lane_state_cta``): its chain is paced by bytes, and where it binds the label is ``l2``.
 - GPU time: T_gpu = n x graph_node + n_cublas x gemm_fixed + max(T_tensor, T_vector, T_sfu, T_mem, T_l2 + T_reread, T_chain): the engines
   and the memory system overlap within a call; the per-kernel fixed costs do not. For a kernel whose
   phases run one after another on the same warps (FlashAttention-2's softmax between its two GEMMs;
@@ -87,7 +89,7 @@ Terms, for one call of an op whose kernels launch back to back (``launches`` = n
 
 Bottleneck classes: ``host/launch`` when T_host >= T_gpu; else ``latency`` when the fixed and latency
 parts (n x graph_node + n x dram latency) or the sequential chain exceed every engine and bandwidth
-time; else the resource
+time (a chain paced by an intake of bytes: its own label, ``Chain.label``); else the resource
 with the largest time (tensor, vector, special_function, dram, l2).
 
 A parameter the spec does not know (``unknown`` or not listed) contributes no term, and the result
@@ -363,7 +365,10 @@ def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarra
 
     # the label of a serial kernel is its largest phase (the re-reads count as l2)
     engine = stacked.argmax(axis=0) + CLASSES.index("tensor")
-    cls = np.where((np.broadcast_to(fixed, shape) >= top) | chain_binds, CLASSES.index("latency"), engine)
+    # a binding chain labels the call with its own class: latency, or the intake it is paced by (chain.label)
+    chain_cls = CLASSES.index(chain.label) if chain is not None else CLASSES.index("latency")
+    cls = np.where(chain_binds, chain_cls, engine)
+    cls = np.where(np.broadcast_to(fixed, shape) >= top, CLASSES.index("latency"), cls)
     cls = np.where(host >= gpu, CLASSES.index("host/launch"), cls)
     return Achieved(time, host, np.broadcast_to(gpu, shape), np.broadcast_to(fixed, shape),
                     {r: np.broadcast_to(t, shape) for r, t in times.items()}, cls,
