@@ -392,6 +392,8 @@ class Estimate:
     not_modelled: dict[str, str]
     label: str = LABEL
     chain_s: float = 0.0
+    # the class where the chain binds (``Chain.label``: latency, or the intake that paces it)
+    chain_label: str = "latency"
 
     def to_dict(self) -> dict:
         return {"label": self.label, "spec": self.spec_id, "time_s": self.time_s, "host_s": self.host_s,
@@ -435,7 +437,8 @@ def estimate(cost: Cost, spec: Spec, *, tf32: bool = False, serial: bool = False
         miss = {k: v for k, v in miss.items() if not k.startswith("launch.host.") or k in used}
     return Estimate(spec.id, float(a.time[0]), float(a.host[0]), float(a.gpu[0]), float(a.fixed[0]),
                     {r: float(t[0]) for r, t in a.times.items()}, str(a.bottleneck_names()[0]),
-                    float(a.l2_bytes[0]), float(a.dram_bytes[0]), launch, miss, chain_s=float(a.chain[0]))
+                    float(a.l2_bytes[0]), float(a.dram_bytes[0]), launch, miss, chain_s=float(a.chain[0]),
+                    chain_label="latency" if chain is None else chain.label)
 
 
 def issue_pipeline(host_s: Sequence[float], gpu_s: Sequence[float], lead_s: float = float("inf")) -> float:

@@ -123,3 +123,15 @@ def test_h200_fp32_takes_twice_the_bf16_time_at_the_same_exponentials():
 def test_h200_fwdbwd_adds_the_backward_kernel():
     fwd, both = _estimate(2, 5120, 2048, "bf16"), _estimate(2, 5120, 2048, "bf16", "fwdbwd")
     assert both.chain_s > 3 * fwd.chain_s and both.bottleneck == "l2"
+
+
+def test_h200_as_measured_label_follows_the_chain():
+    # the estimate as the timing loop measures it (analytic/timed.py) keeps the chain's label: l2, not latency
+    from ssmbench.analytic.timed import as_timed
+
+    est = _estimate(1, 2048, 8192, "fp32")
+    timing = {"flush_l2": True, "flush_bytes": 125829120, "cuda_graph": False}
+    d = as_timed(est, get_spec("h200-sxm"), calls=1, head_host_s=0.0, timing=timing)
+    assert est.chain_label == "l2" and d["bottleneck"] == "l2"
+    # 6 waves of 396 blocks (2048 lanes at 3 per SM) x 64 steps x 3 x 16 KiB: 670 us, measured 727.3 us
+    assert est.chain_s == pytest.approx(6 * 64 * 3 * 16 * KIB_STEP)
