@@ -77,13 +77,13 @@ Kernel classes (grids and loops read from the kernels' sources):
   forward-backward call runs the forward kernel, then the backward one (``Chain.then``). Not modelled, as
   measured per chunk and wave of 4 bf16 blocks (18.5 us in the chain): the intake is slower for several
   chunks per lane and for one batch (L = 8192: 20.6 - 21.1 us at B = 4, 22.6 - 23.4 us at B = 1; L = 2048
-  at B = 1: 19.0 - 22.8 us, the fewer waves the slower), 10 - 23 % above the chain; the cause is not
+  at B = 1: 19.0 - 22.8 us, the fewer waves the slower): the estimate 10 - 23 % below those cases; the cause is not
   isolated (candidates: the per-chunk u, delta, z loads and out stores exposed while a wave's blocks run in
   step; all SMs reading one batch's rows at once; the B and C rows of a batch fitting the SM's L1 at one
-  chunk and not at four); a one-warp block's own step latency at L = 128 (49.8 ns per KiB: 27 % above the
-  chain) and the fp32 one-warp blocks at L = 256, faster than the intake (28.9 ns per KiB: the chain is
-  25 % above); the backward kernel's step beyond its B, C and atomic bytes (forward-backward calls measure
-  19 - 30 % above the two chains).
+  chunk and not at four); a one-warp block's own step latency at L = 128 (49.8 ns per KiB: the estimate 26 %
+  below) and the fp32 one-warp blocks at L = 256, faster than the intake (28.9 ns per KiB: the estimate
+  26 % above); the backward kernel's step beyond its B, C and atomic bytes (on forward-backward calls the two
+  chains are 19 - 30 % below the measured time).
 
 A fourth class has no spec parameter: its step time follows from the engines (``TILE_LOOP``).
 FlashAttention-2's forward kernel (``flash_fwd_kernel``, csrc/flash_attn/src/flash_fwd_kernel.h,
