@@ -77,8 +77,8 @@ Kernel classes (grids and loops read from the kernels' sources):
   forward-backward call runs the forward kernel, then the backward one (``Chain.then``). Not modelled, as
   measured per chunk and wave of 4 bf16 blocks (18.5 us in the chain): the intake is slower for several
   chunks per lane and for one batch (L = 8192: 20.6 - 21.1 us at B = 4, 22.6 - 23.4 us at B = 1; L = 2048
-  at B = 1: 19.0 - 22.8 us, the fewer waves the slower): the estimate 10 - 23 % below those cases; the cause is not
-  isolated (candidates: the per-chunk u, delta, z loads and out stores exposed while a wave's blocks run in
+  at B = 1: 19.0 - 22.8 us, the fewer waves the slower): the estimate 10 - 23 % below those cases; the
+  cause is not isolated (candidates: the per-chunk u, delta, z loads and out stores exposed while a wave's blocks run in
   step; all SMs reading one batch's rows at once; the B and C rows of a batch fitting the SM's L1 at one
   chunk and not at four); a one-warp block's own step latency at L = 128 (49.8 ns per KiB: the estimate 26 %
   below) and the fp32 one-warp blocks at L = 256, faster than the intake (28.9 ns per KiB: the estimate
@@ -146,8 +146,10 @@ SM90_MAX_THREADS_PER_SM = 2048
 # compiled for sm_90 with nvcc 13.0 and the package's flags, and the launcher's kSmemSize
 MAMBA1_SCAN_TILES = ((128, 32, 4), (256, 32, 8), (512, 32, 16), (1024, 64, 16), (None, 128, 16))
 MAMBA1_FWD_RESOURCES = {
-    2: {(32, 4): (61, 2592), (32, 8): (84, 3136), (32, 16): (125, 4192), (64, 16): (128, 6304), (128, 16): (128, 10560)},
-    4: {(32, 4): (64, 3104), (32, 8): (93, 4192), (32, 16): (141, 6304), (64, 16): (145, 10528), (128, 16): (144, 19008)},
+    2: {(32, 4): (61, 2592), (32, 8): (84, 3136), (32, 16): (125, 4192), (64, 16): (128, 6304),
+        (128, 16): (128, 10560)},
+    4: {(32, 4): (64, 3104), (32, 8): (93, 4192), (32, 16): (141, 6304), (64, 16): (145, 10528),
+        (128, 16): (144, 19008)},
 }
 MAMBA1_BWD_RESOURCES = {
     2: {(32, 4): (138, 8376), (32, 8): (192, 10008), (32, 16): (255, 13176), (64, 16): (254, 20160),
