@@ -89,7 +89,9 @@ Terms, for one call of an op whose kernels launch back to back (``launches`` = n
 
 Bottleneck classes: ``host/launch`` when T_host >= T_gpu; else ``latency`` when the fixed and latency
 parts (n x graph_node + n x dram latency) or the sequential chain exceed every engine and bandwidth
-time (a chain paced by an intake of bytes: its own label, ``Chain.label``); else the resource
+time (in one op's ``estimate``, a chain paced by an intake of bytes takes its own label, ``Chain.label``;
+the vectorised ``achievable_work`` that whole-model steps use labels every binding chain ``latency``); else
+the resource
 with the largest time (tensor, vector, special_function, dram, l2).
 
 A parameter the spec does not know (``unknown`` or not listed) contributes no term, and the result
@@ -365,10 +367,7 @@ def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarra
 
     # the label of a serial kernel is its largest phase (the re-reads count as l2)
     engine = stacked.argmax(axis=0) + CLASSES.index("tensor")
-    # a binding chain labels the call with its own class: latency, or the intake it is paced by (chain.label)
-    chain_cls = CLASSES.index(chain.label) if chain is not None else CLASSES.index("latency")
-    cls = np.where(chain_binds, chain_cls, engine)
-    cls = np.where(np.broadcast_to(fixed, shape) >= top, CLASSES.index("latency"), cls)
+    cls = np.where((np.broadcast_to(fixed, shape) >= top) | chain_binds, CLASSES.index("latency"), engine)
     cls = np.where(host >= gpu, CLASSES.index("host/launch"), cls)
     return Achieved(time, host, np.broadcast_to(gpu, shape), np.broadcast_to(fixed, shape),
                     {r: np.broadcast_to(t, shape) for r, t in times.items()}, cls,
@@ -435,8 +434,13 @@ def estimate(cost: Cost, spec: Spec, *, tf32: bool = False, serial: bool = False
     else:
         used = {f"launch.host.{c}" for c, v in cost.host.items() if float(v) > 0}
         miss = {k: v for k, v in miss.items() if not k.startswith("launch.host.") or k in used}
+    name = str(a.bottleneck_names()[0])
+    if chain is not None and name == "latency" and float(a.chain[0]) > float(a.fixed[0]):
+        # the chain binds (not the fixed parts): the call takes the chain's own class, latency or the intake
+        # that paces it (Chain.label: the selective scan's B and C rows, l2)
+        name = chain.label
     return Estimate(spec.id, float(a.time[0]), float(a.host[0]), float(a.gpu[0]), float(a.fixed[0]),
-                    {r: float(t[0]) for r, t in a.times.items()}, str(a.bottleneck_names()[0]),
+                    {r: float(t[0]) for r, t in a.times.items()}, name,
                     float(a.l2_bytes[0]), float(a.dram_bytes[0]), launch, miss, chain_s=float(a.chain[0]),
                     chain_label="latency" if chain is None else chain.label)
 

@@ -198,7 +198,7 @@ class Chain:
     # time is then programs_per_sm x shared_kib x the class's time per KiB: lane_state_cta); None: the
     # class's step time is one program's step
     shared_kib: float | None = None
-    # the resource class (achievable.CLASSES) the estimate is labelled with where this chain binds
+    # the class (achievable.CLASSES) one op's estimate is labelled with where this chain binds
     label: str = "latency"
     # the chain of a kernel launched after this one (a forward-backward call's backward kernel), of the
     # same class: the chain times add
