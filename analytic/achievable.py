@@ -80,7 +80,9 @@ Terms, for one call of an op whose kernels launch back to back (``launches`` = n
   more term of the max below (a kernel with few programs leaves the engines idle while its chain runs).
   FlashAttention-2's forward key-tile loop is such a chain whose step is its full tile's work at the
   CTA's share of the SM's engines (``chain.TILE_LOOP``: no spec parameter beyond the engine rates),
-  with the causal grid's uneven CTAs scheduled longest-last.
+  with the causal grid's uneven CTAs scheduled longest-last. Mamba-1's selective scan steps over (chunk,
+  state) with the blocks resident on an SM sharing its intake of the steps' B and C rows
+  (``chain.lane_state_cta``): its chain is paced by bytes, and where it binds the label is ``l2``.
 - GPU time: T_gpu = n x graph_node + n_cublas x gemm_fixed + n_lib x library_fixed + max(T_tensor, T_vector, T_sfu, T_mem, T_l2 + T_reread, T_chain): the engines
   and the memory system overlap within a call; the per-kernel fixed costs do not. For a kernel whose
   phases run one after another on the same warps (FlashAttention-2's softmax between its two GEMMs;
@@ -96,7 +98,9 @@ Terms, for one call of an op whose kernels launch back to back (``launches`` = n
 
 Bottleneck classes: ``host/launch`` when T_host >= T_gpu; else ``latency`` when the fixed and latency
 parts (n x graph_node + n x dram latency) or the sequential chain exceed every engine and bandwidth
-time; else the resource
+time (in one op's ``estimate``, a chain paced by an intake of bytes takes its own label, ``Chain.label``;
+the vectorised ``achievable_work`` that whole-model steps use labels every binding chain ``latency``); else
+the resource
 with the largest time (tensor, vector, special_function, dram, l2).
 
 A parameter the spec does not know (``unknown`` or not listed) contributes no term, and the result
@@ -410,6 +414,8 @@ class Estimate:
     not_modelled: dict[str, str]
     label: str = LABEL
     chain_s: float = 0.0
+    # the class where the chain binds (``Chain.label``: latency, or the intake that paces it)
+    chain_label: str = "latency"
 
     def to_dict(self) -> dict:
         return {"label": self.label, "spec": self.spec_id, "time_s": self.time_s, "host_s": self.host_s,
@@ -453,9 +459,15 @@ def estimate(cost: Cost, spec: Spec, *, tf32: bool = False, serial: bool = False
     else:
         used = {f"launch.host.{c}" for c, v in cost.host.items() if float(v) > 0}
         miss = {k: v for k, v in miss.items() if not k.startswith("launch.host.") or k in used}
+    name = str(a.bottleneck_names()[0])
+    if chain is not None and name == "latency" and float(a.chain[0]) > float(a.fixed[0]):
+        # the chain binds (not the fixed parts): the call takes the chain's own class, latency or the intake
+        # that paces it (Chain.label: the selective scan's B and C rows, l2)
+        name = chain.label
     return Estimate(spec.id, float(a.time[0]), float(a.host[0]), float(a.gpu[0]), float(a.fixed[0]),
-                    {r: float(t[0]) for r, t in a.times.items()}, str(a.bottleneck_names()[0]),
-                    float(a.l2_bytes[0]), float(a.dram_bytes[0]), launch, miss, chain_s=float(a.chain[0]))
+                    {r: float(t[0]) for r, t in a.times.items()}, name,
+                    float(a.l2_bytes[0]), float(a.dram_bytes[0]), launch, miss, chain_s=float(a.chain[0]),
+                    chain_label="latency" if chain is None else chain.label)
 
 
 def issue_pipeline(host_s: Sequence[float], gpu_s: Sequence[float], lead_s: float = float("inf")) -> float:

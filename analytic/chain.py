@@ -68,6 +68,37 @@ Kernel classes (grids and loops read from the kernels' sources):
   round trips) sets the rate. The step is the slope of time over programs / slots between those cases
   (the spec's ``measured:`` entry). Measured at N = 128 only: Mamba-1's [32, 16] tiles (N = 16) are
   not given the chain.
+- ``lane_state_cta``: mamba-ssm's selective-scan kernels (csrc/selective_scan/selective_scan_fwd_kernel.cuh,
+  selective_scan_bwd_kernel.cuh, mamba-ssm 2.3.2): grid (B, E), one block per (batch, channel) lane of
+  kNThreads threads x kNItems items (by L: <= 128: 32 x 4; <= 256: 32 x 8; <= 512: 32 x 16; <= 1024: 64 x 16;
+  else 128 x 16, chunks of 2048). For each chunk and each state n the block loads that chunk's B[b, n, :] and
+  C[b, n, :] rows (16-byte loads, warp-transposed through shared memory), takes exp2 of its items, runs a
+  block scan (carried over chunks by a running prefix) and adds to its outputs: steps = ceil(L / chunk) x N,
+  one after another. Blocks per SM from the kernels' registers and shared memory (ptxas -v of the sm_90
+  build, nvcc 13.0, the measured variant: even length, variable B and C, z; ``MAMBA1_FWD_RESOURCES``): 4
+  (2-byte types) and 3 (fp32) at 128 threads, 3 for the backward. What paces a step is not its latency but
+  the SM's intake of the steps' B and C rows: over the measured grids the time per step, divided by the
+  blocks per SM and by the step's B and C bytes, is one constant (34.6 - 36.7 ns per KiB at grids of 16 waves
+  and more: 4 blocks of 8 KiB (bf16, fp16, L = 2048), 3 blocks of 16 KiB (fp32, L = 2048), 8 and 6 blocks
+  of 4 and 8 KiB (L = 1024), 23 one-warp blocks of 1 KiB (bf16, fp16, L = 256); results/h200/2026-12-02
+  and 2026-12-03), so the fp32 scan takes twice the bf16 time at the same exponential
+  count and the same occupancy-independent rate: the blocks resident on an SM share one intake.
+  T = steps x ceil(programs / (SMs x k)) x k x step KiB x t_KiB, the step time of the class
+  (``compute.chain_step.lane_state_cta``) being per KiB of one SM's intake (``Chain.shared_kib``); the label
+  where it binds is ``l2`` (the B and C rows are re-read from L2 by every channel's block: they are the
+  ``execution.mamba1_scan_l2_rereads`` bytes, taken in at about 3.7 TB/s over 132 SMs against 8.7 TB/s of
+  the streaming L2 read probe). The backward kernel steps the same way in reverse, loading B and C and
+  adding its dB, dC contributions with fp32 atomics: its step takes in 2 x chunk x (e + 4) bytes; a
+  forward-backward call runs the forward kernel, then the backward one (``Chain.then``). Not modelled, as
+  measured per chunk and wave of 4 bf16 blocks (18.5 us in the chain): the intake is slower for several
+  chunks per lane and for one batch (L = 8192: 20.6 - 21.1 us at B = 4, 22.6 - 23.4 us at B = 1; L = 2048
+  at B = 1: 19.0 - 22.8 us, the fewer waves the slower): the estimate 10 - 23 % below those cases; the
+  cause is not isolated (candidates: the per-chunk u, delta, z loads and out stores exposed while a wave's blocks run in
+  step; all SMs reading one batch's rows at once; the B and C rows of a batch fitting the SM's L1 at one
+  chunk and not at four); a one-warp block's own step latency at L = 128 (49.8 ns per KiB: the estimate 26 %
+  below) and the fp32 one-warp blocks at L = 256, faster than the intake (28.9 ns per KiB: the estimate
+  26 % above); the backward kernel's step beyond its B, C and atomic bytes (on forward-backward calls the two
+  chains are 19 - 30 % below the measured time).
 
 A fourth class has no spec parameter: its step time follows from the engines (``TILE_LOOP``).
 FlashAttention-2's forward kernel (``flash_fwd_kernel``, csrc/flash_attn/src/flash_fwd_kernel.h,
@@ -123,6 +154,33 @@ FLA_RECURRENT_BV = 8
 CONV1D_FWD_THREADS = 128
 CONV1D_FWD_LOAD_BYTES = 16
 SM90_MAX_THREADS_PER_SM = 2048
+# mamba-ssm's selective scan (module docstring, lane_state_cta): (kNThreads, kNItems) by sequence length
+# (selective_scan_{fwd,bwd}_cuda: the first bound L fits under), and per kernel, element size and
+# (kNThreads, kNItems): (registers per thread, dynamic shared memory bytes per block) of the measured variant
+# (even length, variable B and C, with z; bwd also delta_softplus), from ptxas -v of mamba-ssm 2.3.2.post1
+# compiled for sm_90 with nvcc 13.0 and the package's flags, and the launcher's kSmemSize
+MAMBA1_SCAN_TILES = ((128, 32, 4), (256, 32, 8), (512, 32, 16), (1024, 64, 16), (None, 128, 16))
+MAMBA1_FWD_RESOURCES = {
+    2: {(32, 4): (61, 2592), (32, 8): (84, 3136), (32, 16): (125, 4192), (64, 16): (128, 6304),
+        (128, 16): (128, 10560)},
+    4: {(32, 4): (64, 3104), (32, 8): (93, 4192), (32, 16): (141, 6304), (64, 16): (145, 10528),
+        (128, 16): (144, 19008)},
+}
+MAMBA1_BWD_RESOURCES = {
+    2: {(32, 4): (138, 8376), (32, 8): (192, 10008), (32, 16): (255, 13176), (64, 16): (254, 20160),
+        (128, 16): (168, 34640)},
+    4: {(32, 4): (125, 8888), (32, 8): (184, 11064), (32, 16): (245, 15288), (64, 16): (254, 24384),
+        (128, 16): (168, 43088)},
+}
+# Compute capability 9.0 (CUDA C++ Programming Guide, technical specifications per compute capability; the
+# occupancy calculator's allocation rules): 64 K 32-bit registers per SM, allocated per warp in units of 256
+# (8 per thread); 228 KiB of shared memory per SM, 1 KiB of it reserved per resident block
+SM90_REGISTERS_PER_SM = 65536
+SM90_REGISTER_UNIT = 8
+SM90_SMEM_PER_SM = 228 * 1024
+SM90_SMEM_RESERVED_PER_BLOCK = 1024
+# the unit of a lane_state_cta step: its spec value is the time per KiB of one SM's intake
+KIB = 1024
 # The chain class whose step time follows from the engine rates, not from a spec parameter
 TILE_LOOP = "tile_loop"
 # FlashAttention-2 forward CTAs per SM (module docstring: the register file's limit)
@@ -154,17 +212,29 @@ class Chain:
     # programs flow through the slots (the scheduler refills a slot as its program exits): the chain is
     # steps x programs / slots x step, not whole waves (``state_tile_cta``)
     fluid: bool = False
+    # KiB each program takes in per step where the programs resident on an SM share one intake (the step
+    # time is then programs_per_sm x shared_kib x the class's time per KiB: lane_state_cta); None: the
+    # class's step time is one program's step
+    shared_kib: float | None = None
+    # the class (achievable.CLASSES) one op's estimate is labelled with where this chain binds
+    label: str = "latency"
+    # the chain of a kernel launched after this one (a forward-backward call's backward kernel), of the
+    # same class: the chain times add
+    then: Chain | None = None
 
     def __post_init__(self):
         if self.cls not in CHAIN_CLASSES + (TILE_LOOP,):
             raise ValueError(f"unknown chain class {self.cls!r}; known: {CHAIN_CLASSES + (TILE_LOOP,)}")
         if (self.cls == TILE_LOOP) != (self.step_work is not None):
             raise ValueError(f"chain class {self.cls!r}: step_work is given exactly for {TILE_LOOP!r}")
+        if self.then is not None and self.then.cls != self.cls:
+            raise ValueError(f"a chain of class {self.cls!r} followed by one of class {self.then.cls!r}: one step time")
 
     def repeated(self, count) -> Chain:
         """The chain of ``count`` launches of this kernel one after another."""
         total = None if self.total_steps is None else self.total_steps * count
-        return dataclasses.replace(self, steps=self.steps * count, total_steps=total)
+        then = None if self.then is None else self.then.repeated(count)
+        return dataclasses.replace(self, steps=self.steps * count, total_steps=total, then=then)
 
     @property
     def key(self) -> str:
@@ -183,8 +253,10 @@ def splits_key_loop(chain: Chain, sm_count):
 
 def chain_time(chain: Chain, sm_count, step_s):
     """T_chain = steps x ceil(programs / (sm_count x programs_per_sm)) x step_s (a fluid chain: without the
-    ceil), or for programs of
-    different lengths ((total - longest) / slots + longest) x step_s (module docstring); ``sm_count``
+    ceil), or for programs of different lengths ((total - longest) / slots + longest) x step_s, or where the
+    resident programs share the SM's intake (``Chain.shared_kib``) steps x ceil(programs / slots) x
+    programs_per_sm x shared_kib x step_s, plus the chain of the kernel that follows (``Chain.then``) (module
+    docstring); ``sm_count``
     and ``step_s`` may be arrays (one per spec); an unknown (NaN) step gives 0."""
     sms = np.asarray(sm_count, dtype=float)
     slots = sms * chain.programs_per_sm
@@ -197,7 +269,10 @@ def chain_time(chain: Chain, sm_count, step_s):
                          (chain.total_steps - chain.steps) / slots + chain.steps)
     if chain.split_grid is not None:  # the kernel splits its key loop on a small grid: not modelled
         steps = np.where(splits_key_loop(chain, sms), 0.0, steps)
-    return np.nan_to_num(steps * np.asarray(step_s, dtype=float), nan=0.0)
+    if chain.shared_kib is not None:  # the resident programs share the SM's intake of their steps' bytes
+        steps = steps * chain.programs_per_sm * chain.shared_kib
+    t = np.nan_to_num(steps * np.asarray(step_s, dtype=float), nan=0.0)
+    return t if chain.then is None else t + chain_time(chain.then, sm_count, step_s)
 
 
 def tile_step_time(chain: Chain, sm_count, rate_tensor, rate_vector, rate_sfu):
@@ -291,3 +366,41 @@ def mamba3_siso_chain(dims: Mapping[str, int], mode: str, dtype: str = "bf16") -
         return None
     return Chain("chunk_recurrent_cta", math.ceil(int(dims["L"]) / SISO_CHUNK),
                  int(dims["B"]) * int(dims["H"]), 1)
+
+
+def _mamba1_tile(seqlen: int) -> tuple[int, int]:
+    """(kNThreads, kNItems) of mamba-ssm's selective-scan launchers for a sequence of ``seqlen``."""
+    return next((t, i) for bound, t, i in MAMBA1_SCAN_TILES if bound is None or seqlen <= bound)
+
+
+def blocks_per_sm(threads: int, registers: int, smem_bytes: int) -> int:
+    """Resident blocks per SM on compute capability 9.0 of a kernel of ``threads`` threads per block,
+    ``registers`` per thread and ``smem_bytes`` of shared memory per block: the least of the register
+    file's, shared memory's, the thread limit's and the block limit's counts (allocation rules above)."""
+    per_warp = math.ceil(registers / SM90_REGISTER_UNIT) * SM90_REGISTER_UNIT * 32
+    by_regs = (SM90_REGISTERS_PER_SM // per_warp) // math.ceil(threads / 32)
+    by_smem = SM90_SMEM_PER_SM // (smem_bytes + SM90_SMEM_RESERVED_PER_BLOCK)
+    return min(by_regs, by_smem, SM90_MAX_THREADS_PER_SM // threads, SM90_MAX_BLOCKS_PER_SM)
+
+
+def mamba1_scan_chain(dims: Mapping[str, int], mode: str, dtype: str = "bf16") -> Chain | None:
+    """mamba-ssm's selective scan (module docstring, ``lane_state_cta``): the forward kernel, and for a
+    forward-backward call the backward kernel after it; decode runs selective_state_update (no chain).
+    Each step takes in the chunk's B and C rows at the storage width (2 x chunk x e bytes), the backward
+    step also its fp32 atomic adds of dB and dC (2 x chunk x 4 bytes)."""
+    if mode not in ("fwd", "bwd", "fwdbwd"):
+        return None
+    b, e_, l_, n = (int(dims[k]) for k in ("B", "E", "L", "N"))
+    if min(b, e_, l_, n) <= 0:  # a call with a zero dimension runs no kernel
+        return None
+    threads, items = _mamba1_tile(l_)
+    chunk = threads * items
+    e = nbytes(dtype)
+
+    def kernel(resources, extra_bytes: int) -> Chain:
+        regs, smem = resources[e][(threads, items)]
+        return Chain("lane_state_cta", math.ceil(l_ / chunk) * n, b * e_, blocks_per_sm(threads, regs, smem),
+                     shared_kib=2 * chunk * (e + extra_bytes) / KIB, label="l2")
+
+    fwd, bwd = kernel(MAMBA1_FWD_RESOURCES, 0), kernel(MAMBA1_BWD_RESOURCES, nbytes("fp32"))
+    return {"fwd": fwd, "bwd": bwd, "fwdbwd": dataclasses.replace(fwd, then=bwd)}[mode]

@@ -62,6 +62,7 @@ from .chain import (
     causal_conv1d_fwd_chain,
     fa2_fwd_chain,
     fla_recurrent_chain,
+    mamba1_scan_chain,
     mamba3_siso_chain,
     ssd_state_update_chain,
     splits_key_loop,
@@ -175,9 +176,10 @@ def ssd_chunked_l2_rereads(dims: Mapping[str, int], dtype: str, mode: str) -> fl
 
 
 # mamba-ssm's selective scan: each state step of a block loads B, C (barriers around the shared-memory
-# transpose), then evaluates exp and the block scan: the same warps run the phases one after another
+# transpose), then evaluates exp and the block scan: the same warps run the phases one after another. Its
+# (chunk, state) steps are paced by the SM's intake of their B and C rows (chain.mamba1_scan_chain)
 MAMBA1_SCAN = Traits("cuda_extension", decode_host_class="triton", engines="serial",
-                     l2_rereads=mamba1_scan_l2_rereads)
+                     l2_rereads=mamba1_scan_l2_rereads, chain=mamba1_scan_chain)
 
 # (op, implementation) -> traits. Every registered implementation has an entry (tests/test_execution.py).
 TRAITS: dict[tuple[str, str], Traits] = {

@@ -97,7 +97,10 @@ def as_timed(est: Estimate, spec: Spec, *, calls: float, head_host_s: float, tim
 
 
 def _gpu_class(est: Estimate, extra: float) -> str:
-    """The device-side bottleneck: 'latency' when the fixed parts (with the timed call's) or the
-    sequential chain exceed every engine and bandwidth time, else the largest resource."""
+    """The device-side bottleneck: 'latency' when the fixed parts (with the timed call's) exceed every
+    engine and bandwidth time, else the sequential chain's class where it does (latency, or the intake
+    that paces it: ``Chain.label``), else the largest resource."""
     top = max(est.times_s, key=est.times_s.get)
-    return "latency" if max(est.fixed_s + extra, est.chain_s) >= est.times_s[top] else top
+    if est.fixed_s + extra >= est.times_s[top]:
+        return "latency"
+    return est.chain_label if est.chain_s >= est.times_s[top] else top

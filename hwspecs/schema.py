@@ -121,8 +121,12 @@ COMPUTE_PATHS = ("conv_depthwise",)
 # tiles, their matmuls, a state update: mamba-ssm's Mamba-3 SISO forward kernel); ``lane_chunk_cta``, one
 # CUDA block per (batch, channel) lane streaming its sequence in chunks of one 16-byte load per thread (the
 # block's launch, the chunk's DRAM round trip, barriers, a store, the block's exit: causal-conv1d's
-# channel-first forward kernel).
-CHAIN_CLASSES = ("token_recurrent_warp", "chunk_recurrent_cta", "lane_chunk_cta", "state_tile_cta")
+# channel-first forward kernel); ``lane_state_cta``, one CUDA block per (batch, channel) lane stepping over
+# (chunk, state) with a block scan per step, the blocks resident on an SM taking in their steps' B and C
+# rows at a shared rate (mamba-ssm's selective-scan kernels): its step value is the time one SM takes to
+# take in 1 KiB of those rows.
+CHAIN_CLASSES = ("token_recurrent_warp", "chunk_recurrent_cta", "lane_chunk_cta", "state_tile_cta",
+                 "lane_state_cta")
 DRAM_PATHS = ("broadcast", "cast_copy", "reduction", "strided_copy", "expand_copy")
 
 
