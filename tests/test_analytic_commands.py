@@ -37,7 +37,7 @@ def test_ops_list_table_and_json(run):
     assert moe["family"] == "mlp" and list(moe["dims"]) == ["B", "L", "D", "F", "X", "Xk"]
     assert moe["constraints"] == ["Xk must be at most X"]
     eager = next(i for i in records["rmsnorm"]["implementations"] if i["name"] == "torch_eager")
-    assert eager["modes"] == ["fwd", "decode"] and not eager["default"]
+    assert eager["modes"] == ["fwd", "bwd", "fwdbwd", "decode"] and not eager["default"]  # autograd's backward chain
     assert records["softmax"]["dtypes"] == ["fp32", "bf16", "fp16"]
 
 
@@ -84,7 +84,7 @@ def test_cost_table_labels_and_units(run):
     (("cost", "rmsnorm", "--dims", ""), "--dims is empty"),
     (("cost", "rmsnorm", "--dims", "B=1,B=2,L=1,D=1"), "dimension B given twice"),
     (("cost", "rmsnorm", "--dims", "B=1,L=1,D=8", "--dtype", "fp4"), "no dtype 'fp4'; valid dtypes: fp32, bf16, fp16"),
-    (("cost", "rmsnorm", "--impl", "torch_eager", "--dims", "B=1,L=1,D=8", "--mode", "bwd"),
+    (("cost", "layernorm", "--impl", "torch_eager", "--dims", "B=1,L=1,D=8", "--mode", "bwd"),
      "no cost rule for mode 'bwd'; valid modes: fwd, decode"),
     (("cost", "rmsnorm", "--dims", "B=1,L=1,D=8", "--mode", "train"), "invalid choice: 'train'"),
     (("cost", "moe", "--dims", "B=1,L=1,D=8,F=8,X=2,Xk=4"), "Xk must be at most X (got Xk=4, X=2)"),
