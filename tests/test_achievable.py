@@ -268,3 +268,21 @@ def test_tail_tables_count_the_cases_beyond_the_p90_per_family_and_group():
     assert "n=   2" in fam_b and "tail   1" in fam_b and ">25 %   2" in fam_b
     assert any("1/  2" in x and "g-b" in x for x in lines)
     assert not any("calibrated" in x for x in lines)  # no held-out errors in these cases
+
+
+def test_ssd_launcher_host_cost_is_the_percall_measurement():
+    """launch.host.triton_autotune_ssd is the measured host time per call of mamba_chunk_scan_combined
+    (scripts/percall_split.py, back to back) per Triton kernel, median of its shapes."""
+    import json
+    import statistics
+    from pathlib import Path
+
+    from ssmbench.hwspecs import get_spec
+    from ssmbench.hwspecs.units import parse
+
+    path = Path(__file__).resolve().parents[1] / "results/h200/2026-12-03/achievable/call2/percall/percall_split_1.json"
+    rows = [r for r in json.loads(path.read_text())["rows"] if r["label"].startswith("ssd_chunked")]
+    assert len(rows) == 2 and all(len(r["kernels"]) == 5 for r in rows)  # five Triton kernels, no eager ones
+    per_kernel = statistics.median(r["host_b2b_s"] / len(r["kernels"]) for r in rows)
+    m = next(m for m in get_spec("h200-sxm").measured if m.key == "launch.host.triton_autotune_ssd")
+    assert parse(m.value, "time") == pytest.approx(per_kernel, rel=5e-3)
