@@ -116,7 +116,8 @@ from typing import Sequence
 import numpy as np
 
 from ..hwspecs import Spec
-from ..hwspecs.schema import CHAIN_CLASSES, COMPUTE_PATHS, DRAM_PATHS, HOST_CLASSES, LIBRARY_KERNEL_CLASSES
+from ..hwspecs.schema import (CHAIN_CLASSES, COMPUTE_PATHS, DRAM_PATHS, HOST_CLASS_FALLBACK, HOST_CLASSES,
+                              LIBRARY_KERNEL_CLASSES)
 from .chain import TILE_LOOP, Chain, chain_time, tile_step_time
 from .cost import Cost
 from .roofline import COL, TENSOR_DTYPES, Prefer, check_choice, spec_ceiling, work_array
@@ -191,7 +192,12 @@ class AchievableTable:
             rows["node"].append(get("launch.graph_node"))
             rows["gemm"].append(get("launch.gemm_fixed"))
             rows["lib"].append(get("launch.library_fixed"))
-            rows["host"].append([get(f"launch.host.{c}") for c in HOST_CLASSES])
+            host = [get(f"launch.host.{c}") for c in HOST_CLASSES]
+            for c, general in HOST_CLASS_FALLBACK.items():
+                key = f"launch.host.{c}"
+                if key in miss and not np.isnan(host[HOST_CLASSES.index(general)]):
+                    miss.pop(key)  # modelled, at the general class (host_fallback)
+            rows["host"].append(host_fallback(np.array([host], dtype=float))[0])
             rows["sms"].append(get("compute.sm_count"))
             rows["chain"].append([get(f"compute.chain_step.{c}") for c in CHAIN_CLASSES])
             rows["pbw"].append([get(f"memory.dram.path.{p}") for p in DRAM_PATHS])
@@ -204,6 +210,18 @@ class AchievableTable:
                    arr["host"].reshape(len(specs), -1), arr["sms"], arr["chain"].reshape(len(specs), -1),
                    tuple(missing), arr["pbw"].reshape(len(specs), -1), arr["prate"].reshape(len(specs), -1),
                    arr["lib"])
+
+
+def host_fallback(host_s: np.ndarray) -> np.ndarray:
+    """``host_s`` [S, len(HOST_CLASSES)] with each class of ``HOST_CLASS_FALLBACK`` that a spec does not
+    know (NaN) taken at its general class's value: a library's own launcher cost refines the general
+    class's, which is the better estimate where the refinement was not measured (such a key is not named
+    as not modelled where the general class is known)."""
+    out = np.array(host_s, dtype=float)
+    for c, general in HOST_CLASS_FALLBACK.items():
+        i, g = HOST_CLASSES.index(c), HOST_CLASSES.index(general)
+        out[:, i] = np.where(np.isnan(out[:, i]), out[:, g], out[:, i])
+    return out
 
 
 def library_kernels(work: np.ndarray) -> np.ndarray:

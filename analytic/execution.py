@@ -84,6 +84,9 @@ class Traits:
     # the class of the decode step's kernel where it differs (a library's decode kernel is not its
     # prefill kernel: mamba-ssm's selective_state_update is a plain Triton kernel)
     decode_host_class: str | None = None
+    # the class of the backward's kernels where it differs (their launchers were not measured with the
+    # forward's: mamba-ssm's chunked-SSD backward keeps the general autotuned class)
+    bwd_host_class: str | None = None
     # tensor-core instruction class of the kernel's matmuls (module docstring)
     tensor_instr: Literal["full", "mma_sync"] = "full"
     # the ATen kernel path whose attained DRAM bandwidth the bytes move at (module docstring); None: the copy rate
@@ -94,14 +97,16 @@ class Traits:
     chain: Callable[[Mapping[str, int], str, str], Chain | None] | None = None
 
     def __post_init__(self):
-        for c in (self.host_class, self.decode_host_class):
+        for c in (self.host_class, self.decode_host_class, self.bwd_host_class):
             if c is not None and c not in HOST_CLASSES:
                 raise ValueError(f"unknown host class {c!r}; known: {HOST_CLASSES}")
         if self.dram_path is not None and self.dram_path not in DRAM_PATHS:
             raise ValueError(f"unknown DRAM path {self.dram_path!r}; known: {DRAM_PATHS}")
 
     def host_class_for(self, mode: str) -> str:
-        return self.decode_host_class if mode == "decode" and self.decode_host_class else self.host_class
+        if mode == "decode" and self.decode_host_class:
+            return self.decode_host_class
+        return self.bwd_host_class if mode == "bwd" and self.bwd_host_class else self.host_class
 
 
 EAGER = Traits("torch_eager")
@@ -113,6 +118,13 @@ TRITON = Traits("triton", fp32_matmul="tf32")
 AUTOTUNED = Traits("triton_autotune", fp32_matmul="tf32", decode_host_class="triton")
 # mamba-ssm's Triton norms: the same autotuned kernel in every mode
 AUTOTUNED_NORM = Traits("triton_autotune", fp32_matmul="tf32")
+# mamba-ssm's chunked-SSD forward launchers (ssd_combined.py's _mamba_chunk_scan_combined_fwd): autotuned
+# kernels of ~30 arguments, each behind a Python launcher that allocates its outputs and enters a device
+# guard; their host cost per kernel is measured on that library call (hwspecs.schema
+# ``triton_autotune_ssd``: 168 us on the H200 host, 1.6x the autotuned median). The backward's launchers
+# were not measured and keep the general class.
+AUTOTUNED_SSD = Traits("triton_autotune_ssd", fp32_matmul="tf32", decode_host_class="triton",
+                       bwd_host_class="triton_autotune")
 FA2 = Traits("sdpa", engines="serial", tensor_instr="mma_sync")
 # flash_attn_with_kvcache: FlashAttention-2's split-KV kernel (sm80 code) behind the extension's call path
 FA2_EXTENSION = Traits("cuda_extension", tensor_instr="mma_sync")
@@ -250,10 +262,10 @@ TRAITS: dict[tuple[str, str], Traits] = {
     ("softmax", "three_pass"): TRITON,
     ("softmax", "torch_eager"): EAGER,
     ("cross_entropy", "fused"): EAGER,    # F.cross_entropy: log_softmax and nll_loss native kernels
-    **{(op, "triton"): AUTOTUNED for op in ("ssd_chunk_cumsum", "ssd_bmm", "ssd_chunk_state", "ssd_state_passing",
-                                         "ssd_chunk_scan")},
+    **{(op, "triton"): AUTOTUNED_SSD for op in ("ssd_chunk_cumsum", "ssd_bmm", "ssd_chunk_state",
+                                             "ssd_state_passing", "ssd_chunk_scan")},
     # decode: selective_state_update's programs flow through the SMs' slots (chain.ssd_state_update_chain)
-    ("ssd", "chunked"): dataclasses.replace(AUTOTUNED, l2_rereads=ssd_chunked_l2_rereads,
+    ("ssd", "chunked"): dataclasses.replace(AUTOTUNED_SSD, l2_rereads=ssd_chunked_l2_rereads,
                                             chain=ssd_state_update_chain),
     ("ssd", "quadratic"): EAGER,
     ("ssd", "recurrent"): EAGER,

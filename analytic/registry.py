@@ -231,6 +231,16 @@ def _storage_kwargs(impl: Impl, state_dtype: str | None, kv_dtype: str | None) -
     return {k: v for k, v in given.items() if v is not None and k in impl.storage}
 
 
+def _with_host(op: Op, impl: Impl, cost: Cost, mode: str) -> Cost:
+    """``cost`` (a rule's in ``mode``) with its host term: every launch issued through the implementation's
+    backend class in that mode (execution.py), where the rule does not state its host calls itself."""
+    if not isinstance(cost, Cost):
+        raise TypeError(f"op {op.name}/{impl.name}: rule returned {type(cost).__name__}, expected Cost")
+    if not cost.host and cost.launches != 0:
+        cost = dataclasses.replace(cost, host={execution.host_class(op.name, impl.name, mode=mode): cost.launches})
+    return cost
+
+
 @functools.lru_cache(maxsize=None)
 def symbolic_cost(op_name: str, impl_name: str | None = None, mode: str = "fwd", dtype: str = "bf16",
                   state_dtype: str | None = None, kv_dtype: str | None = None) -> Cost:
@@ -241,14 +251,11 @@ def symbolic_cost(op_name: str, impl_name: str | None = None, mode: str = "fwd",
     _check_mode_dtype(op, impl, mode, dtype)
     kw = _storage_kwargs(impl, state_dtype, kv_dtype)
     if mode == "fwdbwd" and "fwdbwd" not in impl.modes:
-        cost = impl.rule("fwd", dtype, **kw) + impl.rule("bwd", dtype, **kw)
+        # each pass's launches are issued through that pass's backend class (execution.Traits.host_class_for)
+        cost = _with_host(op, impl, impl.rule("fwd", dtype, **kw), "fwd") + _with_host(
+            op, impl, impl.rule("bwd", dtype, **kw), "bwd")
     else:
-        cost = impl.rule(mode, dtype, **kw)
-    if not isinstance(cost, Cost):
-        raise TypeError(f"op {op.name}/{impl.name}: rule returned {type(cost).__name__}, expected Cost")
-    if not cost.host and cost.launches != 0:
-        # Every launch of this implementation is issued through its backend class (execution.py).
-        cost = dataclasses.replace(cost, host={execution.host_class(op.name, impl.name, mode=mode): cost.launches})
+        cost = _with_host(op, impl, impl.rule(mode, dtype, **kw), mode)
     stray = {s.name for s in cost.free_symbols()} - set(op.dims)
     if stray:
         raise ValueError(f"op {op.name}/{impl.name}: cost uses dimension(s) {sorted(stray)} not in op.dims")

@@ -11,6 +11,20 @@ time of one op call of a model's plan (``host_eager``: the sum over its launches
   ``launch.host.ssm_module``: the per-class costs, measured on the library calls themselves, hold the
   calls' own host time; the modules' Python around them (``Mamba2.step``'s rearranges, splits, state
   bookkeeping and argument handling, ``MambaLMHeadModel``'s per-layer loop) is paid per op call.
+  The chunked SSD's five forward launchers are charged at their own measured class
+  (``triton_autotune_ssd``, 168 us per kernel, not the 107 us median of the autotuned libraries): in
+  the Mamba-2 prefill records that class was the missing host time (the residual per op call, with the
+  median: 132 and 181 us for mamba2-130m, 194 us for mamba2-attn-k4; with the library's own: 95, 144,
+  165 us, beside 73-130 us in the decode records). One value per op call remains: the records' own
+  values split by path (Mamba / attention / MLP forward in prefill 30-40 us, the ``step()`` paths of
+  decode 73-130 us, Mamba-2's ``mamba_split_conv1d_scan_combined`` forward 95-165 us) but a per-path
+  value held out per model has too few records behind it: the only other forward records of
+  mamba-130m's and transformerpp-125m's paths are each other's and graph-mamba-style's (151 us per op
+  call: its graph runner's own Python and unplanned ops), and the held-out errors do not improve
+  (leave-one-model-out over the host-bound records: one value 20 % median, a prefill / decode split
+  20 % with a 170 % p90, a Mamba-2 forward class 19 % with the Mamba-2 prefill rows moving from
+  -1 / -19 % to +41 / +16 %). Host-bound repeats of one key differ by up to 42 % between the two calls
+  of 2026-12-03 (characterize's "Repeat measurements"), which bounds what any per-call value can do.
 - ``hf-eager``: Hugging Face modules: T_host = host_eager + calls x ``launch.host.hf_module`` (one
   module call per op call of the plan: projections, norms, mixers, MLPs are modules in transformers);
   the op calls of a state-space mixer block (transformers' ``Mamba2Mixer``, whose forward wraps the

@@ -106,15 +106,14 @@ def roof_class(bounds: dict[str, float], time_s: float) -> tuple[str | None, dic
 def calibrated_device_s(o: dict) -> float:
     """The calibrated device time of op row ``o`` (with a calibrated estimate): its calibrated time with the
     host share of the isolated eager call taken out, as the calibrated step composes it
-    (``calibrate/runtime_step.py``: calibrated x gpu / max(host_eager, gpu)). The profile's models are
-    fitted on op-level calls timed one at a time, eagerly: where such a call is host-bound its time is
-    the host's issue time, not its kernels'; inside a model step the host issues ahead (or a graph
-    replays), and the part's kernels run for their device time, which is what a roofline fraction
-    divides."""
-    a = o["achievable"]
-    g, he = float(a["gpu_s"]), float(a.get("host_eager_s", a.get("host_s", 0.0)))
-    share = g / max(he, g) if max(he, g) > 0 else 1.0
-    return float(o["calibrated"]["estimate_s"]) * share
+    (``calibrate/runtime_step.py``: calibrated x gpu / max(host_eager, gpu), kept whole where the calibrated
+    model's device terms outlast the host). The profile's models are fitted on op-level calls timed one at
+    a time, eagerly: where such a call is host-bound its time is the host's issue time, not its kernels';
+    inside a model step the host issues ahead (or a graph replays), and the part's kernels run for their
+    device time, which is what a roofline fraction divides."""
+    from .runtime_step import device_s
+
+    return device_s(o)
 
 
 def _predicted_parts(r: dict) -> dict[str, dict[str, Any]]:

@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from ..hwspecs.schema import HOST_CLASSES, RUNTIME_HOST_CLASSES
+from ..hwspecs.schema import HOST_CLASSES, LIBRARY_CALL_HOST_CLASSES, RUNTIME_HOST_CLASSES
 from . import _probe_mma
 
 HOST_CALLS = 200  # calls per host-time batch
@@ -565,7 +565,8 @@ def run_achievable(ctx: Ctx, attempt: Callable[[str, Callable[[], None]], None],
     attempt("ATen kernel paths", lambda: aten_paths(ctx))
     attempt("depthwise conv rate", lambda: conv_depthwise(ctx))
     for cls in HOST_CLASSES:
-        if cls in RUNTIME_HOST_CLASSES or cls == "autograd_node":  # runtimes: measure/models/runtime_probe.py;
+        if cls in RUNTIME_HOST_CLASSES or cls in LIBRARY_CALL_HOST_CLASSES or cls == "autograd_node":
+            # runtimes: measure/models/runtime_probe.py; library calls: scripts/percall_split.py;
             # autograd_node: a slope over chains, measured after launch.host.autograd
             continue
         attempt(f"per-call cost {cls}", lambda cls=cls: per_call_cost(ctx, cls, ext_future))

@@ -75,6 +75,20 @@ def test_compose_takes_host_share_out_under_a_graph():
     assert compose(_pred(None) | {"total": {**_pred(None)["total"], "calibrated": None}}) is None
 
 
+def test_calibrated_device_work_beyond_the_host_keeps_the_call_whole():
+    """Where the calibrated model's device terms alone outlast the eager host time, the isolated call was
+    device-bound however the achievable estimate split it: its calibrated time is the device time; where
+    they do not, the achievable device share of it is."""
+    from ssmbench.calibrate.runtime_step import device_s
+
+    o = {"count": 24, "achievable": {"gpu_s": 0.017, "host_eager_s": 0.020}}
+    fitted = {"estimate_s": 0.043, "count": 24, "terms_per_call_s": {"dram": 1.12e-3, "fixed": 0.68e-3}}
+    assert device_s({**o, "calibrated": fitted}) == pytest.approx(0.043)  # 24 x 1.12 ms >= 20 ms of host
+    small = {**fitted, "terms_per_call_s": {"dram": 0.2e-3, "fixed": 1.6e-3}}
+    assert device_s({**o, "calibrated": small}) == pytest.approx(0.043 * 0.017 / 0.020)
+    assert device_s({**o, "calibrated": {"estimate_s": 0.043}}) == pytest.approx(0.043 * 0.017 / 0.020)
+
+
 def test_compose_keeps_runtime_host_in_eager():
     r = _pred("mamba-ssm")
     r["total"]["calibrated"] = {"estimate_s": 1e-3, "lo_s": None, "hi_s": None, "notes": []}

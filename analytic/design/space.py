@@ -41,7 +41,7 @@ from ...hwspecs.schema import (
     HOST_CLASSES,
     value_kind,
 )
-from ..achievable import AchievableTable
+from ..achievable import AchievableTable, host_fallback
 from ..roofline import ON_CHIP_LEVELS, TENSOR_DTYPES, spec_ceiling
 from ..workloads.placement import PERSISTENT_LEVEL
 from . import energy
@@ -310,7 +310,7 @@ class Designs:
             # a GEMM kernel's fixed time is a property of the GEMM library on its base, as chain steps are
             gemm_s=np.full(self.n, _base_value(self.base, "launch.gemm_fixed")),
             lib_s=np.full(self.n, _base_value(self.base, "launch.library_fixed")),
-            host_s=np.stack([col(f"launch.host.{c}") for c in HOST_CLASSES], axis=1),
+            host_s=host_fallback(np.stack([col(f"launch.host.{c}") for c in HOST_CLASSES], axis=1)),
             sm_count=(col("compute.sm_count") if "compute.sm_count" in self.values
                       else np.full(self.n, _base_value(self.base, "compute.sm_count"))),
             # sequential-chain steps are attained latencies of kernel classes, not design parameters: a
