@@ -17,7 +17,7 @@ Bottleneck class of a part, the same rule on both sides, from the fraction of ea
 reaches: the analytic bound of the part's ops per resource at the spec's attained ceilings (op rows'
 ``bound_s``: tensor, vector, special_function, dram, cache) divided by the part's time (measured, or
 predicted: the best device-time prediction of the part, its ops' calibrated device times where the
-profile calibrates them (``calibrated_device_s``: the host share of an isolated eager call taken out,
+profile calibrates them (``runtime_step.device_s``: the host share of an isolated eager call taken out,
 as ``calibrate/runtime_step.py`` composes the calibrated step), else their achievable device time,
 ``CLASS_BASIS``). The DRAM roof of bytes that ATen's non-vectorized kernels move (a broadcast
 elementwise op, a dtype-converting or strided copy, a last-dimension reduction: ``Cost.path``) is
@@ -46,6 +46,7 @@ import numpy as np
 
 from ..errors import UserError
 from .runtime_host import HOST_BOUND_SHARE, KEYS
+from .runtime_step import device_s
 
 LABEL_MEASURED = "measurement"
 # A part runs "at" a roof when it reaches at least this fraction of that resource's attained rate.
@@ -56,7 +57,7 @@ ROOF_RESOURCES = ("tensor", "vector", "special_function", "dram", "cache")
 ENGINES = ("tensor", "vector", "special_function")
 HOST_PART = "host"
 # The predicted time a part's predicted class is judged at: the sum of its ops' calibrated device times where the
-# profile calibrates them (``calibrated_device_s``; the others at their achievable device time), else the
+# profile calibrates them (``runtime_step.device_s``; the others at their achievable device time), else the
 # achievable device time
 CLASS_BASIS = ("calibrated estimate, device share (calibrated x gpu / max(host_eager, gpu), as the calibrated step "
                "composes it; achievable device time for ops the profile does not cover)",
@@ -103,19 +104,6 @@ def roof_class(bounds: dict[str, float], time_s: float) -> tuple[str | None, dic
     return "latency", frac
 
 
-def calibrated_device_s(o: dict) -> float:
-    """The calibrated device time of op row ``o`` (with a calibrated estimate): its calibrated time with the
-    host share of the isolated eager call taken out, as the calibrated step composes it
-    (``calibrate/runtime_step.py``: calibrated x gpu / max(host_eager, gpu), kept whole where the calibrated
-    model's device terms outlast the host). The profile's models are fitted on op-level calls timed one at
-    a time, eagerly: where such a call is host-bound its time is the host's issue time, not its kernels';
-    inside a model step the host issues ahead (or a graph replays), and the part's kernels run for their
-    device time, which is what a roofline fraction divides."""
-    from .runtime_step import device_s
-
-    return device_s(o)
-
-
 def _predicted_parts(r: dict) -> dict[str, dict[str, Any]]:
     from ..measure.models.kernel_map import part_of_op
 
@@ -125,7 +113,7 @@ def _predicted_parts(r: dict) -> dict[str, dict[str, Any]]:
                                                                   "bounds": {k: 0.0 for k in ROOF_RESOURCES}, "ops": []})
         p["gpu_s"] += float(o["achievable"]["gpu_s"])
         cal = o.get("calibrated")
-        p["class_s"] += calibrated_device_s(o) if cal else float(o["achievable"]["gpu_s"])
+        p["class_s"] += device_s(o) if cal else float(o["achievable"]["gpu_s"])
         p["calibrated_ops"] += 1 if cal else 0
         for k in ROOF_RESOURCES:
             p["bounds"][k] += float((o.get("bound_s") or {}).get(k) or 0.0) * (

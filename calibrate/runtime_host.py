@@ -122,8 +122,6 @@ def predict_record(rec: dict, spec: Spec) -> dict:
 
 def rows_of(records: list[dict], spec_for: Callable[[dict], Spec]) -> list[dict[str, Any]]:
     """One row per ok record of a runtime with a derived term: the record's value of that term."""
-    from ..measure.models.kernel_map import part_of_op
-
     rows = []
     for r in sorted(records, key=lambda r: r["key"]):
         if r["status"] != "ok" or not (r.get("profile") or {}).get("launches"):
@@ -255,8 +253,7 @@ def derive(rows: list[dict], exclude_model: str | None = None) -> list[dict[str,
             use = [{**r, "value_s": (r["residual_s"] - general * (sum(r["calls_by_key"].values()) - r["calls_by_key"][key]))
                     / r["calls_by_key"][key]} for r in use]
         if key == BACKWARD_KEY:  # the backward's launches carry the residual beyond the forward's module terms
-            use = [{**r, "value_s": (r["residual_s"] - _module_host(r["calls_by_key"], found)) / r["backward_launches"]}
-                   for r in use if _module_host(r["calls_by_key"], found) is not None]
+            use = [{**r, "value_s": v} for r in use if (v := _backward_value(r, found)) is not None]
         if not use:
             continue
         v = statistics.median(r["value_s"] for r in use)
@@ -310,6 +307,13 @@ def _module_host(calls_by_key: dict[str, float], found: dict[str, float]) -> flo
     return total
 
 
+def _backward_value(row: dict, found: dict[str, float]) -> float | None:
+    """A train row's host time per backward launch at the module terms ``found``: its residual beyond the
+    forward's op calls at those terms, over its backward launches; None where a term is missing."""
+    m = _module_host(row["calls_by_key"], found)
+    return None if m is None else (row["residual_s"] - m) / row["backward_launches"]
+
+
 def with_backward_values(rows: list[dict], entries: list[dict]) -> list[dict]:
     """``rows`` with each train row's own value of ``launch.host.backward_launch`` at the module terms of
     ``entries`` (``derive``'s; NaN where a term is missing): what the median of ``derive`` is taken over."""
@@ -317,8 +321,8 @@ def with_backward_values(rows: list[dict], entries: list[dict]) -> list[dict]:
     out = []
     for r in rows:
         if r["term"] == BACKWARD_KEY:
-            m = _module_host(r["calls_by_key"], found)
-            r = {**r, "value_s": float("nan") if m is None else (r["residual_s"] - m) / r["backward_launches"]}
+            v = _backward_value(r, found)
+            r = {**r, "value_s": float("nan") if v is None else v}
         out.append(r)
     return out
 
