@@ -139,6 +139,7 @@ def test_predict_plot_option(run, tmp_path):
     (["predict", "--hw", "tpu-v9"], "unknown spec id 'tpu-v9'"),
     (["predict", "--batch", "0"], "batch must be a positive integer"),
     (["predict", "--phase", "prefill", "--context", "100"], "--context applies to the decode phase only"),
+    (["predict", "--phase", "decode", "--optimizer", "adamw"], "an optimizer step ends a train step"),
     (["plot", "roofline", "--out", "x.pdf"], "must end in .png or .svg"),
     (["sweep", "--models", "mamba-130m", "--batch", "-1"], "positive integer"),
     (["predict", "--impl", "ssd"], "write op=implementation"),

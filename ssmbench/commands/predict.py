@@ -214,6 +214,9 @@ def predict_points(args) -> list[dict]:
     seqlens = sweep.parse_int_list(args.seqlen, "--seqlen")
     prefer, ceilings = sweep.common_prefer(specs, args.prefer)
     kw = predict_kw(args, prefer)
+    if kw["optimizer"] and "train" not in args.phase:
+        raise UserError(f"--optimizer {kw['optimizer']}: an optimizer step ends a train step; the phases asked are "
+                        f"{', '.join(args.phase)} (add --phase train)")
     backends = _pairs(args.calibration_backend, "--calibration-backend", "backend", "attention_causal=torch.sdpa.flash")
     out = []
     for phase in args.phase:
