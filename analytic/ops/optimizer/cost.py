@@ -52,9 +52,8 @@ def _foreach(mode: str, dtype: str) -> Cost:
     e = nbytes(dtype)
     t = {n: Tensor(n, "weights", Np, e) for n in ("p", "g", "m", "v")}
     s = Tensor("s", "intermediates", Np, e)  # sqrt(v), then scaled and shifted in place
-    launches = sp.ceiling(Np / (CHUNK * MAX_BLOCKS))
-    p, g, m, v = (t[n] for n in ("p", "g", "m", "v"))
-    n = launches
+    n = sp.ceiling(Np / (CHUNK * MAX_BLOCKS))  # launches per pass
+    p, g, m, v = (t[k] for k in ("p", "g", "m", "v"))
     one = {k: x.per(n) for k, x in (("p", p), ("g", g), ("m", m), ("v", v), ("s", s))}  # one launch's chunks
     P, G, M, V, S = (one[k] for k in ("p", "g", "m", "v", "s"))
     per = Np / n  # elements per launch
