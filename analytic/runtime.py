@@ -61,6 +61,11 @@ from dataclasses import dataclass
 
 from ..errors import UserError
 
+# Phases whose op calls run the modules' inference forward: not a decode step(), and not a train step's
+# forward, which records the autograd graph (custom Functions' ctx.save_for_backward, grad_fn nodes) on top:
+# the forward classes are read off forward cases run under torch.no_grad, as prefill runs under inference_mode.
+FORWARD_PHASES = ("prefill",)
+
 
 @dataclass(frozen=True)
 class Runtime:
@@ -73,19 +78,40 @@ class Runtime:
     modules: str = "library"  # how its modules split a block into op calls (phases.MODULE_STYLES)
     # (block kind, host class) where a block kind's modules pay another class than module_class
     module_class_by_block: tuple[tuple[str, str], ...] = ()
+    # the module class of an op call in a forward step (FORWARD_PHASES), where the modules' forward code
+    # differs from their decode step()'s, and the block kinds whose forward pays a class of its own
+    forward_module_class: str | None = None
+    forward_class_by_block: tuple[tuple[str, str], ...] = ()
 
     def classes(self) -> tuple[str, ...]:
-        return tuple(c for c in (self.module_class, self.launch_class, *(c for _, c in self.module_class_by_block))
-                     if c)
+        return tuple(c for c in (self.module_class, self.launch_class, self.forward_module_class,
+                                 *(c for _, c in self.module_class_by_block),
+                                 *(c for _, c in self.forward_class_by_block)) if c)
 
-    def module_class_of(self, block_kind: str | None) -> str | None:
-        """The module host class an op call of a block of ``block_kind`` pays (None: none)."""
-        return dict(self.module_class_by_block).get(block_kind, self.module_class) if self.module_class else None
+    def module_class_of(self, block_kind: str | None, phase: str | None = None) -> str | None:
+        """The module host class an op call of a block of ``block_kind`` pays in ``phase`` (None: none)."""
+        if not self.module_class:
+            return None
+        if phase in FORWARD_PHASES and self.forward_module_class:
+            return dict(self.forward_class_by_block).get(block_kind, self.forward_module_class)
+        return dict(self.module_class_by_block).get(block_kind, self.module_class)
+
+    def module_stand_ins(self, cls: str) -> tuple[str, ...]:
+        """``cls`` and the classes that stand in, in order, where a spec does not know it: a block kind's
+        forward class -> the runtime's forward class -> its general module class."""
+        chain = [cls]
+        if cls in dict(self.forward_class_by_block).values() and self.forward_module_class:
+            chain.append(self.forward_module_class)
+        if self.module_class and self.module_class not in chain:
+            chain.append(self.module_class)
+        return tuple(chain)
 
 
 RUNTIMES: dict[str, Runtime] = {
     "mamba-ssm": Runtime("mamba-ssm", "eager", module_class="ssm_module",
-                         describe="library kernels called from eager PyTorch modules"),
+                         describe="library kernels called from eager PyTorch modules",
+                         forward_module_class="ssm_forward",
+                         forward_class_by_block=(("mamba2", "ssm_forward_mamba2"), ("mamba3", "ssm_forward_mamba3"))),
     "hf-eager": Runtime("hf-eager", "eager", module_class="hf_module",
                         describe="Hugging Face transformers modules, eager",
                         impls=(("rmsnorm", "torch_eager"), ("gated_rmsnorm", "torch_eager"), ("rope", "torch_eager"),
@@ -127,24 +153,25 @@ def runtime_impls(rt: Runtime | None, phase: str) -> dict[str, str]:
 
 
 def call_host_s(rt: Runtime, host_eager: float, launches: float, calls: float, cost,
-                block_kind: str | None = None) -> float:
+                block_kind: str | None = None, phase: str | None = None) -> float:
     """Host seconds of ``calls`` op calls with ``launches`` kernels under ``rt`` (of a block of
-    ``block_kind``); ``cost(cls)`` is the spec's host cost of a class (0 where unknown: ``used_keys``
-    names it)."""
+    ``block_kind``, in ``phase``); ``cost(cls)`` is the spec's host cost of a class (0 where unknown:
+    ``used_keys`` names it)."""
     if rt.launch == "graph":
         return 0.0
     if rt.launch_class:
         return launches * cost(rt.launch_class)
-    module = rt.module_class_of(block_kind)
+    module = rt.module_class_of(block_kind, phase)
     if not module:
         return host_eager
-    # a block kind whose own class the spec does not know pays the runtime's general module cost
-    per_call = cost(module) or cost(rt.module_class)
+    # a class the spec does not know: the first of its stand-ins that it knows (Runtime.module_stand_ins)
+    per_call = next((v for c in rt.module_stand_ins(module) if (v := cost(c))), 0.0)
     return host_eager + calls * per_call
 
 
-def used_keys(rt: Runtime, block_kinds=None) -> set[str]:
-    """The spec keys ``rt``'s host time reads (``block_kinds``: those of the plan's calls; None: all)."""
-    classes = ({rt.launch_class} | {rt.module_class_of(k) for k in block_kinds}) if block_kinds is not None \
+def used_keys(rt: Runtime, block_kinds=None, phase: str | None = None) -> set[str]:
+    """The spec keys ``rt``'s host time reads (``block_kinds``: those of the plan's calls in ``phase``;
+    None: all)."""
+    classes = ({rt.launch_class} | {rt.module_class_of(k, phase) for k in block_kinds}) if block_kinds is not None \
         else set(rt.classes())
     return {f"launch.host.{c}" for c in classes if c}

@@ -73,15 +73,20 @@ from __future__ import annotations
 
 import re
 import statistics
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+from ..analytic.runtime import FORWARD_PHASES, RUNTIMES
 from ..hwspecs.schema import Spec
 from ..hwspecs.units import format_quantity, parse
 
 HOST_BOUND_SHARE = 0.5  # GPU idle for at least half the step: the host sets the pace
 FIXED_BOUND_SHARE = 0.5  # the plan's latency class at least half the step's device time: fixed costs set it
 MODULE_KEY = {"hf-eager": "launch.host.hf_module", "mamba-ssm": "launch.host.ssm_module"}
+# mamba-ssm's modules' forward per op call, from the standalone block cases (block_rows): block op -> key
+FORWARD_KEY = {"block:mamba1": "launch.host.ssm_forward", "block:mamba2": "launch.host.ssm_forward_mamba2",
+               "block:mamba3": "launch.host.ssm_forward_mamba3"}
 # module classes a runtime charges the op calls of some block kinds instead (analytic/runtime.py)
 KIND_KEY = {"launch.host.hf_ssm_module": "launch.host.hf_module"}  # kind key -> the runtime's general key
 GEMM_KEY = "launch.gemm_fixed"
@@ -90,15 +95,21 @@ OPTIMIZER = "adamw"  # the op of a train record run with ``optimizer`` (measure/
 LIB_KEY = "launch.library_fixed"
 PATH_KEY = {"repeat_interleave": "memory.dram.path.strided_copy", "torch_eager": "memory.dram.path.expand_copy"}
 KEYS = (*MODULE_KEY.values(), *KIND_KEY, GEMM_KEY, LIB_KEY, *PATH_KEY.values(), BACKWARD_KEY)  # BACKWARD_KEY after the module keys
+FORWARD_KEYS = tuple(FORWARD_KEY.values())  # from block cases, not model records: a spec value to the model terms
 # ATen's non-vectorized copy kernel (a copy out of a non-contiguous view), as the profiler names it
 STRIDED_COPY_KERNEL = re.compile(r"elementwise_kernel<128, 4,.*direct_copy_kernel_cuda")
 
 
-def base_spec(spec: Spec) -> Spec:
-    """``spec`` without measured values at the keys derived here."""
+def base_spec(spec: Spec, keys: tuple[str, ...] = KEYS) -> Spec:
+    """``spec`` without measured values at ``keys`` (default: those derived here from model records)."""
     data = spec.model_dump(mode="python", exclude_none=True)
-    data["measured"] = [m for m in data.get("measured", []) if m["key"] not in KEYS]
+    data["measured"] = [m for m in data.get("measured", []) if m["key"] not in keys]
     return Spec.model_validate(data)
+
+
+def known_values(spec: Spec, keys: tuple[str, ...] = FORWARD_KEYS) -> dict[str, float]:
+    """The spec's measured values (seconds) at ``keys``: the forward terms the model terms are derived beside."""
+    return {m.key: parse(m.value, "time") for m in spec.measured if m.key in keys}
 
 
 def flash_attn_of(rec: dict) -> bool:
@@ -150,7 +161,10 @@ def rows_of(records: list[dict], spec_for: Callable[[dict], Spec]) -> list[dict[
                 row.update(term=BACKWARD_KEY, usable=host_bound and n_bwd > 0, residual_s=t - a["host_s"],
                            calls_by_key=calls, backward_launches=n_bwd, value_s=float("nan"))
             else:
-                row.update(term=kind[0] if kind else MODULE_KEY[r["runtime"]], usable=host_bound,
+                # a forward step of a runtime whose forward classes come from the standalone blocks
+                # (block_rows) is a check of them, not a source
+                forward = r["phase"] in FORWARD_PHASES and bool(RUNTIMES[r["runtime"]].forward_module_class)
+                row.update(term=kind[0] if kind else MODULE_KEY[r["runtime"]], usable=host_bound and not forward,
                            residual_s=t - a["host_s"], calls_by_key=calls,
                            value_s=(t - a["host_s"]) / row["op_calls_plan"])
         else:
@@ -158,6 +172,44 @@ def rows_of(records: list[dict], spec_for: Callable[[dict], Spec]) -> list[dict[
             continue
         rows.append(row)
     return rows
+
+
+def block_rows(files: list, spec_for: Callable[[str | None], Spec]) -> list[dict[str, Any]]:
+    """One row per ok forward case of a mamba-ssm module measured alone (``block:mamba1/2/3`` fwd, eager;
+    ``files``: ``measure.results.ResultFile``s, the latest record of each key counted; ``spec_for``: the spec
+    of a device name): its host time per op call beyond the ops' own host classes,
+
+        value = (measured time - the plan's host time of its op calls) / the plan's op calls,
+
+    usable where the plan's own device time is at most ``1 - HOST_BOUND_SHARE`` of the measured time (the
+    GPU idles at least that share of the call, so the call's time is the host's issue time). The plan is
+    ``blocks.composed_bound`` without the module term, on the spec without the forward keys."""
+    from ..analytic.workloads.blocks import composed_bound
+    from ..measure.results import latest_by_key, measured_on
+
+    latest = [(dev, key, c) for dev in sorted({measured_on(rf) for rf in files} - {None})
+              for key, c in sorted(latest_by_key(files, device=dev).items())]
+    out = []
+    for dev, key, c in latest:
+        if c.get("op") not in FORWARD_KEY or c.get("mode") != "fwd" or c.get("status") != "ok":
+            continue
+        spec = base_spec(spec_for(dev), FORWARD_KEYS)
+        b = composed_bound(c["op"], c["dims"], spec, impl=c.get("impl"), mode="fwd", dtype=c["dtype"],
+                           module_runtime=False)
+        if b["launch"] != "eager":
+            continue
+        t = float(c["time_s"]["median"])
+        host = sum(x["host_ops_s"] for x in b["calls"])
+        gpu = sum(x["gpu_s"] for x in b["calls"])
+        calls = sum(float(x["count"]) for x in b["calls"])
+        out.append({"key": key, "model": None, "runtime": "mamba-ssm", "phase": "prefill", "file": c.get("_file", ""),
+                    "date": str(c.get("started_utc") or "")[:10], "spec": spec.id, "measured_s": t, "busy_s": gpu,
+                    "host_idle_share": max(0.0, 1.0 - gpu / t), "launches_measured": None,
+                    "launches_plan": sum(float(x["count"]) for x in b["calls"]), "module_calls": None,
+                    "op_calls_plan": calls, "plan_host_s": host, "plan_gpu_s": gpu, "term": FORWARD_KEY[c["op"]],
+                    "usable": gpu <= (1.0 - HOST_BOUND_SHARE) * t, "residual_s": t - host,
+                    "value_s": (t - host) / calls})
+    return out
 
 
 def _graph_rows(row: dict, p: dict, prof: dict) -> list[dict[str, Any]]:
@@ -208,7 +260,7 @@ def _calls_by_key(r: dict, p: dict) -> dict[str, float]:
     rt, model = RUNTIMES[r["runtime"]], get_model(r["model"])
     out: dict[str, float] = {}
     for o in p["ops"]:
-        key = f"launch.host.{rt.module_class_of(model.block(o['block']).kind if o['block'] else None)}"
+        key = f"launch.host.{rt.module_class_of(model.block(o['block']).kind if o['block'] else None, r['phase'])}"
         out[key] = out.get(key, 0.0) + float(o["count"])
     return out
 
@@ -240,12 +292,15 @@ def _path_rows(r: dict, spec: Spec) -> list[dict[str, Any]]:
     return out
 
 
-def derive(rows: list[dict], exclude_model: str | None = None) -> list[dict[str, Any]]:
-    """``measured:`` entries of the terms from ``rows`` (those of ``exclude_model`` left out);
-    a term without usable rows is left out (a positive median only: a spec value must be > 0)."""
-    out, found = [], {}
-    for key in KEYS:
-        use = [r for r in rows if r["term"] == key and r["usable"] and r["model"] != exclude_model]
+def derive(rows: list[dict], exclude_model: str | None = None, keys: tuple[str, ...] = KEYS,
+           known: dict[str, float] | None = None) -> list[dict[str, Any]]:
+    """``measured:`` entries of the terms ``keys`` from ``rows`` (those of ``exclude_model`` left out), beside
+    the values ``known`` (seconds: the forward terms of the spec, ``known_values``); a term without usable
+    rows is left out (a positive median only: a spec value must be > 0)."""
+    out, found = [], dict(known or {})
+    for key in keys:
+        use = [r for r in rows if r["term"] == key and r["usable"]
+               and (exclude_model is None or r["model"] != exclude_model)]
         if key in KIND_KEY:  # the kind's calls carry the residual beyond the other calls at the general value
             general = found.get(KIND_KEY[key])
             if general is None:
@@ -278,6 +333,11 @@ def derive(rows: list[dict], exclude_model: str | None = None) -> list[dict[str,
             what = ("host-bound whole-model train records (GPU idle >= "
                     f"{HOST_BOUND_SHARE:.0%} of the step), (step median - the plan's host time without the runtime terms - "
                     "its op calls x their module terms derived here) / the plan's backward kernel launches")
+        elif key in FORWARD_KEY.values():
+            op = next(o for o, k in FORWARD_KEY.items() if k == key)
+            what = (f"forward cases of the mamba-ssm module measured alone ({op} fwd, eager) whose plan's device time "
+                    f"is at most {1 - HOST_BOUND_SHARE:.0%} of the measured time, (measured time - the plan's host time "
+                    "of its op calls) / the plan's op calls")
         elif key in KIND_KEY:
             what = ("host-bound whole-model records with op calls of the kind (GPU idle >= "
                     f"{HOST_BOUND_SHARE:.0%} of the step), (step median - the plan's host time without the module "
@@ -285,7 +345,9 @@ def derive(rows: list[dict], exclude_model: str | None = None) -> list[dict[str,
         else:
             what = ("host-bound whole-model records (GPU idle >= "
                     f"{HOST_BOUND_SHARE:.0%} of the step), (step median - the plan's host time without the module "
-                    "term) / the plan's op calls")
+                    "term) / the plan's op calls"
+                    + (" (decode steps only: the forward's per op call is the ssm_forward terms')"
+                       if key == MODULE_KEY["mamba-ssm"] else ""))
         files = sorted({Path(r["file"]).as_posix() for r in use})
         each = "; ".join(f"{r['key']} " + (f"{r['value_s'] / 1e12:.4g} TB/s" if kind == "bandwidth" else
                                            f"{r['value_s'] * 1e6:.4g} us") for r in use)
@@ -296,15 +358,23 @@ def derive(rows: list[dict], exclude_model: str | None = None) -> list[dict[str,
 
 
 def _module_host(calls_by_key: dict[str, float], found: dict[str, float]) -> float | None:
-    """Host seconds of a record's op calls at the module terms ``found`` (a kind key the records did not
-    give pays its runtime's general term, as ``runtime.call_host_s`` does); None where a term is missing."""
+    """Host seconds of a record's op calls at the module terms ``found`` (a key without a value pays its first
+    stand-in with one, as ``runtime.call_host_s`` does: ``Runtime.module_stand_ins``); None where a term is
+    missing."""
     total = 0.0
     for k, n in calls_by_key.items():
-        v = found.get(k, found.get(KIND_KEY.get(k, k)))
+        v = next((found[s] for s in _stand_ins(k) if s in found), None)
         if v is None:
             return None
         total += n * v
     return total
+
+
+def _stand_ins(key: str) -> list[str]:
+    """``key`` (``launch.host.<module class>``) and the keys that stand in for it, in order."""
+    cls = key.removeprefix("launch.host.")
+    rt = next((rt for rt in RUNTIMES.values() if cls in rt.classes()), None)
+    return [f"launch.host.{c}" for c in rt.module_stand_ins(cls)] if rt else [key]
 
 
 def _backward_value(row: dict, found: dict[str, float]) -> float | None:
@@ -317,7 +387,8 @@ def _backward_value(row: dict, found: dict[str, float]) -> float | None:
 def with_backward_values(rows: list[dict], entries: list[dict]) -> list[dict]:
     """``rows`` with each train row's own value of ``launch.host.backward_launch`` at the module terms of
     ``entries`` (``derive``'s; NaN where a term is missing): what the median of ``derive`` is taken over."""
-    found = {e["key"]: parse(e["value"], "time") for e in entries if e["key"] in (*MODULE_KEY.values(), *KIND_KEY)}
+    found = {e["key"]: parse(e["value"], "time") for e in entries
+             if e["key"] in (*FORWARD_KEY.values(), *MODULE_KEY.values(), *KIND_KEY)}
     out = []
     for r in rows:
         if r["term"] == BACKWARD_KEY:
@@ -331,6 +402,6 @@ def held_out_spec(spec: Spec, rows: list[dict], model: str) -> tuple[Spec, list[
     """``spec`` with the terms derived from the other models' records (the entries used)."""
     from ..hwspecs.fragment import with_measured
 
-    entries = derive(rows, exclude_model=model)
+    entries = derive(rows, exclude_model=model, known=known_values(spec))
     base = base_spec(spec)
     return (Spec.model_validate(with_measured(base, tuple(entries))) if entries else base), entries

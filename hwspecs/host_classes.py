@@ -24,6 +24,14 @@ from __future__ import annotations
 # state bookkeeping in Python around the library calls); ``hf_ssm_module``, ``hf_module`` for the op calls of a
 # Hugging Face state-space mixer (transformers' Mamba2Mixer.cuda_kernels_forward: the chunked-scan call's
 # argument handling and its eager gated norm's Python), whose module code differs from the Llama-style modules'.
+# ``ssm_forward``, ``ssm_forward_mamba2``, ``ssm_forward_mamba3``: ``ssm_module`` for the op calls of a forward step
+# (prefill, a train step's forward), whose module code is the modules' ``forward`` rather than ``step()``: Mamba's
+# fast path (``mamba_inner_fn``, one custom autograd function around the kernels), Mamba2's
+# ``mamba_split_conv1d_scan_combined`` (its Python splits, rearranges and the chunked scan's argument handling) and
+# Mamba3's forward differ by 4x per op call. Read off the modules' forward cases measured alone (host-bound
+# ``block:mamba1/2/3`` cases, ``calibrate/runtime_host.block_rows``); ``ssm_forward`` (Mamba's) stands in for
+# the kinds measured in no such case (mamba-ssm's MHA and GatedMLP: one module call around one or two library
+# calls each, as Mamba's fast path), and ``ssm_module`` where a spec knows no forward class.
 # ``backward_launch``: the host time per kernel launch of an eager training step's backward beyond its
 # class's launch cost (the autograd engine's node walk, saved-tensor unpacking, custom Functions' Python
 # ``backward``, gradient accumulation), read off host-bound whole-model train records
@@ -39,7 +47,7 @@ from __future__ import annotations
 # prefill steps, whose residual host time it explains, are not.
 HOST_CLASSES = ("torch_eager", "triton", "triton_autotune", "triton_autotune_ssd", "cuda_extension", "cublas",
                 "sdpa", "cudnn", "cuda_graph", "autograd", "autograd_node", "hf_module", "hf_ssm_module",
-                "ssm_module", "compiled", "backward_launch")
+                "ssm_module", "ssm_forward", "ssm_forward_mamba2", "ssm_forward_mamba3", "compiled", "backward_launch")
 # host class -> the more general class whose value stands in where a spec does not know it
 HOST_CLASS_FALLBACK = {"triton_autotune_ssd": "triton_autotune"}
 # The classes whose kernels are library kernels (``launch.library_fixed``): Triton kernels and CUDA-extension
@@ -47,7 +55,8 @@ HOST_CLASS_FALLBACK = {"triton_autotune_ssd": "triton_autotune"}
 LIBRARY_KERNEL_CLASSES = ("triton", "triton_autotune", "triton_autotune_ssd", "cuda_extension")
 # The classes measured by the runtime probe (or from whole-model records) rather than by ``ssmbench
 # probe``'s per-call loop.
-RUNTIME_HOST_CLASSES = ("hf_module", "hf_ssm_module", "ssm_module", "compiled", "backward_launch")
+RUNTIME_HOST_CLASSES = ("hf_module", "hf_ssm_module", "ssm_module", "ssm_forward", "ssm_forward_mamba2",
+                        "ssm_forward_mamba3", "compiled", "backward_launch")
 # The classes measured on one library's own calls (scripts/percall_split.py), which the probe's generic
 # per-call loop does not represent.
 LIBRARY_CALL_HOST_CLASSES = ("triton_autotune_ssd",)

@@ -6,18 +6,21 @@
 # achievable estimate of h200-sxm and the calibrated estimate of
 # results/h200/2026-12-02/calibration/profile.json, as Markdown, JSON and a plot; and the same
 # characterization with the spec's own (in-sample) values. The model runs are both calls of 2026-12-03
-# (models, models-b) unless RUNS names other folders.
+# (models, models-b) and the repeats of 2026-12-04 (host-noise: a key measured three times or more stands
+# for the median of its records, measure/models/records.standing_records) unless RUNS names other folders.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUN=results/h200/2026-12-03/models
-RUNS=${RUNS:-"$RUN results/h200/2026-12-03/models-b"}
+RUNS=${RUNS:-"$RUN results/h200/2026-12-03/models-b results/h200/2026-12-04/host-noise"}
+# the op-level folders whose block:mamba1/2/3 forward cases give the mamba-ssm modules' forward host terms
+BLOCKS="results/h200/2026-12-02/default results/h200/2026-12-03/pairs-blocks results/h200/2026-12-03/fill"
 PROFILE=results/h200/2026-12-02/calibration/profile.json
 OUT=$RUN/characterize
 mkdir -p "$OUT"
 rm -f "$OUT"/characterize*.md "$OUT"/characterize*.json "$OUT/characterize.png" "$OUT/hf_module.md" "$OUT/hf_module.json" \
     "$OUT"/measured-*.yaml "$OUT"/runtime_terms.*
 # shellcheck disable=SC2086
-"${PYTHON:-python}" scripts/model_host_cost.py --results $RUNS --out "$OUT"
+"${PYTHON:-python}" scripts/model_host_cost.py --results $RUNS --block-results $BLOCKS --out "$OUT"
 # shellcheck disable=SC2086
 ssmbench characterize --results $RUNS --calibration "$PROFILE" --held-out --format md --out "$OUT/characterize.md" \
     --plot "$OUT/characterize.png"

@@ -284,7 +284,7 @@ def composed_bound(op: str, dims: Mapping[str, int], spec, impl: str | None = No
                      chain=_counted(chain_of(c.op, c.impl, c.dim_map(), c.mode, backend, dtype), c.count))
         h_ops = a.host_s if launch == "eager" else 0.0
         h = h_ops if rt is None else call_host_s(rt, h_ops, float(k.launches), float(c.count),
-                                                 lambda cls: host_cost(table, cls), kind)
+                                                 lambda cls: host_cost(table, cls), kind, _PHASE[mode])
         rows.append({"label": c.label.removeprefix("b."), "op": c.op, "impl": c.impl, "mode": c.mode,
                      "backend": backend, "count": c.count, "dims": call_dims(op, c, dims, mode, dtype),
                      "bound_s": p.time_s, "bottleneck": p.bottleneck,

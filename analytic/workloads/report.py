@@ -301,7 +301,8 @@ def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dic
         kind = res.model.block(c.call.block).kind if c.call.block else None
         eager_parts.append((h_eager, float(w[COL["launches"], 0, 0]), float(c.call.count), kind))
         if runtime is not None:
-            h = call_host_s(runtime, h, eager_parts[-1][1], eager_parts[-1][2], lambda k: host_cost(table, k), kind)
+            h = call_host_s(runtime, h, eager_parts[-1][1], eager_parts[-1][2], lambda k: host_cost(table, k), kind,
+                            res.phase)
         if state_bytes:
             node = float(a.gpu[0, 0, 0] - np.max([t[0, 0, 0] for t in a.times.values()]))
             g = max(g, node + state_bytes / residency.bandwidth)
@@ -337,7 +338,7 @@ def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dic
         host_used = {"launch.host.cuda_graph"}
     if runtime is not None:
         host_used = ({k for k in host_used if k == "launch.host.autograd"} if runtime.launch_class else host_used)
-        host_used |= used_keys(runtime, {p[3] for p in eager_parts})
+        host_used |= used_keys(runtime, {p[3] for p in eager_parts}, res.phase)
     used = {k for k in table.missing[0] if (not k.startswith("launch.host.") or k in host_used)
             and (not (k.startswith("compute.chain_step.") or k == "compute.sm_count") or k in chain_keys)
             and (not k.startswith("compute.tensor_mma_sync.") or k in mma_keys)
@@ -372,14 +373,15 @@ def _runtime_comparison(runtimes, parts, gpu: float, table, res, host_cost, n_bw
     from ..runtime import call_host_s, used_keys
     out = {}
     for name, rt in runtimes.items():
-        h = sum(call_host_s(rt, he, n, calls, lambda k: host_cost(table, k), kind) for he, n, calls, kind in parts)
+        h = sum(call_host_s(rt, he, n, calls, lambda k: host_cost(table, k), kind, res.phase)
+                for he, n, calls, kind in parts)
         if rt.launch == "graph":
             h += host_cost(table, "cuda_graph")
         elif res.phase == "train":
             h += host_cost(table, "autograd")
         backward = pays_backward(res.phase, rt.launch, rt) and n_bwd > 0
         h += n_bwd * host_cost(table, BACKWARD) if backward else 0.0
-        keys = used_keys(rt, {p[3] for p in parts}) | ({"launch.host.cuda_graph"} if rt.launch == "graph" else set()) \
+        keys = used_keys(rt, {p[3] for p in parts}, res.phase) | ({"launch.host.cuda_graph"} if rt.launch == "graph" else set()) \
             | ({f"launch.host.{BACKWARD}"} if backward else set())
         missing = sorted(k for k in keys if k in table.missing[0])
         out[name] = {"time_s": max(h, gpu), "host_s": h, "gpu_s": gpu, "host_unknown": missing}

@@ -95,11 +95,11 @@ def _where(rec: dict) -> tuple:
 
 def whole_models(folders: list[str | Path]) -> WholeModels:
     """Read every model-run file under the folders and pair their ok records by the module's rule."""
-    from ...measure.models.records import find_model_runs, latest_records
+    from ...measure.models.records import find_model_runs, standing_records
 
     paths = sorted({p for f in folders for p in find_model_runs(f)})
     out = WholeModels(files=[str(p) for p in paths])
-    ok = [r for r in latest_records(paths) if r["status"] == "ok" and (r.get("time_s") or {}).get("median")]
+    ok = [r for r in standing_records(paths) if r["status"] == "ok" and (r.get("time_s") or {}).get("median")]
     info: dict[str, ModelInfo] = {}
     for r in ok:
         if r["model"] not in info and (i := _info(r)) is not None:

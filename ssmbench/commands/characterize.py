@@ -107,7 +107,11 @@ def markdown(doc: dict) -> str:
 def cmd_characterize(args) -> int:
     from ..calibrate.characterize import characterize, repeats
     from ..hwspecs import get_spec, spec_for_device
-    from ..measure.models.records import find_model_runs, latest_records, repeat_spread
+    from ..measure.models.records import (
+        find_model_runs,
+        repeat_spread,
+        standing_records,
+    )
 
     if args.out:  # output paths first: a bad one costs no reading
         check_output_file(args.out, "--out")
@@ -118,7 +122,7 @@ def cmd_characterize(args) -> int:
     if not paths:
         raise UserError(f"{', '.join(args.results)}: no model-run files (model-run-*.json, written by "
                         "python -m ssmbench.measure.models.runner) in these folders or below")
-    records = latest_records(paths)
+    records = standing_records(paths)
     fixed = get_spec(args.hw) if args.hw else None
 
     def spec_for(rec):
