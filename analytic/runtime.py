@@ -11,6 +11,16 @@ time of one op call of a model's plan (``host_eager``: the sum over its launches
   ``launch.host.ssm_module``: the per-class costs, measured on the library calls themselves, hold the
   calls' own host time; the modules' Python around them (``Mamba2.step``'s rearranges, splits, state
   bookkeeping and argument handling, ``MambaLMHeadModel``'s per-layer loop) is paid per op call.
+  A prefill's op calls run the modules' inference ``forward`` instead and pay its own class:
+  ``launch.host.ssm_forward_mamba2`` / ``_mamba3`` for a Mamba-2 / Mamba-3 layer's calls, ``ssm_forward``
+  (Mamba's fast path, standing in for mamba-ssm's MHA and GatedMLP) for the others. Those are read off the
+  standalone forward cases of the modules (``calibrate/runtime_host.block_rows``, on the H200 32.8, 57.2
+  and 127.2 us per op call), an independent source: the whole-model records check them. On the H200 this
+  took the held-out prefill p90 from 64.5 % to 39 % (transformerpp-125m b1 +91 % -> -12 %, mamba-130m b1
+  +82 % -> -12 %), with Mamba-2 prefill under-predicted by 20-30 % (the block cases' Mamba2 values spread
+  12-93 us per op call, and their sessions' hosts were faster than the models'). A train step's forward
+  records the autograd graph and keeps ``ssm_module`` (``FORWARD_PHASES``); ``ssm_module`` comes from
+  decode records only. The text below is the history of the single value.
   The chunked SSD's five forward launchers are charged at their own measured class
   (``triton_autotune_ssd``, 168 us per kernel, not the 107 us median of the autotuned libraries): in
   the Mamba-2 prefill records that class was the missing host time (the residual per op call, with the

@@ -17,12 +17,13 @@ MORE=results/h200/2026-12-03/achievable
 PAIRS=results/h200/2026-12-03/pairs-blocks
 FA3=results/h200/2026-12-03/fa3
 FILL=results/h200/2026-12-03/fill
+RECHECK=results/h200/2026-12-04/recheck-mamba3-step  # supersedes the fill's eager Mamba-3 decode steps
 OUT=$IN/calibration
 mkdir -p "$OUT"
-ssmbench calibrate --results "$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$MORE/call2" "$PAIRS" "$FA3" "$FILL" --hw h200-sxm --out "$OUT/profile.json" --force
-ssmbench gap --results "$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$MORE/call2" "$PAIRS" "$FA3" "$FILL" --hw h200-sxm --calibration "$OUT/profile.json" \
+ssmbench calibrate --results "$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$MORE/call2" "$PAIRS" "$FA3" "$FILL" "$RECHECK" --hw h200-sxm --out "$OUT/profile.json" --force
+ssmbench gap --results "$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$MORE/call2" "$PAIRS" "$FA3" "$FILL" "$RECHECK" --hw h200-sxm --calibration "$OUT/profile.json" \
     --format md --out "$OUT/gap.md" --plot "$OUT/gap.png" --energy-plot "$OUT/energy.png"
-ssmbench gap --results "$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$MORE/call2" "$PAIRS" "$FA3" "$FILL" --hw h200-sxm --calibration "$OUT/profile.json" \
+ssmbench gap --results "$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$MORE/call2" "$PAIRS" "$FA3" "$FILL" "$RECHECK" --hw h200-sxm --calibration "$OUT/profile.json" \
     --format json --out "$OUT/gap.json"
-ssmbench energy-fit --results "$IN/default" "$MORE/call1" "$MORE/call2" "$PAIRS" "$FA3" "$FILL" --hw h200-sxm --out "$OUT/energy-fit.json" --force > /dev/null
+ssmbench energy-fit --results "$IN/default" "$MORE/call1" "$MORE/call2" "$PAIRS" "$FA3" "$FILL" "$RECHECK" --hw h200-sxm --out "$OUT/energy-fit.json" --force > /dev/null
 rm -f "$OUT/energy-fit.yaml"  # the measured: fragment that energy-fit wrote before it wrote a profile

@@ -7,38 +7,93 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ssmbench.calibrate.runtime_host import KEYS, base_spec, derive, flash_attn_of, held_out_spec, rows_of
+from ssmbench.calibrate.runtime_host import (
+    FORWARD_KEYS,
+    KEYS,
+    base_spec,
+    block_rows,
+    derive,
+    flash_attn_of,
+    held_out_spec,
+    known_values,
+    rows_of,
+)
 from ssmbench.calibrate.runtime_step import compose
 from ssmbench.hwspecs import get_spec
 from ssmbench.hwspecs.units import parse
-from ssmbench.measure.models.records import find_model_runs, latest_records
+from ssmbench.measure.models.records import find_model_runs, standing_records
+from ssmbench.measure.results import read_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "results" / "h200" / "2026-12-03" / "models"
-RUNS = (RUN, ROOT / "results" / "h200" / "2026-12-03" / "models-b")  # the two calls scripts/characterize_h200.sh reads
+# the model calls scripts/characterize_h200.sh reads, and the op-level folders of its block cases
+RUNS = (RUN, ROOT / "results" / "h200" / "2026-12-03" / "models-b", ROOT / "results" / "h200" / "2026-12-04" / "host-noise",
+        ROOT / "results" / "h200" / "2026-12-04" / "prefill-check")
+BLOCKS = (ROOT / "results" / "h200" / "2026-12-02" / "default", ROOT / "results" / "h200" / "2026-12-03" / "pairs-blocks",
+          ROOT / "results" / "h200" / "2026-12-03" / "fill")
 FRAGMENT = RUN / "characterize" / "measured-runtime-h200-sxm.yaml"
 
 
 @pytest.fixture(scope="module")
 def rows():
-    return rows_of(latest_records([p for run in RUNS for p in find_model_runs(run)]), lambda r: get_spec("h200-sxm"))
+    return rows_of(standing_records([p for run in RUNS for p in find_model_runs(run)]), lambda r: get_spec("h200-sxm"))
+
+
+@pytest.fixture(scope="module")
+def forward_rows():
+    return block_rows([f for d in BLOCKS for f in read_dir(d)], lambda dev: get_spec("h200-sxm"))
 
 
 def test_spec_entries_are_the_fragment():
     """The spec's runtime terms are the committed fragment's, with its method and date (no hand edit)."""
     frag = {e["key"]: e for e in yaml.safe_load(FRAGMENT.read_text())["measured"]}
-    spec = {m.key: m for m in get_spec("h200-sxm").measured if m.key in KEYS}
-    assert set(spec) == set(frag) == set(KEYS)
+    spec = {m.key: m for m in get_spec("h200-sxm").measured if m.key in KEYS + FORWARD_KEYS}
+    assert set(spec) == set(frag) == set(KEYS + FORWARD_KEYS)
     for k, e in frag.items():
         assert (spec[k].value, str(spec[k].date), spec[k].method) == (e["value"], str(e["date"]), e["method"])
 
 
-def test_derivation_does_not_read_its_own_values(rows):
+def test_derivation_does_not_read_its_own_values(rows, forward_rows):
     assert not any(m.key in KEYS for m in base_spec(get_spec("h200-sxm")).measured)
-    # the stored fragment is what the records give
-    now = {e["key"]: e["value"] for e in derive(rows)}
+    assert not any(m.key in FORWARD_KEYS for m in base_spec(get_spec("h200-sxm"), FORWARD_KEYS).measured)
+    # the stored fragment is what the block cases and the records give
+    forward = derive(forward_rows, keys=FORWARD_KEYS)
+    now = {e["key"]: e["value"] for e in forward + derive(rows, known=known_values(get_spec("h200-sxm")))}
     frag = {e["key"]: e["value"] for e in yaml.safe_load(FRAGMENT.read_text())["measured"]}
     assert now == frag
+
+
+def test_forward_terms_come_from_host_bound_block_cases(forward_rows):
+    """Each forward term is the median over its block's host-bound forward cases of (measured - plan host) /
+    op calls; a case whose plan keeps the GPU busy over half the call is listed and not used."""
+    import statistics
+    used = [r for r in forward_rows if r["usable"]]
+    assert {r["term"] for r in used} == set(FORWARD_KEYS)
+    assert any(not r["usable"] for r in forward_rows)
+    for r in forward_rows:
+        assert r["usable"] == (r["plan_gpu_s"] <= 0.5 * r["measured_s"])
+        assert r["value_s"] == pytest.approx((r["measured_s"] - r["plan_host_s"]) / r["op_calls_plan"])
+    spec = known_values(get_spec("h200-sxm"))
+    for key in FORWARD_KEYS:
+        median = statistics.median(r["value_s"] for r in used if r["term"] == key)
+        assert spec[key] == pytest.approx(median, rel=1e-3)
+    # Mamba's fast path costs less Python per op call than Mamba2's and Mamba3's forwards
+    assert spec["launch.host.ssm_forward"] < spec["launch.host.ssm_forward_mamba2"] < spec["launch.host.ssm_forward_mamba3"]
+
+
+def test_prefill_pays_the_forward_class_and_decode_and_train_the_module_class():
+    """mamba-ssm: a prefill op call of a Mamba-2 layer pays ssm_forward_mamba2, of another kind ssm_forward; a
+    decode step's and a train step's ssm_module (the train forward records the autograd graph: runtime.FORWARD_PHASES)."""
+    from ssmbench.analytic.runtime import RUNTIMES, call_host_s
+    rt = RUNTIMES["mamba-ssm"]
+    assert rt.module_class_of("mamba2", "prefill") == "ssm_forward_mamba2"
+    assert rt.module_class_of("attention", "prefill") == "ssm_forward"
+    assert rt.module_class_of("mamba2", "decode") == rt.module_class_of("mamba2", "train") == "ssm_module"
+    # a class the spec does not know: its stand-ins in order
+    costs = {"ssm_forward": 3.0, "ssm_module": 5.0}
+    assert call_host_s(rt, 1.0, 0, 2, lambda c: costs.get(c, 0.0), "mamba2", "prefill") == 1.0 + 2 * 3.0
+    assert call_host_s(rt, 1.0, 0, 2, lambda c: {"ssm_module": 5.0}.get(c, 0.0), "mamba2", "prefill") == 1.0 + 2 * 5.0
+    assert call_host_s(rt, 1.0, 0, 2, lambda c: costs.get(c, 0.0), "mamba2", "decode") == 1.0 + 2 * 5.0
 
 
 def test_held_out_leaves_the_model_out(rows):
@@ -206,3 +261,16 @@ def test_library_kernels_pay_the_library_fixed_time():
         extra += gemm if with_["impl"] == "cublas" else 0.0
         assert with_["achievable"]["gpu_s"] - without["achievable"]["gpu_s"] == pytest.approx(
             with_["launches"] * extra, rel=1e-6, abs=1e-12), with_["op"]
+
+
+def test_a_repeated_key_stands_for_its_median_record():
+    """Three records of one key (results/h200/2026-12-04/host-noise): the median one stands, not the latest."""
+    from ssmbench.measure.models.records import latest_records
+    paths = find_model_runs(ROOT / "results" / "h200" / "2026-12-04" / "host-noise")
+    key = "model/mamba2-130m/mamba_ssm/decode/mamba-ssm/b1_l2048"
+    latest = next(r for r in latest_records(paths) if r["key"] == key)
+    standing = next(r for r in standing_records(paths) if r["key"] == key)
+    times = sorted(r["time_s"]["median"] for r in __import__("json").loads(paths[0].read_text())["records"]
+                   if r["key"] == key and r["status"] == "ok")
+    assert len(times) == 3
+    assert standing["time_s"]["median"] == times[1] != latest["time_s"]["median"]

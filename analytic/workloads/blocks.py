@@ -50,8 +50,11 @@ asserts, the custom autograd function's wrapper and saved tensors: read in mamba
 mamba3.py and ssd_combined.py's ``MambaSplitConv1dScanCombinedFn`` of mamba-ssm 2.3.2.post1). On the
 host-bound block cases the measured time less the plan's host time is 31-34 us per op call for Mamba
 (10 calls), 63-144 us for Mamba2 (6) and 121-134 us for Mamba3 (6). The composition charges it as
-``predict --runtime mamba-ssm`` charges a model: ``launch.host.ssm_module`` (89.05 us on the H200,
-from whole-model records, not from these blocks) per op call (``runtime.call_host_s``). On the 63 cases
+``predict --runtime mamba-ssm`` charges a model: per op call, the forward's ``launch.host.ssm_forward``,
+``ssm_forward_mamba2`` or ``ssm_forward_mamba3`` (on the H200 the medians of these very cases,
+``calibrate/runtime_host.block_rows``: 32.8, 57.22 and 127.2 us; so a block's forward is in sample for its
+host term), a backward's and a decode step's ``launch.host.ssm_module`` (``runtime.call_host_s``). The
+figures below are those of the single ``ssm_module`` value (89.05 us) that came before. On the 63 cases
 the composed achievable estimate's median |error| goes from 24.7 % to 21.6 % (Mamba2 fwd 47 -> 15 %,
 Mamba3 fwd 43 -> 20 %; Mamba fwd -65 % -> +110 %: one value per op call for every module is the
 runtime's approximation, and the model-level records show the same split, mamba-130m prefill
