@@ -45,7 +45,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..errors import UserError
-from .runtime_host import HOST_BOUND_SHARE, KEYS
+from .runtime_host import FORWARD_KEYS, HOST_BOUND_SHARE, KEYS
 from .runtime_step import device_s
 
 LABEL_MEASURED = "measurement"
@@ -74,8 +74,9 @@ REQUIREMENT = {
     "host/launch": "a faster host path (CUDA graphs, a compiled runtime, a faster CPU); no GPU resource helps",
 }
 HELD_OUT_RULE = ("leave one model out: each record predicted with " + ", ".join(KEYS) + " derived "
-                 "(calibrate/runtime_host.py) from the other models' records only; the calibrated profile was fitted "
-                 "on op-level kernel cases, none of them a whole model")
+                 "(calibrate/runtime_host.py) from the other models' records only, and the spec's "
+                 + ", ".join(FORWARD_KEYS) + " (read off op-level block cases, no model record); the calibrated "
+                 "profile was fitted on op-level kernel cases, none of them a whole model")
 # Energy of a step, two predictions beside the measured window (``energy_row``): the analytic estimate
 # at the achievable time (``total.energy_j``), and the energy model alone at the measured window time
 # (static power x that time + the prediction's dynamic terms), which judges the energy model without the
