@@ -24,28 +24,36 @@ import block_calibrated
 
 H200 = get_spec("h200-sxm")
 PROFILE = ROOT / "results/h200/2026-12-02/calibration/profile.json"
-SSM_MODULE_S = 89.05e-6  # launch.host.ssm_module of the H200 spec (calibrate/runtime_host.py, model records)
+SSM_MODULE_S = 81.82e-6  # launch.host.ssm_module of the H200 spec (calibrate/runtime_host.py, decode records)
+# the inference forward's classes (calibrate/runtime_host.block_rows, the standalone block cases)
+SSM_FORWARD_S = {"mamba1": 32.8e-6, "mamba2": 57.22e-6}
+# per block mode, the module class a mamba-ssm block's op call pays (runtime.FORWARD_PHASES: prefill only)
+MODULE_S = {"fwd": SSM_FORWARD_S["mamba1"], "fwdbwd": SSM_MODULE_S}
 
 
 def test_the_spec_value_the_hand_derivations_use():
-    assert host_cost(AchievableTable.of([H200]), "ssm_module") == pytest.approx(SSM_MODULE_S)
+    table = AchievableTable.of([H200])
+    assert host_cost(table, "ssm_module") == pytest.approx(SSM_MODULE_S)
+    assert host_cost(table, "ssm_forward") == pytest.approx(SSM_FORWARD_S["mamba1"])
+    assert host_cost(table, "ssm_forward_mamba2") == pytest.approx(SSM_FORWARD_S["mamba2"])
 
 
 @pytest.mark.parametrize("mode", ["fwd", "fwdbwd"])
 def test_mamba_ssm_blocks_pay_the_modules_python_per_op_call(mode):
     """Mamba-1 fwd at B = 1 runs 10 op calls (in_proj, A, dt_bias cast, conv1d, x_proj, 2 B/C copies, dt_proj,
-    scan, out_proj): 10 x 89.05 us of module Python on top of the ops' own host classes."""
+    scan, out_proj): 10 x the module's Python per op call on top of the ops' own host classes (the forward's
+    ssm_forward, 32.8 us; a train step's ssm_module, 81.82 us)."""
     dims = {"B": 1, "L": 64, "D": 64, "N": 16}
     r = composed_bound("block:mamba1", dims, H200, mode=mode)
     for c in r["calls"]:
-        assert c["host_module_s"] == pytest.approx(c["count"] * SSM_MODULE_S)
+        assert c["host_module_s"] == pytest.approx(c["count"] * MODULE_S[mode])
         assert c["host_s"] == pytest.approx(c["host_ops_s"] + c["host_module_s"])
     calls = sum(c["count"] for c in r["calls"])
     if mode == "fwd":
         assert calls == 10
     ops_only = composed_bound("block:mamba1", dims, H200, mode=mode, module_runtime=False)
     assert [c["host_s"] for c in ops_only["calls"]] == pytest.approx([c["host_ops_s"] for c in r["calls"]])
-    assert r["achievable"]["host_s"] == pytest.approx(ops_only["achievable"]["host_s"] + calls * SSM_MODULE_S)
+    assert r["achievable"]["host_s"] == pytest.approx(ops_only["achievable"]["host_s"] + calls * MODULE_S[mode])
     # host-bound at this size: the block takes its host time
     assert r["achievable"]["time_s"] == pytest.approx(r["achievable"]["host_s"])
     assert r["achievable_ops_host"]["time_s"] == pytest.approx(ops_only["achievable"]["time_s"])
@@ -123,6 +131,7 @@ def test_the_calibration_join_records_a_blocks_composed_estimate():
     assert Features.from_bounds([b]).achievable_time()[0] == pytest.approx(b.achievable["time_s"])
     plain, timed = composed_estimate("block:mamba2", dims, H200, mode="fwd")
     assert plain == b.achievable and timed["timed_call_extra_s"] == pytest.approx(timed_call_extra(H200))
-    # host-bound: 6 op calls x 89.05 us of module Python on top of the ops' host classes (SSD's 5 autotuned launches)
+    # host-bound: 6 op calls x 57.22 us of Mamba2's forward Python on top of the ops' host classes (SSD's 5
+    # autotuned launches)
     assert plain["bottleneck"] == "host/launch"
-    assert plain["host_s"] == pytest.approx(sum(c["host_ops_s"] for c in comp["calls"]) + 6 * SSM_MODULE_S)
+    assert plain["host_s"] == pytest.approx(sum(c["host_ops_s"] for c in comp["calls"]) + 6 * SSM_FORWARD_S["mamba2"])
