@@ -141,6 +141,13 @@ def test_model_run_files_match_their_schema(tmp_path):
     assert not errors, errors[:3]
     bad = dict(doc, records=[dict(doc["records"][0], status="finished")])
     assert list(jsonschema.Draft202012Validator(schema).iter_errors(bad))
+    # the host reference (measure/models/host_reference.py), optional: records before 2026-12-04 lack it
+    ref = {"label": "measurement", "method": "m", "before": {"launch_s": 4e-6, "python_s": 3e-8},
+           "after": {"launch_s": 5e-6, "python_s": 3e-8}}
+    v = jsonschema.Draft202012Validator(schema)
+    assert not list(v.iter_errors(dict(doc, records=[dict(doc["records"][0], host_reference=ref)])))
+    for broken in ({**ref, "before": {"launch_s": 0, "python_s": 3e-8}}, {**ref, "after": None}):
+        assert list(v.iter_errors(dict(doc, records=[dict(doc["records"][0], host_reference=broken)])))
 
 
 def test_model_run_files_are_not_read_as_op_results(tmp_path):
@@ -231,6 +238,11 @@ def test_gpu_model_runner(tmp_path):
     assert [r["phase"] for r in doc["records"]] == ["prefill", "train"]
     ok = [r for r in doc["records"] if r["status"] == "ok"]
     assert all(r["profile"]["busy_s"] > 0 for r in ok)
+    # the host reference around the timed calls: a launch costs microseconds of host time, a loop step less
+    for r in ok:
+        for side in ("before", "after"):
+            ref = r["host_reference"][side]
+            assert 1e-7 < ref["launch_s"] < 1e-3 and 0 < ref["python_s"] < ref["launch_s"]
 
 
 def test_runtime_probe_observation_is_formatted_in_a_spec_unit():

@@ -42,6 +42,8 @@ def _measure(case: Case, built, suite, device, nv, idle_w, record: dict) -> None
     from .._probe_achievable import profile_gpu
     from ..timing import TimingSettings, make_timed_callable, time_call
     from . import steps
+    from .host_reference import METHOD as HOST_REFERENCE_METHOD
+    from .host_reference import host_reference
 
     hold = None
     if case.phase == "prefill":
@@ -56,9 +58,12 @@ def _measure(case: Case, built, suite, device, nv, idle_w, record: dict) -> None
         call()  # first call outside the graph: lazy initialisation, Triton compiles
         torch.cuda.synchronize(device)
         timed, keep = make_timed_callable(call, device, settings)
+        before = host_reference(device)
         torch.cuda.reset_peak_memory_stats(device)
         base = torch.cuda.memory_allocated(device)
         t = time_call(timed, device, settings)
+        record["host_reference"] = {"label": "measurement", "method": HOST_REFERENCE_METHOD, "before": before,
+                                    "after": host_reference(device)}
         record["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated(device) - base)
         stats = t.stats()
         record["time_s"], record["timing"] = stats, t.settings
