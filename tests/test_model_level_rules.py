@@ -182,6 +182,15 @@ def test_host_noise_suite_and_summary(tmp_path):
     assert (row["n"], row["median_s"], row["in_order_s"]) == (3, 0.011, [0.010, 0.012, 0.011])
     assert row["spread"] == pytest.approx(0.002 / 0.011) and row["idle_share"] == pytest.approx(0.8)
     assert host_noise.main([str(tmp_path)]) == 0 and host_noise.main([]) == 2
+    assert host_noise.host_speed(sorted(tmp_path.glob("model-run-*.json"))) is None  # no host reference
+    # steps that follow the host's Python speed exactly (synthetic): correlation 1, slope 1, nothing left
+    ref = [{"key": f"model/m/r/{ph}/e/b1_l2048", "status": "ok", "time_s": {"median": t * q / 30e-9},
+            "host_reference": {"before": {"python_s": q, "launch_s": 1e-5}, "after": {"python_s": q, "launch_s": 1e-5}}}
+           for ph, t in (("prefill", 0.01), ("decode", 0.02)) for q in (30e-9, 50e-9, 33e-9)]
+    (tmp_path / "model-run-y.json").write_text(json.dumps({"records": ref}))
+    h = host_noise.host_speed([tmp_path / "model-run-y.json"])
+    assert (h["n"], h["correlation"], h["slope"]) == (6, pytest.approx(1.0), pytest.approx(1.0))
+    assert h["sd_raw"] > 0.1 and h["sd_after"] == pytest.approx(0.0, abs=1e-12)
 
 
 def test_repeats_split_keys_by_pace_and_report_their_spread():
