@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUN=results/h200/2026-12-03/models
-RUNS=${RUNS:-"$RUN results/h200/2026-12-03/models-b results/h200/2026-12-04/host-noise results/h200/2026-12-04/host-noise-b results/h200/2026-12-04/prefill-check"}
+RUNS=${RUNS:-"$RUN results/h200/2026-12-03/models-b results/h200/2026-12-04/host-noise results/h200/2026-12-04/host-noise-b results/h200/2026-12-04/host-noise-hf results/h200/2026-12-04/prefill-check"}
 # the op-level folders whose block:mamba1/2/3 forward cases give the mamba-ssm modules' forward host terms
 BLOCKS="results/h200/2026-12-02/default results/h200/2026-12-03/pairs-blocks results/h200/2026-12-03/fill"
 PROFILE=results/h200/2026-12-02/calibration/profile.json
