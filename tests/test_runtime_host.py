@@ -275,3 +275,14 @@ def test_a_repeated_key_stands_for_its_median_record():
                    if r["key"] == key and r["status"] == "ok")
     assert len(times) == 3
     assert standing["time_s"]["median"] == times[1] != latest["time_s"]["median"]
+
+
+def test_repeats_carry_the_host_reference_where_the_records_have_one():
+    """results/h200/2026-12-04/host-noise-b: each key's Python-step range of its host reference (two host
+    states, ~30 and ~50 ns); the records of 2026-12-03 have none."""
+    from ssmbench.measure.models.records import repeat_spread
+    rows = {r["key"]: r for r in repeat_spread(find_model_runs(ROOT / "results" / "h200" / "2026-12-04" / "host-noise-b"))}
+    lo, hi = rows["model/transformerpp-125m/mamba_ssm/decode/mamba-ssm/b1_l2048"]["host_python_s"]
+    assert 25e-9 < lo < 35e-9 and 45e-9 < hi < 60e-9
+    old = repeat_spread(find_model_runs(RUN))
+    assert all(r["host_python_s"] is None for r in old)

@@ -165,8 +165,11 @@ def repeat_spread(paths: Iterable[Path]) -> list[dict[str, Any]]:
     where ``latest_records`` keeps one): ``n``, ``min_s`` / ``median_s`` / ``max_s`` of the step time (each
     record's median of its timed calls), ``spread`` = (max - min) / median, ``idle_share`` (median over the
     records of profile.host_idle_s / step: the share of the step the GPU waited for the host), ``in_order_s``
-    (the times in file and record order: a drift over a call shows as a trend) and ``files``."""
+    (the times in file and record order: a drift over a call shows as a trend), ``files``, and
+    ``host_python_s``: [min, max] over the records with a ``host_reference`` of its Python loop step (the mean
+    of before and after the timed calls; measure/models/host_reference.py), None where no record has one."""
     by_key: dict[str, list[tuple[int, float, float | None, str]]] = {}
+    python: dict[str, list[float]] = {}
     order = 0
     for p in paths:
         for r in json.loads(Path(p).read_text(encoding="utf-8"))["records"]:  # as written: checked by the caller
@@ -176,6 +179,9 @@ def repeat_spread(paths: Iterable[Path]) -> list[dict[str, Any]]:
             t = float(r["time_s"]["median"])
             idle = (r.get("profile") or {}).get("host_idle_s")
             by_key.setdefault(r["key"], []).append((order, t, None if idle is None else float(idle) / t, str(p)))
+            ref = r.get("host_reference")
+            if ref:
+                python.setdefault(r["key"], []).append((ref["before"]["python_s"] + ref["after"]["python_s"]) / 2)
     out = []
     for key, recs in sorted(by_key.items()):
         ts = [t for _, t, _, _ in recs]
@@ -185,5 +191,6 @@ def repeat_spread(paths: Iterable[Path]) -> list[dict[str, Any]]:
                     "spread": (max(ts) - min(ts)) / med if med > 0 else None,
                     "idle_share": statistics.median(idles) if idles else None,
                     "in_order_s": [t for _, t, _, _ in sorted(recs)],
-                    "files": sorted({f for _, _, _, f in recs})})
+                    "files": sorted({f for _, _, _, f in recs}),
+                    "host_python_s": [min(python[key]), max(python[key])] if key in python else None})
     return out

@@ -31,10 +31,15 @@ def _repeats_md(rep: dict | None) -> list[str]:
            f"Keys measured in more than one record (every record of the folders, not only the latest): {text}. "
            f"Host-bound: the GPU idle for at least {rep['host_bound_share']:.0%} of the step. The spread "
            "(max - min) / median of one key's records is a floor under the error of any prediction judged on "
-           "single records.", "", "| key | records | min / median / max | spread | GPU idle |", "|---|---|---|---|---|"]
+           "single records. Host Python step: the host's speed beside the records that carry a host reference "
+           "(measure/models/host_reference.py: seconds per step of a plain Python loop, min / max over those "
+           "records; the same host runs at ~30 and ~50 ns on one machine and ~63 ns on another, results/h200/2026-12-04).",
+           "", "| key | records | min / median / max | spread | GPU idle | host Python step |", "|---|---|---|---|---|---|"]
     for r in rep["rows"]:
+        py = r.get("host_python_s")
+        host = f"{py[0] * 1e9:.1f} / {py[1] * 1e9:.1f} ns" if py else "-"
         out.append(f"| {r['key']} | {r['n']} | {si(r['min_s'], 's')} / {si(r['median_s'], 's')} / {si(r['max_s'], 's')} | "
-                   f"{_share(r['spread'])} | {_share(r['idle_share'])} |")
+                   f"{_share(r['spread'])} | {_share(r['idle_share'])} | {host} |")
     return out + [""]
 
 
