@@ -202,7 +202,7 @@ def block_rows(files: list, spec_for: Callable[[str | None], Spec]) -> list[dict
         host = sum(x["host_ops_s"] for x in b["calls"])
         gpu = sum(x["gpu_s"] for x in b["calls"])
         calls = sum(float(x["count"]) for x in b["calls"])
-        out.append({"key": key, "model": None, "runtime": "mamba-ssm", "phase": "prefill", "file": c.get("_file", ""),
+        out.append({"key": key, "model": None, "runtime": "mamba-ssm", "phase": "prefill", "file": str(c.path),
                     "date": str(c.get("started_utc") or "")[:10], "spec": spec.id, "measured_s": t, "busy_s": gpu,
                     "host_idle_share": max(0.0, 1.0 - gpu / t), "launches_measured": None,
                     "launches_plan": sum(float(x["count"]) for x in b["calls"]), "module_calls": None,

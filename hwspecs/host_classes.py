@@ -24,8 +24,9 @@ from __future__ import annotations
 # state bookkeeping in Python around the library calls); ``hf_ssm_module``, ``hf_module`` for the op calls of a
 # Hugging Face state-space mixer (transformers' Mamba2Mixer.cuda_kernels_forward: the chunked-scan call's
 # argument handling and its eager gated norm's Python), whose module code differs from the Llama-style modules'.
-# ``ssm_forward``, ``ssm_forward_mamba2``, ``ssm_forward_mamba3``: ``ssm_module`` for the op calls of a forward step
-# (prefill, a train step's forward), whose module code is the modules' ``forward`` rather than ``step()``: Mamba's
+# ``ssm_forward``, ``ssm_forward_mamba2``, ``ssm_forward_mamba3``: ``ssm_module`` for the op calls of a prefill
+# (``analytic/runtime.FORWARD_PHASES``: an inference forward; a train step's forward, which also records the autograd
+# graph, keeps ``ssm_module``), whose module code is the modules' ``forward`` rather than ``step()``: Mamba's
 # fast path (``mamba_inner_fn``, one custom autograd function around the kernels), Mamba2's
 # ``mamba_split_conv1d_scan_combined`` (its Python splits, rearranges and the chunked scan's argument handling) and
 # Mamba3's forward differ by 4x per op call. Read off the modules' forward cases measured alone (host-bound

@@ -61,13 +61,14 @@ def host_speed(paths: list[Path]) -> dict | None:
     import math
     import statistics
 
+    from ssmbench.measure.models.host_reference import python_step_s
+
     by: dict[str, list[tuple[float, float]]] = {}
     for p in paths:
         for r in json.loads(p.read_text(encoding="utf-8"))["records"]:
             ref = r.get("host_reference")
             if r.get("status") == "ok" and ref:
-                by.setdefault(r["key"], []).append(
-                    (float(r["time_s"]["median"]), (ref["before"]["python_s"] + ref["after"]["python_s"]) / 2))
+                by.setdefault(r["key"], []).append((float(r["time_s"]["median"]), python_step_s(ref)))
     xs, ys, pys = [], [], []
     for v in by.values():
         if len(v) < 2:

@@ -52,3 +52,8 @@ def host_reference(device) -> dict[str, Any]:
         torch.cuda.synchronize(device)
     python = [_python_loop() for _ in range(BATCHES)]
     return {"launch_s": statistics.median(launch), "python_s": statistics.median(python)}
+
+
+def python_step_s(ref: dict[str, Any]) -> float:
+    """A record's ``host_reference``'s Python loop step: the mean of before and after its timed calls."""
+    return (ref["before"]["python_s"] + ref["after"]["python_s"]) / 2

@@ -23,6 +23,7 @@ from typing import Any
 
 from ...errors import UserError
 from ..results import jsonable
+from .host_reference import python_step_s
 
 SCHEMA_VERSION = 1
 KIND = "model-run"
@@ -119,21 +120,31 @@ def find_model_runs(folder: str | Path) -> list[Path]:
     return sorted(folder.rglob("model-run-*.json"), key=lambda p: (p.name, str(p)))
 
 
-def latest_records(paths: Iterable[Path]) -> list[dict[str, Any]]:
-    """One record per key, the latest by start time (then the later file); each with ``_file``,
-    ``_device`` (the GPU's name) and ``_versions`` (the run's library versions, None where the run's
-    metadata has none: a library missing on the device is a None version)."""
-    best: dict[str, dict[str, Any]] = {}
+def _records(paths: Iterable[Path]) -> list[dict[str, Any]]:
+    """Every record of the files in file order, each with ``_file``, ``_device`` (the GPU's name) and
+    ``_versions`` (the run's library versions, None where the run's metadata has none: a library missing on
+    the device is a None version)."""
+    out = []
     for p in paths:
         doc = read_model_run(p)
         meta = doc.get("meta") or {}
-        for r in doc["records"]:
-            r = {**r, "_file": str(p), "_device": (meta.get("device") or {}).get("name"),
-                 "_versions": meta.get("versions")}
-            old = best.get(r["key"])
-            if old is None or str(r.get("started_utc") or "") >= str(old.get("started_utc") or ""):
-                best[r["key"]] = r
-    return list(best.values())
+        out += [{**r, "_file": str(p), "_device": (meta.get("device") or {}).get("name"),
+                 "_versions": meta.get("versions")} for r in doc["records"]]
+    return out
+
+
+def _latest(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    best: dict[str, dict[str, Any]] = {}
+    for r in records:
+        old = best.get(r["key"])
+        if old is None or str(r.get("started_utc") or "") >= str(old.get("started_utc") or ""):
+            best[r["key"]] = r
+    return best
+
+
+def latest_records(paths: Iterable[Path]) -> list[dict[str, Any]]:
+    """One record per key, the latest by start time (then the later file), with ``_records``' fields."""
+    return list(_latest(_records(paths)).values())
 
 
 def standing_records(paths: Iterable[Path]) -> list[dict[str, Any]]:
@@ -143,21 +154,17 @@ def standing_records(paths: Iterable[Path]) -> list[dict[str, Any]]:
     number, the later of the two middle ones). A host-bound eager step moves by up to ~75 % between records
     of one call (characterize's "Repeat measurements"): the latest of them is one draw, the median record the
     robust one, chosen on the measured times alone."""
-    paths = list(paths)
-    latest = {r["key"]: r for r in latest_records(paths)}
+    records = _records(paths)
+    standing = _latest(records)
     ok: dict[str, list[dict[str, Any]]] = {}
-    for p in paths:
-        doc = read_model_run(p)
-        meta = doc.get("meta") or {}
-        for r in doc["records"]:
-            if r.get("status") == "ok" and (r.get("time_s") or {}).get("median"):
-                ok.setdefault(r["key"], []).append({**r, "_file": str(p), "_device": (meta.get("device") or {}).get("name"),
-                                                     "_versions": meta.get("versions")})
+    for r in records:
+        if r.get("status") == "ok" and (r.get("time_s") or {}).get("median"):
+            ok.setdefault(r["key"], []).append(r)
     for key, recs in ok.items():
         if len(recs) >= 3:
             recs = sorted(recs, key=lambda r: (float(r["time_s"]["median"]), str(r.get("started_utc") or "")))
-            latest[key] = recs[len(recs) // 2]
-    return list(latest.values())
+            standing[key] = recs[len(recs) // 2]
+    return list(standing.values())
 
 
 def repeat_spread(paths: Iterable[Path]) -> list[dict[str, Any]]:
@@ -179,9 +186,8 @@ def repeat_spread(paths: Iterable[Path]) -> list[dict[str, Any]]:
             t = float(r["time_s"]["median"])
             idle = (r.get("profile") or {}).get("host_idle_s")
             by_key.setdefault(r["key"], []).append((order, t, None if idle is None else float(idle) / t, str(p)))
-            ref = r.get("host_reference")
-            if ref:
-                python.setdefault(r["key"], []).append((ref["before"]["python_s"] + ref["after"]["python_s"]) / 2)
+            if r.get("host_reference"):
+                python.setdefault(r["key"], []).append(python_step_s(r["host_reference"]))
     out = []
     for key, recs in sorted(by_key.items()):
         ts = [t for _, t, _, _ in recs]
