@@ -228,6 +228,7 @@ TRAITS: dict[tuple[str, str], Traits] = {
     ("softplus", "torch_eager"): EAGER,
     ("silu_gate", "torch_eager"): EAGER,
     ("silu_gate", "fused"): TRITON,
+    ("silu_gate", "chunked_eager"): EAGER,
     ("embedding", "gather_scatter"): EAGER,
     ("adamw", "foreach"): EAGER,  # torch._foreach_* ops: multi_tensor_apply launches from ATen
     ("lm_head", "cublas"): CUBLAS,
@@ -244,6 +245,7 @@ TRAITS: dict[tuple[str, str], Traits] = {
     ("mlp", "fused"): CUBLAS,
     ("gated_mlp", "torch_eager"): EAGER,
     ("gated_mlp", "fused"): CUBLAS,
+    ("gated_mlp", "merged_eager"): EAGER,  # mamba-ssm GatedMLP: its elementwise kernels are eager ops
     ("mlp_relu2", "torch_eager"): EAGER,
     ("mlp_relu2", "fused"): TRITON,
     ("gated_mlp_geglu", "torch_eager"): EAGER,

@@ -148,7 +148,7 @@ def rows_of(records: list[dict], spec_for: Callable[[dict], Spec]) -> list[dict[
                "date": str(r.get("started_utc") or "")[:10], "spec": spec.id, "measured_s": t,
                "busy_s": prof["busy_s"], "host_idle_share": prof["host_idle_s"] / t,
                "launches_measured": prof["launches"], "launches_plan": sum(o["launches"] for o in p["ops"]),
-               "module_calls": r.get("module_calls"), "op_calls_plan": sum(o["count"] for o in p["ops"]),
+               "module_calls": r.get("module_calls"), "op_calls_plan": sum(o["module_calls"] for o in p["ops"]),
                "plan_host_s": a["host_s"], "plan_gpu_s": a["gpu_s"]}
         if r["runtime"] in MODULE_KEY:
             # the module terms from forward-only steps; a train step's host time also holds its backward's
@@ -201,7 +201,7 @@ def block_rows(files: list, spec_for: Callable[[str | None], Spec]) -> list[dict
         t = float(c["time_s"]["median"])
         host = sum(x["host_ops_s"] for x in b["calls"])
         gpu = sum(x["gpu_s"] for x in b["calls"])
-        calls = sum(float(x["count"]) for x in b["calls"])
+        calls = sum(float(x["module_calls"]) for x in b["calls"])
         out.append({"key": key, "model": None, "runtime": "mamba-ssm", "phase": "prefill", "file": str(c.path),
                     "date": str(c.get("started_utc") or "")[:10], "spec": spec.id, "measured_s": t, "busy_s": gpu,
                     "host_idle_share": max(0.0, 1.0 - gpu / t), "launches_measured": None,
@@ -261,7 +261,7 @@ def _calls_by_key(r: dict, p: dict) -> dict[str, float]:
     out: dict[str, float] = {}
     for o in p["ops"]:
         key = f"launch.host.{rt.module_class_of(model.block(o['block']).kind if o['block'] else None, r['phase'])}"
-        out[key] = out.get(key, 0.0) + float(o["count"])
+        out[key] = out.get(key, 0.0) + float(o["module_calls"])
     return out
 
 
@@ -286,7 +286,7 @@ def _path_rows(r: dict, spec: Spec) -> list[dict[str, Any]]:
                     "host_idle_share": r["profile"]["host_idle_s"] / float(r["time_s"]["median"]),
                     "launches_measured": sum(float(k["count"]) for k in kernels),
                     "launches_plan": sum(o["launches"] for o in ops), "module_calls": r.get("module_calls"),
-                    "op_calls_plan": sum(o["count"] for o in ops), "plan_host_s": 0.0, "plan_gpu_s": fixed,
+                    "op_calls_plan": sum(o["module_calls"] for o in ops), "plan_host_s": 0.0, "plan_gpu_s": fixed,
                     "term": key, "usable": measured > fixed, "copy_measured_s": measured, "copy_bytes": nbytes,
                     "value_s": nbytes / (measured - fixed) if measured > fixed else float("nan")})
     return out

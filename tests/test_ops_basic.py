@@ -170,6 +170,26 @@ def test_gated_mlp():
           vector=9 * T * FF + T * FD, launches=10)
 
 
+def test_gated_mlp_merged_eager():
+    """mamba-ssm's GatedMLP: merged fc1 (one read of x), eager silu and mul (SILU + 1 per element), fc2;
+    the kernels reading a strided half of fc1's output put their bytes on the strided-copy path."""
+    own = dict(read={"activations": T * FD * E, "weights": 3 * FD * FF * E}, write={"activations": T * FD * E})
+    # h [T, 2F] and a [T, F] written and read back, t = silu(g) [T, F] written and read
+    check("gated_mlp", "merged_eager", "fwd", MLPD, tensor={"bf16": 6 * T * FD * FF}, vector=4 * T * FF,
+          transcendental=T * FF, **own, extra_read={"intermediates": 4 * T * FF * E},
+          extra_write={"intermediates": 4 * T * FF * E}, launches=4)
+    fwd = cost("gated_mlp", MLPD, impl="merged_eager", mode="fwd")
+    assert fwd.host == {"cublas": 2, "torch_eager": 2}
+    # silu reads g, writes t; mul reads u and t, writes a: 5 [T, F] tensors through the path
+    assert fwd.path == {"dram.strided_copy": 5 * T * FF * E}
+    # backward: du = da * t, dt = da * u, silu_backward (SILU_BWD = 7 + 1), cat: 9 vector FLOPs per element
+    check("gated_mlp", "merged_eager", "bwd", MLPD, tensor={"bf16": 12 * T * FD * FF}, vector=9 * T * FF,
+          transcendental=T * FF, launches=8)
+    bwd = cost("gated_mlp", MLPD, impl="merged_eager", mode="bwd")
+    # da * u (3 tensors) and silu_backward(dt, g) -> dg (3 tensors) read a strided half; da * t does not
+    assert bwd.path == {"dram.strided_copy": 6 * T * FF * E}
+
+
 def test_mlp_relu2():
     """ReLU^2 (conventions.RELU2 = 2 + 0, RELU2_BWD = 3 + 0 per hidden element), the mlp's GEMMs and bytes."""
     own = dict(read={"activations": T * FD * E, "weights": 2 * FD * FF * E}, write={"activations": T * FD * E})

@@ -78,17 +78,20 @@ def _forward_cases(dt):
         ("silu", "torch_eager", NORM_DIMS, elementwise.silu_ref, (x,)),
         ("softplus", "torch_eager", NORM_DIMS, elementwise.softplus_ref, (x,)),
         ("silu_gate", "torch_eager", NORM_DIMS, elementwise.silu_gate_ref, (x, z)),
+        ("silu_gate", "chunked_eager", NORM_DIMS, elementwise.silu_gate_chunked_ref, (torch.cat([x, z], -1),)),
         ("softmax", "torch_eager", {"B": 2, "H": 3, "L": 4, "S": 5}, softmax.softmax_ref,
          (_rand(2, 3, 4, 5, dtype=dt),)),
         ("lm_head", "cublas", {"B": B_, "L": L_, "D": D_, "V": 10}, embedding.lm_head_ref,
          (x, _rand(10, D_, dtype=dt))),
         ("mlp", "torch_eager", {"B": B_, "L": L_, "D": D_, "F": f}, mlp.mlp_ref, (x, w_up, w_down)),
         ("gated_mlp", "torch_eager", {"B": B_, "L": L_, "D": D_, "F": f}, mlp.gated_mlp_ref, (x, w_gate, w_up, w_down)),
+        ("gated_mlp", "merged_eager", {"B": B_, "L": L_, "D": D_, "F": f}, mlp.gated_mlp_merged_ref,
+         (x, torch.cat([w_up, w_gate]), w_down)),
     ]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("index", range(10))
+@pytest.mark.parametrize("index", range(12))
 def test_eager_forward_launches_and_bytes_match_dispatched_kernels(dtype, index):
     torch.manual_seed(0)
     op, impl, dims, ref, inputs = _forward_cases(DTYPES[dtype])[index]
@@ -112,6 +115,38 @@ def test_eager_backward_launches_and_bytes_match_dispatched_kernels(dtype, op, i
     with KernelTrace() as trace:
         torch.autograd.grad(y, inputs, dy)
     _assert_trace_matches(trace, cost(op, NORM_DIMS, impl=impl, mode="bwd", dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_chunked_gate_backward_matches_dispatched_kernels(dtype):
+    h = _rand(B_, L_, 2 * D_, dtype=DTYPES[dtype], grad=True)
+    y = elementwise.silu_gate_chunked_ref(h)
+    dy = torch.randn_like(y)
+    with KernelTrace() as trace:
+        torch.autograd.grad(y, [h], dy)
+    _assert_trace_matches(trace, cost("silu_gate", NORM_DIMS, impl="chunked_eager", mode="bwd", dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_merged_gated_mlp_backward_matches_dispatched_kernels(dtype):
+    """mamba-ssm's GatedMLP backward: the rule's launches and host calls are autograd's kernels, and its
+    elementwise kernels (the gate's products, silu_backward, the chunk's cat) move the traced bytes."""
+    f, dt = 16, DTYPES[dtype]
+    inputs = [_rand(B_, L_, D_, dtype=dt, grad=True), _rand(2 * f, D_, dtype=dt, grad=True),
+              _rand(D_, f, dtype=dt, grad=True)]
+    y = mlp.gated_mlp_merged_ref(*inputs)
+    dy = torch.randn_like(y)
+    with KernelTrace() as trace:
+        torch.autograd.grad(y, inputs, dy)
+    dims = {"B": B_, "L": L_, "D": D_, "F": f}
+    c = cost("gated_mlp", dims, impl="merged_eager", mode="bwd", dtype=dtype)
+    assert int(c.launches) == len(trace.kernels) and {k: int(v) for k, v in c.host.items()} == _host_calls(trace)
+    gate = cost("silu_gate", {"B": B_, "L": L_, "D": f}, impl="chunked_eager", mode="bwd", dtype=dtype)
+    eager = [k for k in trace.kernels if k[0] not in CUBLAS_OPS]
+    assert [k[0] for k in eager] == ["aten.mul.Tensor", "aten.mul.Tensor", "aten.silu_backward.default",
+                                     "aten.cat.default"]
+    assert (sum(k[1] for k in eager), sum(k[2] for k in eager)) == (int(gate.executed_read),
+                                                                    int(gate.executed_written))
 
 
 # host calls by backend class = the dispatched ops by software path ---------------------------------------
@@ -147,7 +182,7 @@ def _linear_case(dt, grad=False):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("index", range(13))
+@pytest.mark.parametrize("index", range(15))
 def test_eager_forward_host_calls_match_dispatched_ops(dtype, index):
     """Each dispatched kernel is one host call of its software path (cuBLAS for the matmuls, the eager
     dispatcher for the rest): the rules' ``host`` terms count exactly those, by class."""

@@ -70,12 +70,17 @@ def test_plan_launches_match_profile(rec):
     assert abs(planned / measured - 1) <= LAUNCH_TOLERANCE, (rec["key"], planned, measured)
 
 
+def _memsets(prof: dict) -> float:
+    return sum(float(k["count"]) for k in prof.get("kernels") or () if k["name"].startswith("Memset"))
+
+
 def test_mamba_ssm_plans_launch_what_the_profiles_count():
-    # mamba-ssm's blocks add the residual inside the next norm's kernel (add/fused_norm, no launch): the plan of
-    # every mamba-ssm Mamba-2 and Transformer++ decode record launches exactly the kernels the profile counted
+    # mamba-ssm's blocks add the residual inside the next norm's kernel (add/fused_norm, no launch), its
+    # GatedMLP runs fc1, silu, mul, fc2 (gated_mlp/merged_eager), and its KV-cache append is a device-to-device
+    # copy (a Memcpy DtoD activity): the plan of every mamba-ssm Mamba-2 and Transformer++ decode record
+    # launches exactly the kernels and copies the profile counted (memsets aside: the plan has none)
     for rec in _records():
         if rec["runner"] == "mamba_ssm" and rec["model"] in ("mamba2-130m", "transformerpp-125m") \
                 and rec["phase"] == "decode" and rec["batch"] == 1:
             p, prof = predict_record(rec, get_spec("h200-sxm")), rec["profile"]
-            kernels = prof["launches"] - ((prof.get("parts") or {}).get("memory") or {}).get("launches", 0.0)
-            assert sum(o["launches"] for o in p["ops"]) == kernels, rec["key"]
+            assert sum(o["launches"] for o in p["ops"]) == prof["launches"] - _memsets(prof), rec["key"]

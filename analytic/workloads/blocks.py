@@ -286,10 +286,11 @@ def composed_bound(op: str, dims: Mapping[str, int], spec, impl: str | None = No
                      l2_reread=l2_reread_bytes(c.op, c.impl, c.dim_map(), dtype, c.mode, backend) * c.count,
                      chain=_counted(chain_of(c.op, c.impl, c.dim_map(), c.mode, backend, dtype), c.count))
         h_ops = a.host_s if launch == "eager" else 0.0
-        h = h_ops if rt is None else call_host_s(rt, h_ops, float(k.launches), float(c.count),
+        h = h_ops if rt is None else call_host_s(rt, h_ops, float(k.launches), float(c.module_calls),
                                                  lambda cls: host_cost(table, cls), kind, _PHASE[mode])
         rows.append({"label": c.label.removeprefix("b."), "op": c.op, "impl": c.impl, "mode": c.mode,
-                     "backend": backend, "count": c.count, "dims": call_dims(op, c, dims, mode, dtype),
+                     "backend": backend, "count": c.count, "module_calls": c.module_calls,
+                     "dims": call_dims(op, c, dims, mode, dtype),
                      "bound_s": p.time_s, "bottleneck": p.bottleneck,
                      "host_s": h, "host_ops_s": h_ops, "host_module_s": h - h_ops, "gpu_s": a.gpu_s,
                      "achievable_s": max(h, a.gpu_s), "achievable_bottleneck": a.bottleneck,

@@ -174,9 +174,17 @@ class OpCall:
     # the measured backend the modules call for this op where it runs the implementation differently from
     # what the implementation implies (``execution.BACKEND_TRAITS``; ``SDPA_BACKEND``); None: as implied
     backend: str | None = None
+    # whether the call is a module call of its own, paying a runtime's per-call module host class
+    # (``analytic/runtime.py``); False for the later op calls of one module listed kernel by kernel
+    module_call: bool = True
 
     def dim_map(self) -> dict[str, Dim]:
         return dict(self.dims)
+
+    @property
+    def module_calls(self) -> int:
+        """Module calls per model step: ``count``, or 0 for a call inside another call's module."""
+        return self.count if self.module_call else 0
 
 
 def resolve_impl(op_name: str, mode: str, requested: str | None) -> tuple[str, str]:
@@ -231,7 +239,8 @@ class _Builder:
         self.calls: list[OpCall] = []
 
     def add(self, label: str, block: str, instances: int, op: str, dims: dict[str, Dim], per_block: int = 1,
-            tokens: Dim | None = None, mode: str | None = None, impl: str | None = None) -> None:
+            tokens: Dim | None = None, mode: str | None = None, impl: str | None = None,
+            module_call: bool = True) -> None:
         mode = mode or self.mode
         impl, mode = resolve_impl(op, mode, self.impls.get(op, impl))
         full = {"B": "batch", "L": self.tokens if tokens is None else tokens, **dims}
@@ -243,7 +252,7 @@ class _Builder:
         backend = SDPA_BACKEND if (self.modules in SDPA_MODULES and op in SDPA_OPS and impl == "fa2"
                                    and mode in ("fwd", "fwdbwd")) else None
         self.calls.append(OpCall(label, block, op, impl, mode, kept, instances * per_block, instances,
-                                 backend=backend))
+                                 backend=backend, module_call=module_call))
 
     def norm(self, label: str, block: str, n: int, width: int) -> None:
         self.add(f"{label}.norm", block, n, self.model.spec.norm, {"D": width})
@@ -361,6 +370,15 @@ class _Builder:
         if self.train:  # autograd's cat of dq, dk, dv into the fused projection's output gradient
             self.copy(f"{name}.qkv_split_bwd", name, n, (H + 2 * G) * P)
 
+    def merged_gated_mlp(self, name: str, n: int, D: int, F: int) -> None:
+        """mamba-ssm's GatedMLP (``gated_mlp``/``merged_eager``) as the op calls of its kernels: fc1, the
+        chunked gate, fc2. One op call would overlap its GEMMs' tensor time with its elementwise kernels'
+        memory time (an op call's engines overlap, ``achievable.py``), where the kernels run one after
+        another; the module is one call (``module_call``: the runtime's module class is paid once)."""
+        self.add(f"{name}.fc1", name, n, "linear", {"I": D, "O": 2 * F})
+        self.add(f"{name}.gate", name, n, "silu_gate", {"D": F}, impl="chunked_eager", module_call=False)
+        self.add(f"{name}.fc2", name, n, "linear", {"I": F, "O": D}, module_call=False)
+
     def block(self, name: str, n: int) -> None:
         blk, D = self.model.block(name), self.model.d_model
         if isinstance(blk, Mamba1):
@@ -373,7 +391,11 @@ class _Builder:
             self.attention_block(name, n, blk, D)
         elif isinstance(blk, MLP):
             self.norm(name, name, n, D)
-            self.add(f"{name}.mlp", name, n, mlp_op(blk.activation, blk.gated), {"D": D, "F": blk.d_ff})
+            op = mlp_op(blk.activation, blk.gated)
+            if op == "gated_mlp" and self.impls.get(op) == "merged_eager":
+                self.merged_gated_mlp(name, n, D, blk.d_ff)
+            else:
+                self.add(f"{name}.mlp", name, n, op, {"D": D, "F": blk.d_ff})
         elif isinstance(blk, MoE):
             self.norm(name, name, n, D)
             self.add(f"{name}.moe", name, n, "moe", {"D": D, "F": blk.d_ff, "X": blk.experts, "Xk": blk.top_k})
@@ -412,7 +434,8 @@ def _plan(model: Model, phase: str, impls: tuple[tuple[str, str], ...], recomput
         for name, n in model.block_counts.items():
             extra.block(name, n)
         calls = calls + [OpCall(c.label + ".recompute", c.block, c.op, c.impl, c.mode, c.dims, c.count,
-                                c.instances, recompute=True, backend=c.backend) for c in extra.calls]
+                                c.instances, recompute=True, backend=c.backend, module_call=c.module_call)
+                         for c in extra.calls]
     return tuple(calls)
 
 

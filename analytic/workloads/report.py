@@ -143,7 +143,8 @@ def _op_rows(res: GridResult) -> list[dict]:
         ws = float(w[COL["working_set"]])
         rows.append({
             "label": c.call.label, "block": c.call.block or None, "op": c.call.op, "impl": c.call.impl,
-            "backend": c.call.backend, "mode": c.call.mode, "dtype": c.dtype, "count": c.call.count, "dims": {k: v for k, v in c.call.dims},
+            "backend": c.call.backend, "mode": c.call.mode, "dtype": c.dtype, "count": c.call.count,
+            "module_calls": c.call.module_calls, "dims": {k: v for k, v in c.call.dims},
             "shape": {k: int(v) if v.is_integer() else v
                       for k, v in call_shape(c.call, res.phase, res.batch[0], res.length[0]).items()},
             "flops_tensor": by_dtype, "flops_vector": float(w[COL["vector"]]),
@@ -299,7 +300,7 @@ def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dic
         h_eager = h if res.launch == "eager" else float(achievable_work(
             w, table, tf32=tf32, serial=serial, launch="eager").host[0, 0, 0])
         kind = res.model.block(c.call.block).kind if c.call.block else None
-        eager_parts.append((h_eager, float(w[COL["launches"], 0, 0]), float(c.call.count), kind))
+        eager_parts.append((h_eager, float(w[COL["launches"], 0, 0]), float(c.call.module_calls), kind))
         if runtime is not None:
             h = call_host_s(runtime, h, eager_parts[-1][1], eager_parts[-1][2], lambda k: host_cost(table, k), kind,
                             res.phase)

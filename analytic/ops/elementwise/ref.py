@@ -27,6 +27,14 @@ def silu_gate_ref(x, z):
     return x * F.silu(z)
 
 
+def silu_gate_chunked_ref(h):
+    """Plain PyTorch reference (``chunked_eager``, mamba-ssm's GatedMLP gate): h [B, L, 2D] -> x * silu(z)
+    [B, L, D] with x, z = h.chunk(2, dim=-1), strided views of h."""
+    import torch.nn.functional as F
+    x, z = h.chunk(2, dim=-1)
+    return x * F.silu(z)
+
+
 def copy_ref(x):
     """Plain PyTorch reference (``copy``): a layout copy, x [B, L, D] -> x.transpose(-2, -1).contiguous()."""
     return x.transpose(-2, -1).contiguous()
@@ -50,10 +58,16 @@ def a_from_log_ref(a_log):
     return -torch.exp(a_log.float())
 
 
+def _merged_halves(d, r, p):
+    """The [B, L, 2D] tensor whose halves ``chunked_eager`` gates (``normal`` takes named dimensions only)."""
+    return r.normal((d["B"], d["L"], 2 * d["D"]))
+
+
 REFERENCES = (
     Reference("silu", ("torch_eager",), ("fwd", "bwd", "fwdbwd", "decode"), "eager", silu_ref),
     Reference("softplus", ("torch_eager",), ("fwd", "bwd", "fwdbwd", "decode"), "eager", softplus_ref),
     Reference("silu_gate", ("torch_eager",), ("fwd", "bwd", "fwdbwd", "decode"), "eager", silu_gate_ref),
+    Reference("silu_gate", ("chunked_eager",), ("fwd", "bwd", "fwdbwd", "decode"), "eager", silu_gate_chunked_ref),
     Reference("copy", ("torch_eager",), ("fwd", "decode"), "eager", copy_ref),
     Reference("cast", ("to_fp32", "param_to_fp32"), ("fwd", "bwd", "fwdbwd", "decode"), "eager", cast_ref),
     Reference("add", ("torch_eager",), ("fwd", "decode"), "eager", add_ref),
@@ -63,6 +77,7 @@ RECIPES = (
     Recipe("silu", "torch_eager", (Input("x", normal(*BLD)),)),
     Recipe("softplus", "torch_eager", (Input("x", normal(*BLD)),)),
     Recipe("silu_gate", "torch_eager", (Input("x", normal(*BLD)), Input("z", normal(*BLD)))),
+    Recipe("silu_gate", "chunked_eager", (Input("h", _merged_halves),), backend="torch_ref.chunked"),
     Recipe("copy", "torch_eager", (Input("x", normal(*BLD)),)),
     Recipe("cast", "to_fp32", (Input("x", normal(*BLD)),)),
     # add's backward rule is the accumulation where two gradient paths meet, which x + y alone never runs

@@ -28,6 +28,11 @@ Implementations:
 - ``gated_mlp``/``fused``: one merged gate+up GEMM D -> 2F (vLLM / Megatron), ``silu_gate``/``fused``,
   GEMM: 3 launches; x read once. Backward: down GEMM backward, fused gate backward, merged GEMM
   backward (one dx GEMM over 2F, no add): 5 launches.
+- ``gated_mlp``/``merged_eager``: mamba-ssm's ``GatedMLP`` (modules/mlp.py): h = fc1(x), one merged
+  GEMM D -> 2F, then ``silu_gate``/``chunked_eager`` over h's two halves (``u, g = h.chunk(2, -1)``;
+  u * silu(g) as two eager kernels over strided views, at the strided-copy path's rate), fc2: 4
+  launches. Backward (autograd): down GEMM backward, the chunked gate's four kernels (two products,
+  silu_backward, the chunk's cat into one [B, L, 2F] gradient), merged GEMM backward: 8 launches.
 
 The activation is part of the op's identity (one reference function per op):
 - ``mlp_relu2``: y = W_down relu(W_up x)^2 (Nemotron-H), the ``mlp`` rules with ``conventions.RELU2``
@@ -73,7 +78,7 @@ from ...cost import Cost
 from ...registry import Impl, Op, register, symbolic_cost
 from ...symbols import B, D, F, I, L, O
 from ..common.kernels import Kernel, Tensor, arithmetic, kernel_chain, regroup
-from ..elementwise.cost import silu_gate_cost, unary_bwd_cost, unary_cost
+from ..elementwise.cost import chunked_silu_gate_cost, silu_gate_cost, unary_bwd_cost, unary_cost
 
 TOKENS = B * L
 # vLLM's gelu_and_mul / gelu_and_mul backward are CUDA custom ops (csrc/activation_kernels.cu)
@@ -165,6 +170,22 @@ def swiglu_gate_cost(n: Any, dtype: str, mode: str, impl: str) -> Cost:
 GateRule = Callable[[Any, str, str, str], Cost]  # (elements, dtype, mode, impl) -> Cost
 
 
+def _chunked_gate(n: Any, dtype: str, mode: str) -> Cost:
+    """``silu_gate``/``chunked_eager`` over n elements, its launches eager calls."""
+    return _eager(chunked_silu_gate_cost(n, dtype, mode))
+
+
+def _merged_eager_mlp(impl: str, mode: str, dtype: str) -> Cost:
+    """mamba-ssm's GatedMLP: fc1 D -> 2F, the chunked gate, fc2 F -> D (module docstring)."""
+    if mode == "fwd":
+        parts = gemm("fwd", dtype, D, 2 * F) + _chunked_gate(HIDDEN, dtype, "fwd") + gemm("fwd", dtype, F, D)
+    elif mode == "bwd":
+        parts = gemm("bwd", dtype, F, D) + _chunked_gate(HIDDEN, dtype, "bwd") + gemm("bwd", dtype, D, 2 * F)
+    else:
+        raise ValueError(mode)
+    return regroup(parts, *_own_bytes(mode, dtype, 3 * D * F))
+
+
 def _gated_mlp(gate: GateRule, impl: str, mode: str, dtype: str) -> Cost:
     """y = W_down gate(x = W_up x, z = W_gate x) with the gate's rule (``silu_gate_cost`` for SwiGLU)."""
     if mode == "fwd":
@@ -232,6 +253,8 @@ GATED_MLP = register(Op(
              _rule(_swiglu, "torch_eager"), ("fwd", "bwd", "decode")),
         Impl("fused", "merged gate+up GEMM, fused silu-and-mul, down GEMM (vLLM / Megatron)",
              _rule(_swiglu, "fused"), ("fwd", "bwd", "decode")),
+        Impl("merged_eager", "merged gate+up GEMM, eager silu and mul over its strided halves, down GEMM "
+             "(mamba-ssm GatedMLP)", _rule(_merged_eager_mlp, "merged_eager"), ("fwd", "bwd", "decode")),
     ),
     default_impl="fused",
     reference="ssmbench.analytic.ops.mlp.ref:gated_mlp_ref",

@@ -5,6 +5,8 @@ torch is imported inside each function: importing this module needs no torch.
 
 from __future__ import annotations
 
+import math
+
 from ...registry import Reference
 from ..common.inputs import BLD, Input, Recipe, normal, weight
 
@@ -21,6 +23,14 @@ def gated_mlp_ref(x, w_gate, w_up, w_down):
     g = x @ w_gate.transpose(-1, -2)  # [B, L, F]
     u = x @ w_up.transpose(-1, -2)  # [B, L, F]
     return (F_.silu(g) * u) @ w_down.transpose(-1, -2)
+
+
+def gated_mlp_merged_ref(x, w_fc1, w_down):
+    """mamba-ssm's GatedMLP (modules/mlp.py): x [B, L, D], w_fc1 [2F, D] (the up rows, then the gate
+    rows), w_down [D, F] -> [B, L, D]; the same function as ``gated_mlp_ref`` with w_fc1 = [w_up; w_gate]."""
+    import torch.nn.functional as F_
+    u, g = (x @ w_fc1.transpose(-1, -2)).chunk(2, dim=-1)  # strided halves of [B, L, 2F]
+    return (u * F_.silu(g)) @ w_down.transpose(-1, -2)
 
 
 def mlp_relu2_ref(x, w_up, w_down):
@@ -61,15 +71,25 @@ REFERENCES = (
     Reference("mlp", ("torch_eager",), ("fwd", "bwd", "fwdbwd", "decode"), "eager", mlp_ref),
     Reference("mlp_relu2", ("torch_eager",), ("fwd", "bwd", "fwdbwd", "decode"), "eager", mlp_relu2_ref),
     Reference("gated_mlp", ("torch_eager",), ("fwd", "bwd", "fwdbwd", "decode"), "eager", gated_mlp_ref),
+    Reference("gated_mlp", ("merged_eager",), ("fwd", "bwd", "fwdbwd", "decode"), "eager", gated_mlp_merged_ref),
     Reference("gated_mlp_geglu", ("torch_eager",), ("fwd", "bwd", "fwdbwd", "decode"), "eager", gated_mlp_geglu_ref),
 )
 _PLAIN = (Input("x", normal(*BLD)), Input("w_up", weight("F", "D", fan_in="D")),
           Input("w_down", weight("D", "F", fan_in="F")))
 _GATED = (Input("x", normal(*BLD)), Input("w_gate", weight("F", "D", fan_in="D")),
           Input("w_up", weight("F", "D", fan_in="D")), Input("w_down", weight("D", "F", fan_in="F")))
+
+
+def _fc1_weight(d, r, p):
+    """GatedMLP's fc1 weight [2F, D] (``weight`` takes named dimensions only)."""
+    return r.normal((2 * d["F"], d["D"]), std=1.0 / math.sqrt(d["D"]))
+
+
+_MERGED = (Input("x", normal(*BLD)), Input("w_fc1", _fc1_weight), Input("w_down", weight("D", "F", fan_in="F")))
 RECIPES = (
     *(Recipe(op, "torch_eager", _PLAIN) for op in ("mlp", "mlp_relu2")),
     *(Recipe(op, "torch_eager", _GATED) for op in ("gated_mlp", "gated_mlp_geglu")),
+    Recipe("gated_mlp", "merged_eager", _MERGED, backend="torch_ref.merged"),
 )
 # moe: the only analytic implementation is grouped_gemm; moe_ref's per-expert loop is not it, so no
 # torch_ref backend times it (registry.reference has no eager entry for it).
