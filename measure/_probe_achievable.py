@@ -110,9 +110,10 @@ def _sync():
     torch.cuda.synchronize()
 
 
-def profile_gpu(call: Callable[[], Any], calls: int, cpu: bool = False) -> tuple[list[tuple[str, float]], list[str]]:
+def profile_gpu(call: Callable[[], Any], calls: int,
+                cpu: bool = False) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
     """GPU activities (kernels, memcpy, memset) over ``calls`` calls as (name, seconds) from
-    torch.profiler, and with ``cpu`` the names of the CPU-side events (runtime API calls among them)."""
+    torch.profiler, and with ``cpu`` the CPU-side events (runtime API calls among them) likewise."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
@@ -127,7 +128,7 @@ def profile_gpu(call: Callable[[], Any], calls: int, cpu: bool = False) -> tuple
         if e.device_type == DeviceType.CUDA:
             gpu.append((e.name, e.time_range.elapsed_us() * 1e-6))
         elif cpu:
-            host.append(e.name)
+            host.append((e.name, e.time_range.elapsed_us() * 1e-6))
     return gpu, host
 
 

@@ -173,7 +173,7 @@ def split_one(label, op, backend, dtype, dims, device, mode="fwd"):
     summary = ach.summarize_kernels(gpu, PROFILE_CALLS)
     row["gpu_busy_s"], row["kernels_per_call"] = summary["busy_s"], summary["kernels"]
     row["kernels"] = summary["names"]
-    counts = collections.Counter(host)
+    counts = collections.Counter(name for name, _ in host)
     row["host_api"] = {n: c / PROFILE_CALLS for n, c in sorted(counts.items()) if n.startswith(API_PREFIXES)}
     row["aten_ops_per_call"] = sum(c for n, c in counts.items() if n.startswith("aten::")) / PROFILE_CALLS
 

@@ -148,6 +148,23 @@ def test_model_run_files_match_their_schema(tmp_path):
     assert not list(v.iter_errors(dict(doc, records=[dict(doc["records"][0], host_reference=ref)])))
     for broken in ({**ref, "before": {"launch_s": 0, "python_s": 3e-8}}, {**ref, "after": None}):
         assert list(v.iter_errors(dict(doc, records=[dict(doc["records"][0], host_reference=broken)])))
+    # the host's runtime API calls and PyTorch's sync report (measure/models/host_api.py), optional
+    r0 = doc["records"][0]
+    api = {"runtime_api": {"cudaLaunchKernel": {"calls": 40.0, "time_s": 2e-4}}, "syncs": {"count": 0, "messages": []}}
+    assert not list(v.iter_errors(dict(doc, records=[dict(r0, profile={**r0["profile"], **api})])))
+    for broken in ({"runtime_api": {"cudaMalloc": {"calls": 1.0}}}, {"syncs": {"count": 1}}):
+        assert list(v.iter_errors(dict(doc, records=[dict(r0, profile={**r0["profile"], **broken})])))
+
+
+def test_runtime_api_summary_per_step():
+    from ssmbench.measure.models.host_api import runtime_api
+    events = [("cudaLaunchKernel", 2e-6)] * 6 + [("cudaStreamSynchronize", 3e-3)] * 2 + [("aten::mm", 1e-5)]
+    out = runtime_api(events, steps=2)
+    assert list(out) == ["cudaStreamSynchronize", "cudaLaunchKernel"]  # by host time, the longest first
+    assert out["cudaLaunchKernel"] == pytest.approx({"calls": 3.0, "time_s": 6e-6})
+    assert out["cudaStreamSynchronize"] == pytest.approx({"calls": 1.0, "time_s": 3e-3})
+    with pytest.raises(ValueError):
+        runtime_api(events, steps=0)
 
 
 def test_model_run_files_are_not_read_as_op_results(tmp_path):
@@ -243,6 +260,9 @@ def test_gpu_model_runner(tmp_path):
         for side in ("before", "after"):
             ref = r["host_reference"][side]
             assert 1e-7 < ref["launch_s"] < 1e-3 and 0 < ref["python_s"] < ref["launch_s"]
+        # the host's runtime API calls: at least one kernel launch per step
+        assert any(v["calls"] >= 1 for k, v in r["profile"]["runtime_api"].items() if "Launch" in k)
+        assert r["profile"]["syncs"]["count"] >= 0
 
 
 def test_runtime_probe_observation_is_formatted_in_a_spec_unit():

@@ -41,7 +41,7 @@ def _measure(case: Case, built, suite, device, nv, idle_w, record: dict) -> None
     from .. import energy as energy_mod
     from .._probe_achievable import profile_gpu
     from ..timing import TimingSettings, make_timed_callable, time_call
-    from . import steps
+    from . import host_api, steps
     from .host_reference import METHOD as HOST_REFERENCE_METHOD
     from .host_reference import host_reference
 
@@ -75,13 +75,16 @@ def _measure(case: Case, built, suite, device, nv, idle_w, record: dict) -> None
                                                           stats["median"], record["tokens"], suite.energy_window_s,
                                                           idle_w)
             record["energy"], record["clocks"] = e, energy_mod.clocks_block(before, after)
-        kernels, _ = profile_gpu(timed, suite.profile_steps)
+        kernels, host = profile_gpu(timed, suite.profile_steps, cpu=True)
         prof = breakdown(kernels, suite.profile_steps)
+        prof["runtime_api"] = host_api.runtime_api(host, suite.profile_steps)
+        prof["syncs"] = host_api.sync_warnings(timed, lambda: torch.cuda.synchronize(device))
         prof["steps"] = suite.profile_steps
         prof["host_idle_s"] = max(0.0, stats["median"] - prof["busy_s"])
         prof["kernels"] = prof["kernels"][:suite.profile_top]
         prof["method"] = ("torch.profiler (CUPTI) kernel, memcpy and memset activities over the profiled steps, "
-                          "per step; parts by measure/models/kernel_map.py; host_idle_s = timed median - busy_s")
+                          "per step; parts by measure/models/kernel_map.py; host_idle_s = timed median - busy_s; "
+                          f"runtime_api, syncs: {host_api.METHOD}")
         record["profile"] = prof
         del keep
     record["status"] = "ok"
