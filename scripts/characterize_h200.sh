@@ -6,12 +6,13 @@
 # achievable estimate of h200-sxm and the calibrated estimate of
 # results/h200/2026-12-02/calibration/profile.json, as Markdown, JSON and a plot; and the same
 # characterization with the spec's own (in-sample) values. The model runs are both calls of 2026-12-03
-# (models, models-b) and the repeats of 2026-12-04 (host-noise: a key measured three times or more stands
-# for the median of its records, measure/models/records.standing_records) unless RUNS names other folders.
+# (models, models-b) and the calls of 2026-12-04 (host-noise*, prefill-check, host-sync: a key measured three
+# times or more stands for the median of its records, measure/models/records.standing_records) unless RUNS
+# names other folders.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUN=results/h200/2026-12-03/models
-RUNS=${RUNS:-"$RUN results/h200/2026-12-03/models-b results/h200/2026-12-04/host-noise results/h200/2026-12-04/host-noise-b results/h200/2026-12-04/host-noise-hf results/h200/2026-12-04/prefill-check"}
+RUNS=${RUNS:-"$RUN results/h200/2026-12-03/models-b results/h200/2026-12-04/host-noise results/h200/2026-12-04/host-noise-b results/h200/2026-12-04/host-noise-hf results/h200/2026-12-04/prefill-check results/h200/2026-12-04/host-sync"}
 # the op-level folders whose block:mamba1/2/3 forward cases give the mamba-ssm modules' forward host terms
 BLOCKS="results/h200/2026-12-02/default results/h200/2026-12-03/pairs-blocks results/h200/2026-12-03/fill"
 PROFILE=results/h200/2026-12-02/calibration/profile.json

@@ -29,7 +29,7 @@ RUN = ROOT / "results" / "h200" / "2026-12-03" / "models"
 # the model calls scripts/characterize_h200.sh reads, and the op-level folders of its block cases
 RUNS = (RUN, ROOT / "results" / "h200" / "2026-12-03" / "models-b", ROOT / "results" / "h200" / "2026-12-04" / "host-noise",
         ROOT / "results" / "h200" / "2026-12-04" / "host-noise-b", ROOT / "results" / "h200" / "2026-12-04" / "host-noise-hf",
-        ROOT / "results" / "h200" / "2026-12-04" / "prefill-check")
+        ROOT / "results" / "h200" / "2026-12-04" / "prefill-check", ROOT / "results" / "h200" / "2026-12-04" / "host-sync")
 BLOCKS = (ROOT / "results" / "h200" / "2026-12-02" / "default", ROOT / "results" / "h200" / "2026-12-03" / "pairs-blocks",
           ROOT / "results" / "h200" / "2026-12-03" / "fill")
 FRAGMENT = RUN / "characterize" / "measured-runtime-h200-sxm.yaml"
