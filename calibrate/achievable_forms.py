@@ -155,6 +155,16 @@ class AchievableEff(Model):
         out["fixed"] = g * np.where(gpu_bound, fixed, host)
         return out
 
+    def _device(self, X):
+        """T_fixed + g * max_r T_r / e_r: the device side of the form, whether or not the host side binds
+        the isolated call (a host-bound call's terms show only its host time). The per-kernel fixed time
+        is the achievable model's own (launch.graph_node, gemm_fixed, library_fixed: read off CUDA-graph
+        profiles), not f times it: f, fitted on isolated eager calls, also holds their gaps between
+        kernels, which a CUDA-graph replay or a busy launch queue does not leave."""
+        A, _, F = X.achievable()
+        effs = np.array([self.params.get(f"eff.{r}", 1.0) for r in ACH_RESOURCES])
+        return F + self.params.get("group_scale", 1.0) * (A / effs).max(axis=1)
+
 
 class AchievableScale(AchievableEff):
     """The achievable estimate times one factor: t = c * max(T_host, T_fixed + max_r T_r), c =

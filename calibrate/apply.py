@@ -60,7 +60,8 @@ def _calibrate_row(o: dict, profile, spec, dtype: str, backend: str | None):
         "level_guaranteed": d["level_guaranteed"], "interval_rule": d["interval_rule"],
         "extrapolated": d["extrapolated"], "extrapolated_dims": d["extrapolated_dims"],
         "pooled_from": d["pooled_from"], "group": d["group"], "model": d["model"], "cv": d["cv"],
-        "device_mismatch": d["device_mismatch"], "terms_per_call_s": d["terms_s"]},
+        "device_mismatch": d["device_mismatch"], "terms_per_call_s": d["terms_s"],
+        "device_per_call_s": d["device_s"]},
         "calibration_note": "; ".join(notes) or None}
     return Estimate(d["estimate_s"], d["lo_s"], d["hi_s"], d["label"]), fields
 

@@ -80,6 +80,7 @@ def estimate_from_bounds(profile: Profile, group: dict, bounds: Bounds, target_s
     lo, hi = iv.apply(est)
     extra = extrapolation(group, dims, float(X.bound[0]))
     terms = {k: float(v[0]) for k, v in model.terms(X).items()}
+    device = model.device(X)
     pooled = group["status"] == "pooled"
     return {
         "estimate_s": est, "lo_s": float(lo), "hi_s": float(hi), "level": iv.level,
@@ -90,7 +91,8 @@ def estimate_from_bounds(profile: Profile, group: dict, bounds: Bounds, target_s
         "extrapolated": bool(extra), "extrapolated_dims": [e["dim"] for e in extra],
         "extrapolation": [e["text"] for e in extra],
         "bound_s": float(bounds.bound_s), "bottleneck": bounds.bottleneck,
-        "terms_s": terms, "group": group["label"], "model": group["model"]["name"],
+        "terms_s": terms, "device_s": None if device is None else float(device[0]),
+        "group": group["label"], "model": group["model"]["name"],
         "profile_spec": profile.spec_id, "target_spec": target_spec_id,
         "cv": group["cv"], "device_mismatch": bool(group.get("device_mismatch")),
     }

@@ -224,6 +224,22 @@ class Model:
     def predict(self, X: Features) -> np.ndarray:
         return sum(self.terms(X).values())
 
+    def _device(self, X: Features) -> np.ndarray | None:
+        """The form's device time (s) of each case, host issue aside; None for a form without a host
+        term of its own (its prediction is the device's and the host's together)."""
+        return None
+
+    def device(self, X: Features) -> np.ndarray | None:
+        """The fitted device time of each case (``_device``), scaled as ``terms`` scales a guarded fit;
+        None where the form has no separate device side."""
+        dev = self._device(X)
+        if dev is None or GUARD_LO not in self.params:
+            return dev
+        raw = self._terms(X)
+        total = np.maximum(sum(raw.values()), 1e-30)
+        kept = np.clip(total, X.achievable_time() * self.params[GUARD_LO], X.achievable_time() * self.params[GUARD_HI])
+        return dev * (kept / total)
+
     def guarded(self, X: Features, y: np.ndarray) -> Model:
         """This fit with the physical guard of the data (X, y) it was fitted on: its predictions are
         kept within [min r / GUARD_FACTOR, max r * GUARD_FACTOR] times the achievable estimate, r the

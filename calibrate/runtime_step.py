@@ -6,7 +6,10 @@ the launch), which a CUDA-graph replay does not pay and a Hugging Face module ca
 Summing calibrated op times therefore charges every runtime the op-level host cost. Under a runtime
 the step is composed as the achievable estimate composes it (``report.achievable_rows``):
 
-    device_i = calibrated_i x gpu_i / max(host_eager_i, gpu_i)
+    device_i = the calibrated form's device side, T_fixed + g x max_r T_r / e_r, where the group's form
+               is one on the achievable model's terms (``achievable_forms.py``: the fitted efficiencies of
+               the device's resources, whatever side bound the isolated calls);
+    device_i = calibrated_i x gpu_i / max(host_eager_i, gpu_i) for the other forms:
 
 the calibrated call time with its host share taken out (``gpu_i``, ``host_eager_i``: the achievable
 estimate's device time and eager host time of the op call: where the isolated call was host-bound its
@@ -19,7 +22,12 @@ the calibrated time is kept whole (``device_s``). The achievable device time can
 time where the device actually binds: mamba-ssm's chunked SSD at B = 4, L = 32768 on the H200 plans
 0.71 ms of device time per call against 0.84 ms of host, but the calibrated model fits 1.12 ms of DRAM
 time per call (the group's DRAM efficiency 0.62; the profiled kernels took 2.0 ms), and scaling its
-1.80 ms by 0.71 / 0.84 took 16 % of a device-bound call away. The host side is the runtime's
+1.80 ms by 0.71 / 0.84 took 16 % of a device-bound call away. And where the isolated calls of a group were
+host-bound at the model's shapes, the share rule scaled the calibrated host time by the achievable estimate's
+device share, which inherits the achievable model's device error: the chunked SSD at B = 16, L = 2048, H = 24
+took 453 us as a CUDA-graph replay (results/h200/2026-12-04/ssd-graph) where the achievable estimate says
+189 us; the share rule put 117 us in the step, the group's fitted device side (DRAM at 0.62, L2 at 0.30 of
+their achievable rates) 464 us. The host side is the runtime's
 achievable host time (per call, plus the step's graph replay or autograd call). The step takes
 
     T = max(sum of host, sum of device_i)
@@ -31,17 +39,20 @@ estimate (the ratio of the composed step to the op sum).
 from __future__ import annotations
 
 COMPOSE_RULE = ("under the runtime: max(runtime host time, sum of the calibrated device times: each op's "
-                "calibrated time x its achievable device share of the isolated eager call; uncovered ops at "
-                "their achievable device time) (calibrate/runtime_step.py)")
+                "calibrated device side where its group's form has one, else its calibrated time x its "
+                "achievable device share of the isolated eager call; uncovered ops at their achievable device "
+                "time) (calibrate/runtime_step.py)")
 
 
 def device_s(o: dict) -> float:
     """The calibrated device time of op row ``o`` (with ``calibrated``) inside a step (module docstring)."""
     oa, cal = o["achievable"], o["calibrated"]
+    n = float(cal.get("count") or o.get("count") or 1.0)
+    if cal.get("device_per_call_s") is not None:  # the form's own device side (achievable-model forms)
+        return float(cal["device_per_call_s"]) * n
     g, he = float(oa["gpu_s"]), float(oa.get("host_eager_s", oa.get("host_s", 0.0)))
     c = float(cal["estimate_s"])
     work = sum(float(v) for k, v in (cal.get("terms_per_call_s") or {}).items() if k != "fixed")
-    n = float(cal.get("count") or o.get("count") or 1.0)
     if work * n >= he > 0:  # the calibrated device work alone outlasts the host's issue time
         return c
     return c * (g / max(he, g) if max(he, g) > 0 else 1.0)

@@ -195,6 +195,19 @@ def test_achievable_eff_at_unit_parameters_is_the_achievable_estimate():
     np.testing.assert_allclose(sum(unit.terms(X).values()), unit.predict(X))
 
 
+def test_achievable_eff_device_side_shows_under_a_host_bound_call():
+    """A host-bound isolated call's terms are its host time; the form's device side still holds the
+    fitted device work (resource times over their efficiencies) and the achievable per-kernel fixed time."""
+    ach = {"time_s": 9e-6, "host_s": 9e-6, "gpu_s": 7e-6, "fixed_s": 3e-6,
+           "times_s": {"tensor": 1e-6, "vector": 0.0, "special_function": 0.0, "dram": 5e-6, "l2": 2e-6}}
+    X = Features.from_bounds([Bounds({"tensor": 1e-6, "dram": 4e-6}, (), 2.0, {}, {}, (), ach, 4e-6)])
+    fit = AchievableEff({"host_scale": 2.0, "fixed_scale": 3.0, "eff.dram": 0.5, "eff.l2": 0.25}, ("dram", "l2"))
+    assert fit.terms(X)["fixed"][0] == pytest.approx(18e-6) and fit.terms(X)["dram"][0] == 0.0  # host-bound
+    # T_fixed 2 us (not x f: eager gaps) + max(5 us / 0.5, 2 us / 0.25, 1 us) = 12 us
+    assert fit.device(X)[0] == pytest.approx(12e-6)
+    assert RooflineConst({"t0_s_per_launch": 1e-6, "eff": 0.5}, ()).device(X) is None  # no host side of its own
+
+
 def test_intervals_cover_at_the_nominal_rate_with_repeated_shapes():
     # 50 shapes timed 3 times each: the shape's error is shared by its repeats, so ranks must count shapes
     rng = np.random.default_rng(3)
