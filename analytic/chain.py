@@ -99,6 +99,15 @@ Kernel classes (grids and loops read from the kernels' sources):
   below) and the fp32 one-warp blocks at L = 256, faster than the intake (28.9 ns per KiB: the estimate
   26 % above); the backward kernel's step beyond its B, C and atomic bytes (on forward-backward calls the two
   chains are 19 - 30 % below the measured time).
+- ``lane_state_cta_uneven``: the same kernels where L is not a whole number of chunks. The launchers compile
+  them with kIsEvenLen = (L % chunk == 0), and the uneven variant loads every B and C row (``load_weight``) and
+  its inputs through cub's bounds-checked ``BlockLoad`` of one element per item instead of the 16-byte vector
+  loads: the same bytes through 8 times the load instructions, a slower intake. Its own step per KiB, read off
+  two measured uneven cases (the spec's ``measured:`` entry; the registers and shared memory of the even
+  variant are kept): on the H200 at the vision model's shapes (E = 768, N = 16; results/h200/2026-12-04/vim-scan)
+  L = 196 took 1537 us against 856 us at L = 256 (the same one chunk of 256 tokens, 64.2 against 35.7 ns per KiB),
+  L = 3136 5556 us against 3781 us at L = 4096 (two chunks of 2048: 57.7 against 39.3 ns). The backward kernel
+  takes the forward's uneven step (its loads take the same path; not measured on its own).
 
 A fourth class has no spec parameter: its step time follows from the engines (``TILE_LOOP``).
 FlashAttention-2's forward kernel (``flash_fwd_kernel``, csrc/flash_attn/src/flash_fwd_kernel.h,
@@ -399,8 +408,12 @@ def mamba1_scan_chain(dims: Mapping[str, int], mode: str, dtype: str = "bf16") -
 
     def kernel(resources, extra_bytes: int) -> Chain:
         regs, smem = resources[e][(threads, items)]
-        return Chain("lane_state_cta", math.ceil(l_ / chunk) * n, b * e_, blocks_per_sm(threads, regs, smem),
+        return Chain(cls, math.ceil(l_ / chunk) * n, b * e_, blocks_per_sm(threads, regs, smem),
                      shared_kib=2 * chunk * (e + extra_bytes) / KIB, label="l2")
+
+    # the launchers build the kernels with kIsEvenLen = (L % chunk == 0): otherwise every load of a B or C
+    # row is bounds-checked element by element (module docstring)
+    cls = "lane_state_cta" if l_ % chunk == 0 else "lane_state_cta_uneven"
 
     fwd, bwd = kernel(MAMBA1_FWD_RESOURCES, 0), kernel(MAMBA1_BWD_RESOURCES, nbytes("fp32"))
     return {"fwd": fwd, "bwd": bwd, "fwdbwd": dataclasses.replace(fwd, then=bwd)}[mode]

@@ -131,9 +131,11 @@ COMPUTE_PATHS = ("conv_depthwise",)
 # channel-first forward kernel); ``lane_state_cta``, one CUDA block per (batch, channel) lane stepping over
 # (chunk, state) with a block scan per step, the blocks resident on an SM taking in their steps' B and C
 # rows at a shared rate (mamba-ssm's selective-scan kernels): its step value is the time one SM takes to
-# take in 1 KiB of those rows.
+# take in 1 KiB of those rows; ``lane_state_cta_uneven``, the same kernels built for a length that is not a
+# whole number of chunks (kIsEvenLen false: the rows come in through bounds-checked element loads, not 16-byte
+# vector loads), a slower intake.
 CHAIN_CLASSES = ("token_recurrent_warp", "chunk_recurrent_cta", "lane_chunk_cta", "state_tile_cta",
-                 "lane_state_cta")
+                 "lane_state_cta", "lane_state_cta_uneven")
 DRAM_PATHS = ("broadcast", "cast_copy", "reduction", "strided_copy", "expand_copy")
 
 

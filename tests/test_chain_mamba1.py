@@ -45,8 +45,11 @@ def test_blocks_per_sm_by_hand():
 
 def test_forward_grid_steps_occupancy_and_bytes():
     c = ch.mamba1_scan_chain(dims(3, 5, 4097, 16), "fwd", "bf16")
-    # three chunks of 2048 x 16 states; grid B x E; 4 blocks per SM; B and C rows of 2048 2-byte items
-    assert (c.cls, c.steps, c.programs, c.programs_per_sm) == ("lane_state_cta", 3 * 16, 15, 4)
+    # three chunks of 2048 x 16 states; grid B x E; 4 blocks per SM; B and C rows of 2048 2-byte items; 4097 is
+    # not a whole number of chunks: the kernel's bounds-checked variant
+    assert (c.cls, c.steps, c.programs, c.programs_per_sm) == ("lane_state_cta_uneven", 3 * 16, 15, 4)
+    assert ch.mamba1_scan_chain(dims(3, 5, 4096, 16), "fwd", "bf16").cls == "lane_state_cta"
+    assert ch.mamba1_scan_chain(dims(3, 5, 196, 16), "fwdbwd", "bf16").then.cls == "lane_state_cta_uneven"
     assert c.shared_kib == pytest.approx(2 * 2048 * 2 / 1024) and c.label == "l2" and c.then is None
     f = ch.mamba1_scan_chain(dims(3, 5, 4097, 16), "fwd", "fp32")
     assert (f.programs_per_sm, f.shared_kib) == (3, pytest.approx(2 * 2048 * 4 / 1024))
@@ -135,3 +138,21 @@ def test_h200_as_measured_label_follows_the_chain():
     assert est.chain_label == "l2" and d["bottleneck"] == "l2"
     # 6 waves of 396 blocks (2048 lanes at 3 per SM) x 64 steps x 3 x 16 KiB: 670 us, measured 727.3 us
     assert est.chain_s == pytest.approx(6 * 64 * 3 * 16 * KIB_STEP)
+
+
+UNEVEN_STEP = 60.96e-9  # the H200 spec's compute.chain_step.lane_state_cta_uneven
+
+
+def test_h200_uneven_step_is_measured_and_reproduces_its_two_cases():
+    """A length that is not a whole number of chunks runs the bounds-checked variant, slower per KiB: the
+    spec's step is the mean of two measured cases (results/h200/2026-12-04/vim-scan), each within 6 %."""
+    step = ceiling(get_spec("h200-sxm"), "compute.chain_step.lane_state_cta_uneven")
+    assert step.value == pytest.approx(UNEVEN_STEP) and step.origin == "measured"
+    one = _estimate(256, 768, 196, "bf16")   # one chunk of 32 x 8, 23 one-warp blocks per SM; measured 1537.0 us
+    assert one.chain_s == pytest.approx(65 * 16 * 23 * 1 * UNEVEN_STEP)
+    assert one.time_s == pytest.approx(1537.0e-6, rel=0.06)
+    two = _estimate(64, 768, 3136, "bf16")   # two chunks of 128 x 16, 4 blocks per SM; measured 5555.9 us
+    assert two.time_s == pytest.approx(5555.9e-6, rel=0.06)
+    # the even controls of the same call keep the even step: L = 256 measured 856.0 us, L = 4096 3781.0 us
+    assert _estimate(256, 768, 256, "bf16").time_s == pytest.approx(856.0e-6, rel=0.05)
+    assert _estimate(64, 768, 4096, "bf16").time_s == pytest.approx(3781.0e-6, rel=0.1)
