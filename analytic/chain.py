@@ -52,6 +52,12 @@ Kernel classes (grids and loops read from the kernels' sources):
   load-to-use latencies) is derived from two such cases (the spec's ``measured:`` entry); from L = 2048
   on, the streaming terms exceed the chain. The channel-last kernel (``causal_conv1d_channellast_fwd_kernel``:
   64 x 64 tiles of (L, E)) has no such chain.
+- ``lane_chunk_cta_unaligned``: the same kernel where L is not a multiple of kNElts. The launcher compiles it
+  with kIsVecLoad = (L % kNElts == 0); otherwise each chunk comes in through cub's bounds-checked
+  ``BlockLoad`` of one element per item and goes out through its ``BlockStore``, a longer step. Its own step,
+  read off two measured unaligned cases (the spec's ``measured:`` entry): on the H200 at E = 768 (results/h200/
+  2026-12-04/vim-scan, conv-unaligned) L = 196 took 307.8 us against 179.6 us at L = 200 (one step in 94 waves),
+  L = 3135 284.7 us against 178.2 us at L = 3136 (four steps in 24 waves).
 
 - ``state_tile_cta``: mamba-ssm's decode state update ``_selective_scan_update_kernel``
   (mamba_ssm/ops/triton/selective_state_update.py): grid (ceil(P / BLOCK_SIZE_M), B, H), each program
@@ -346,8 +352,11 @@ def causal_conv1d_fwd_chain(dims: Mapping[str, int], mode: str, dtype: str = "bf
     are other kernels): steps = ceil(L / chunk), chunk = 128 threads x (16 bytes / element size)."""
     if mode != "fwd":
         return None
-    chunk = CONV1D_FWD_THREADS * (CONV1D_FWD_LOAD_BYTES // nbytes(dtype))
-    return Chain("lane_chunk_cta", math.ceil(int(dims["L"]) / chunk), int(dims["B"]) * int(dims["E"]),
+    elts = CONV1D_FWD_LOAD_BYTES // nbytes(dtype)
+    l_ = int(dims["L"])
+    # kIsVecLoad = (L % kNElts == 0): otherwise the bounds-checked element loads (module docstring)
+    cls = "lane_chunk_cta" if l_ % elts == 0 else "lane_chunk_cta_unaligned"
+    return Chain(cls, math.ceil(l_ / (CONV1D_FWD_THREADS * elts)), int(dims["B"]) * int(dims["E"]),
                  SM90_MAX_THREADS_PER_SM // CONV1D_FWD_THREADS)
 
 

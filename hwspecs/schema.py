@@ -133,9 +133,10 @@ COMPUTE_PATHS = ("conv_depthwise",)
 # rows at a shared rate (mamba-ssm's selective-scan kernels): its step value is the time one SM takes to
 # take in 1 KiB of those rows; ``lane_state_cta_uneven``, the same kernels built for a length that is not a
 # whole number of chunks (kIsEvenLen false: the rows come in through bounds-checked element loads, not 16-byte
-# vector loads), a slower intake.
+# vector loads), a slower intake; ``lane_chunk_cta_unaligned``, causal-conv1d's forward at a length that is
+# not a multiple of its 16-byte load (kIsVecLoad false: bounds-checked element loads), a longer step.
 CHAIN_CLASSES = ("token_recurrent_warp", "chunk_recurrent_cta", "lane_chunk_cta", "state_tile_cta",
-                 "lane_state_cta", "lane_state_cta_uneven")
+                 "lane_state_cta", "lane_state_cta_uneven", "lane_chunk_cta_unaligned")
 DRAM_PATHS = ("broadcast", "cast_copy", "reduction", "strided_copy", "expand_copy")
 
 

@@ -109,7 +109,10 @@ def test_h200_predicts_the_other_mamba3_grids_from_its_measured_step():
 def test_causal_conv1d_forward_grid_and_loop():
     # grid (B, E) of 128-thread blocks, 2048 / 128 = 16 per SM; chunk 128 x 8 bf16 or 128 x 4 fp32 elements
     c = ch.causal_conv1d_fwd_chain({"B": 3, "E": 5, "K": 4, "L": 1025}, "fwd", "bf16")
-    assert (c.cls, c.steps, c.programs, c.programs_per_sm) == ("lane_chunk_cta", 2, 15, 16)
+    # 1025 is not a multiple of the 8-element load: the bounds-checked variant
+    assert (c.cls, c.steps, c.programs, c.programs_per_sm) == ("lane_chunk_cta_unaligned", 2, 15, 16)
+    assert ch.causal_conv1d_fwd_chain({"B": 3, "E": 5, "K": 4, "L": 1032}, "fwd", "bf16").cls == "lane_chunk_cta"
+    assert ch.causal_conv1d_fwd_chain({"B": 3, "E": 5, "K": 4, "L": 1028}, "fwd", "fp32").cls == "lane_chunk_cta"
     assert ch.causal_conv1d_fwd_chain({"B": 3, "E": 5, "K": 4, "L": 1025}, "fwd", "fp32").steps == 3
     assert ch.causal_conv1d_fwd_chain({"B": 3, "E": 5, "K": 4, "L": 128}, "fwd").steps == 1
     assert ch.causal_conv1d_fwd_chain({"B": 3, "E": 5, "K": 4}, "decode") is None
@@ -180,3 +183,20 @@ def test_h200_state_update_step_is_the_slope_of_the_stored_cases():
     for h in (24, 80, 128):
         rise = t[(h, 64)][0] - t[(h, 16)][0]
         assert rise == pytest.approx((waves(t[(h, 64)][1]) - waves(t[(h, 16)][1])) * step.value, rel=0.03)
+
+
+def test_h200_causal_conv1d_unaligned_step_reproduces_its_two_cases():
+    """A length that is not a multiple of the 16-byte load runs the bounds-checked kernel, a longer step: the
+    spec's step is the mean of two measured cases (results/h200/2026-12-04/vim-scan, conv-unaligned), each
+    within 6 %; the aligned controls of the same calls keep the aligned step."""
+    from ssmbench.analytic.registry import cost
+
+    spec = get_spec("h200-sxm")
+    step = ceiling(spec, "compute.chain_step.lane_chunk_cta_unaligned")
+    assert step.value == pytest.approx(3.114e-6) and step.origin == "measured"
+    for length, measured_us in ((196, 307.81), (3135, 284.70), (200, 179.55), (3136, 178.18)):
+        b = 256 if length < 1000 else 64
+        dims = {"B": b, "E": 768, "K": 4, "L": length}
+        c = execution.chain_of("conv1d", "causal_conv1d", dims, "fwd", "causal_conv1d.causal_conv1d_fn", "bf16")
+        e = estimate(cost("conv1d", dims, "causal_conv1d", "fwd", "bf16"), spec, chain=c)
+        assert e.gpu_s == pytest.approx(measured_us * 1e-6, rel=0.06), length
