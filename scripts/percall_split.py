@@ -33,7 +33,6 @@ import json
 import pstats
 import sys
 import time
-import warnings
 from pathlib import Path
 
 # (label, op, backend, dtype, dims[, mode]): the smallest shape of each group in default_h200_a / _b (mode
@@ -123,6 +122,7 @@ def split_one(label, op, backend, dtype, dims, device, mode="fwd"):
     from ssmbench.analytic.registry import get_op
     from ssmbench.measure import _probe_achievable as ach
     from ssmbench.measure.backends.base import get_backend
+    from ssmbench.measure.models.host_api import sync_messages
     from ssmbench.measure.timing import TimingSettings, time_call
 
     wait_for_build(backend)
@@ -177,18 +177,7 @@ def split_one(label, op, backend, dtype, dims, device, mode="fwd"):
     row["host_api"] = {n: c / PROFILE_CALLS for n, c in sorted(counts.items()) if n.startswith(API_PREFIXES)}
     row["aten_ops_per_call"] = sum(c for n, c in counts.items() if n.startswith("aten::")) / PROFILE_CALLS
 
-    sync()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        torch.cuda.set_sync_debug_mode("warn")
-        try:
-            call()
-        finally:
-            torch.cuda.set_sync_debug_mode("default")
-    # the mode's own notice ("a prototype feature ...") is no synchronisation
-    row["syncs"] = [str(w.message)[:200] for w in caught
-                    if "synchroniz" in str(w.message).lower() and "prototype" not in str(w.message)]
-    sync()
+    row["syncs"] = sync_messages(call, sync)
 
     prof = cProfile.Profile()
     prof.enable()

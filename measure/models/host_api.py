@@ -39,8 +39,8 @@ def runtime_api(host_events: Iterable[Sequence], steps: int) -> dict[str, dict[s
     return dict(sorted(out.items(), key=lambda kv: -kv[1]["time_s"]))
 
 
-def sync_warnings(call: Callable[[], Any], sync: Callable[[], Any]) -> dict[str, Any]:
-    """The synchronizing calls PyTorch reports during one ``call()``: ``{"count", "messages"}``."""
+def sync_messages(call: Callable[[], Any], sync: Callable[[], Any]) -> list[str]:
+    """The synchronizing calls PyTorch reports during one ``call()``, one message each (200 characters)."""
     import torch
 
     sync()
@@ -53,6 +53,11 @@ def sync_warnings(call: Callable[[], Any], sync: Callable[[], Any]) -> dict[str,
             torch.cuda.set_sync_debug_mode("default")
     sync()
     # the mode's own notice ("a prototype feature ...") is no synchronisation
-    found = [str(w.message) for w in caught if "synchroniz" in str(w.message).lower()
-             and "prototype" not in str(w.message)]
-    return {"count": len(found), "messages": list(dict.fromkeys(m[:200] for m in found))[:MESSAGES_KEPT]}
+    return [str(w.message)[:200] for w in caught
+            if "synchroniz" in str(w.message).lower() and "prototype" not in str(w.message)]
+
+
+def sync_warnings(call: Callable[[], Any], sync: Callable[[], Any]) -> dict[str, Any]:
+    """``sync_messages`` of one ``call()`` as ``{"count", "messages"}``, the first distinct messages kept."""
+    found = sync_messages(call, sync)
+    return {"count": len(found), "messages": list(dict.fromkeys(found))[:MESSAGES_KEPT]}
