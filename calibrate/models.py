@@ -216,10 +216,15 @@ class Model:
         raw = self._terms(X)
         if GUARD_LO not in self.params:
             return raw
-        total = np.maximum(sum(raw.values()), 1e-30)                     # [n]
-        ach = X.achievable_time()                                         # [n]
-        kept = np.clip(total, ach * self.params[GUARD_LO], ach * self.params[GUARD_HI])
-        return {k: v * (kept / total) for k, v in raw.items()}
+        factor = self._guard_factor(X, raw)
+        return {k: v * factor for k, v in raw.items()}
+
+    def _guard_factor(self, X: Features, raw: dict[str, np.ndarray]) -> np.ndarray:
+        """[n] the factor a guarded fit scales its terms by: their sum kept within its range of ratios to
+        the achievable estimate."""
+        total = np.maximum(sum(raw.values()), 1e-30)
+        ach = X.achievable_time()
+        return np.clip(total, ach * self.params[GUARD_LO], ach * self.params[GUARD_HI]) / total
 
     def predict(self, X: Features) -> np.ndarray:
         return sum(self.terms(X).values())
@@ -235,10 +240,7 @@ class Model:
         dev = self._device(X)
         if dev is None or GUARD_LO not in self.params:
             return dev
-        raw = self._terms(X)
-        total = np.maximum(sum(raw.values()), 1e-30)
-        kept = np.clip(total, X.achievable_time() * self.params[GUARD_LO], X.achievable_time() * self.params[GUARD_HI])
-        return dev * (kept / total)
+        return dev * self._guard_factor(X, self._terms(X))
 
     def guarded(self, X: Features, y: np.ndarray) -> Model:
         """This fit with the physical guard of the data (X, y) it was fitted on: its predictions are
