@@ -40,7 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..analytic import achievable, execution, roofline, timed
+from ..analytic import achievable, execution, roofline, sequential, timed
 from ..analytic.cases import BLOCK_PREFIX, case_family
 from ..analytic.cases import case_cost as analytic_cost
 from ..errors import UserError
@@ -145,6 +145,10 @@ def resource_bounds(spec: Spec, op: str, impl: str, dims: Mapping[str, int], dty
 
         ach_d, composed_timed = composed_estimate(op, dims, spec, impl=impl, mode=mode, dtype=dtype, launch=launch)
         timed_est = None if timing is None else composed_timed
+    elif sequential.parts_of(op, impl, dims) is not None:
+        # kernels of different kinds one after another: the sum of the parts' estimates (analytic/sequential.py);
+        # compared with the measurement as it is, in the steady state (no timed-call term of its own)
+        ach_d, timed_est = sequential.composed(spec, op, impl, dims, dtype, mode, launch=launch, prefer=prefer), None
     return Bounds(times, unknown, float(c.launches), used, work, tuple(proj.not_bounded), ach_d,
                   sheet.time_s, timed_est)
 

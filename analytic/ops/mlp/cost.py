@@ -186,6 +186,15 @@ def _merged_eager_mlp(impl: str, mode: str, dtype: str) -> Cost:
     return regroup(parts, *_own_bytes(mode, dtype, 3 * D * F))
 
 
+def merged_eager_parts(dims: dict[str, int]) -> list[tuple[str, str, dict[str, int]]]:
+    """The op calls of ``gated_mlp``/``merged_eager``'s kernels, in order: fc1 (D -> 2F), the chunked gate
+    over F, fc2 (F -> D) (``analytic/sequential.py`` estimates them one after another)."""
+    b, l_, d, f = (int(dims[k]) for k in ("B", "L", "D", "F"))
+    return [("linear", "cublas", {"B": b, "L": l_, "I": d, "O": 2 * f}),
+            ("silu_gate", "chunked_eager", {"B": b, "L": l_, "D": f}),
+            ("linear", "cublas", {"B": b, "L": l_, "I": f, "O": d})]
+
+
 def _gated_mlp(gate: GateRule, impl: str, mode: str, dtype: str) -> Cost:
     """y = W_down gate(x = W_up x, z = W_gate x) with the gate's rule (``silu_gate_cost`` for SwiGLU)."""
     if mode == "fwd":
