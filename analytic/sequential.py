@@ -60,20 +60,28 @@ def composed(spec, op: str, impl: str, dims: Mapping[str, int], dtype: str, mode
     if launch == "eager" and mode in execution.AUTOGRAD_MODES:  # one torch.autograd call for the whole graph
         swap = achievable.host_cost(table, "autograd") - achievable.host_cost(table, "autograd_node")
         host -= (len(parts) - 1) * swap
-    gpu = sum(p["gpu_s"] for p in parts)
+    return summed(parts, host, sum(p["gpu_s"] for p in parts), spec.id, launch)
+
+
+def summed(calls: list[dict[str, Any]], host: float, gpu: float, spec_id: str, launch: str) -> dict[str, Any]:
+    """Calls issued one after another (``calls``: their estimates' dicts) as one estimate with the given host
+    and device totals: times_s each resource summed over the calls, fixed_s the device time beyond the
+    largest of those sums, the bottleneck host/launch where the host is the slower side, else latency
+    where the fixed part outlasts every resource, else the resource with the largest sum."""
     times: dict[str, float] = {}
     missing: dict[str, str] = {}
-    for p in parts:
-        for r, t in p["times_s"].items():
+    for c in calls:
+        for r, t in c["times_s"].items():
             times[r] = times.get(r, 0.0) + t
-        missing.update(p["not_modelled"])
+        missing.update(c["not_modelled"])
     top = max(times.values(), default=0.0)
     fixed = max(gpu - top, 0.0)
     if host >= gpu:
         neck = "host/launch"
     else:
         neck = "latency" if fixed >= top else max(times, key=times.get)
-    return {"label": achievable.LABEL, "spec": spec.id, "time_s": max(host, gpu), "host_s": host, "gpu_s": gpu,
+    return {"label": achievable.LABEL, "spec": spec_id, "time_s": max(host, gpu), "host_s": host, "gpu_s": gpu,
             "fixed_s": fixed, "times_s": times, "bottleneck": neck,
-            "l2_bytes": sum(p["l2_bytes"] for p in parts), "dram_bytes": sum(p["dram_bytes"] for p in parts),
-            "launch_regime": launch, "not_modelled": missing, "chain_s": max(p["chain_s"] for p in parts)}
+            "l2_bytes": sum(c["l2_bytes"] for c in calls), "dram_bytes": sum(c["dram_bytes"] for c in calls),
+            "launch_regime": launch, "not_modelled": missing,
+            "chain_s": max((c["chain_s"] for c in calls), default=0.0)}

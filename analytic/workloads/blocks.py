@@ -318,28 +318,14 @@ def composed_estimate(op: str, dims: Mapping[str, int], spec, impl: str | None =
     (the calls' per-kernel fixed times, and what the calls' overlap within each call leaves beyond the
     largest summed resource), so that the calibration's achievable forms with every parameter at 1
     reproduce the composed estimate; chain_s the largest call's chain."""
+    from ..sequential import summed
     from ..timed import LABEL as TIMED_LABEL
 
     b = composed_bound(op, dims, spec, impl=impl, mode=mode, dtype=dtype, launch=launch)
     comp, calls = b["achievable"], b["calls"]
-    times: dict[str, float] = {}
-    missing: dict[str, str] = {}
-    for c in calls:
-        for r, t in c["times_s"].items():
-            times[r] = times.get(r, 0.0) + t
-        missing.update(c["not_modelled"])
     host, gpu = comp["host_s"], comp["gpu_s"]
-    top = max(times.values(), default=0.0)
-    fixed = max(gpu - top, 0.0)
-    if host >= gpu:
-        neck = "host/launch"
-    else:
-        neck = "latency" if fixed >= top else max(times, key=times.get)
-    plain = {"label": "achievable estimate", "spec": spec.id, "time_s": max(host, gpu), "host_s": host, "gpu_s": gpu,
-             "fixed_s": fixed, "times_s": times, "bottleneck": neck,
-             "l2_bytes": sum(c["l2_bytes"] for c in calls), "dram_bytes": sum(c["dram_bytes"] for c in calls),
-             "launch_regime": b["launch"], "not_modelled": missing,
-             "chain_s": max((c["chain_s"] for c in calls), default=0.0)}
+    plain = summed(calls, host, gpu, spec.id, b["launch"])
+    neck = plain["bottleneck"]
     extra = comp["timed_call_extra_s"]
     timed = {**plain, "label": TIMED_LABEL, "time_s": comp["time_s"], "steady_state_s": plain["time_s"],
              "gpu_s": gpu + extra, "timed_call_extra_s": extra, "lead_s": comp["lead_s"],
