@@ -454,3 +454,17 @@ def as_measured(cost: Cost, backend: str | None, mode: str | None = None, op: st
         if nodes and nodes > 1:
             host["autograd_node"] = host.get("autograd_node", 0) + nodes - 1
     return dataclasses.replace(cost, host=host)
+
+
+def estimate_call(cost: Cost, spec, op: str, impl: str, dims: Mapping[str, int], dtype: str, mode: str,
+                  backend: str | None = None, launch: str = "eager", prefer: str = "measured"):
+    """The achievable estimate (``achievable.estimate``) of one call of (op, impl) on ``backend`` with ``cost``
+    (as measured: ``as_measured``), with the traits of its execution: TF32 matmuls, serial engines, the
+    mma.sync class, its cache re-reads, its sequential chain, its DRAM kernel path."""
+    from .achievable import estimate
+
+    return estimate(cost, spec, tf32=fp32_matmul_on_tf32(op, impl, backend), serial=serial_engines(op, impl, backend),
+                    launch=launch, prefer=prefer, mma_sync=tensor_instr(op, impl, backend) == "mma_sync",
+                    l2_reread=l2_reread_bytes(op, impl, dims, dtype, mode, backend),
+                    chain=chain_of(op, impl, dims, mode, backend, dtype),
+                    dram_path=dram_path_index(op, impl, backend))

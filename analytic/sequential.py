@@ -50,12 +50,8 @@ def composed(spec, op: str, impl: str, dims: Mapping[str, int], dtype: str, mode
     for p_op, p_impl, p_dims in parts_of(op, impl, dims):
         c = execution.as_measured(analytic_cost(p_op, p_dims, impl=p_impl, mode=mode, dtype=dtype), None, mode,
                                   p_op, p_impl)
-        parts.append(achievable.estimate(
-            c, spec, tf32=execution.fp32_matmul_on_tf32(p_op, p_impl), serial=execution.serial_engines(p_op, p_impl),
-            launch=launch, prefer=prefer, mma_sync=execution.tensor_instr(p_op, p_impl) == "mma_sync",
-            l2_reread=execution.l2_reread_bytes(p_op, p_impl, p_dims, dtype, mode),
-            chain=execution.chain_of(p_op, p_impl, p_dims, mode, None, dtype),
-            dram_path=execution.dram_path_index(p_op, p_impl)).to_dict())
+        parts.append(execution.estimate_call(c, spec, p_op, p_impl, p_dims, dtype, mode, launch=launch,
+                                             prefer=prefer).to_dict())
     host = sum(p["host_s"] for p in parts)
     if launch == "eager" and mode in execution.AUTOGRAD_MODES:  # one torch.autograd call for the whole graph
         swap = achievable.host_cost(table, "autograd") - achievable.host_cost(table, "autograd_node")

@@ -122,12 +122,7 @@ def resource_bounds(spec: Spec, op: str, impl: str, dims: Mapping[str, int], dty
     proj = roofline.project(c, spec, prefer=prefer, launch=launch, bytes_basis="executed")
     sheet = roofline.project(c, spec, prefer="datasheet", launch=launch, bytes_basis="executed")
     measured_cost = execution.as_measured(c, backend, mode, op, impl)
-    ach = achievable.estimate(measured_cost, spec, tf32=execution.fp32_matmul_on_tf32(op, impl, backend),
-                              serial=execution.serial_engines(op, impl, backend), launch=launch,
-                              mma_sync=execution.tensor_instr(op, impl, backend) == "mma_sync",
-                              l2_reread=execution.l2_reread_bytes(op, impl, dims, dtype, mode, backend),
-                              chain=execution.chain_of(op, impl, dims, mode, backend, dtype),
-                              dram_path=execution.dram_path_index(op, impl, backend))
+    ach = execution.estimate_call(measured_cost, spec, op, impl, dims, dtype, mode, backend, launch=launch)
     times = {b.resource: float(b.time_s) for b in proj.bounds if b.time_s is not None and b.time_s > 0}
     unknown = tuple(b.resource for b in proj.bounds if b.time_s is None)
     tensor_dtypes = [d for d, v in c.tensor.items() if d in roofline.TENSOR_DTYPES and float(v) > 0]

@@ -81,7 +81,9 @@ def unary_bwd_cost(n: Any, counts: tuple[int, int], dtype: str) -> Cost:
 
 
 def silu_gate_cost(n: Any, dtype: str, mode: str, impl: str) -> Cost:
-    """y = x * silu(z) over n elements, forward or backward, ``fused`` or ``torch_eager``."""
+    """y = x * silu(z) over n elements, forward or backward, ``fused``, ``torch_eager`` or ``chunked_eager``."""
+    if impl == "chunked_eager":
+        return chunked_silu_gate_cost(n, dtype, mode)
     x, z, y = _act("x", n, dtype), _act("z", n, dtype), _act("y", n, dtype)
     dy, dx, dz = _act("dy", n, dtype), _act("dx", n, dtype), _act("dz", n, dtype)
     silu_v, silu_t = SILU[0] * n, SILU[1] * n
@@ -129,12 +131,6 @@ def chunked_silu_gate_cost(n: Any, dtype: str, mode: str) -> Cost:
                    Kernel("aten.cat", (dx, dz), (dh,))]  # the chunk's backward
         return kernel_chain(kernels, [dy, t, x, z], [dh])
     raise ValueError(mode)
-
-
-def _chunked_gate_rule(mode: str, dtype: str) -> Cost:
-    if mode == "decode":
-        return chunked_silu_gate_cost(ELEMENTS, dtype, "fwd").subs({L: 1})
-    return chunked_silu_gate_cost(ELEMENTS, dtype, mode)
 
 
 def _unary_rule(fwd: tuple[int, int], bwd: tuple[int, int]):
@@ -191,7 +187,7 @@ SILU_GATE_OP = register(Op(
         Impl("torch_eager", "x * F.silu(z): two kernels, silu(z) materialized and kept for backward",
              _gate_rule("torch_eager"), MODES),
         Impl("chunked_eager", "x, z = h.chunk(2, -1); x * F.silu(z): the eager kernels over strided halves "
-             "(mamba-ssm GatedMLP)", _chunked_gate_rule, MODES),
+             "(mamba-ssm GatedMLP)", _gate_rule("chunked_eager"), MODES),
     ),
     default_impl="fused",
     reference="ssmbench.analytic.ops.elementwise.ref:silu_gate_ref",
