@@ -88,18 +88,27 @@ def kv_append_ref(k_cache, v_cache, k, v, pos: int):
 
 
 def rope_torch_eager_ref(q, k, cos, sin):
-    """Hugging Face ``apply_rotary_pos_emb`` (``rope``/``torch_eager``): q [b, L, H, P], k [b, L, G, P];
-    cos, sin [b, L, P / 2] (each token's angle, doubled to P as HF's rotary module does)."""
+    """Hugging Face ``apply_rotary_pos_emb`` (``rope``/``torch_eager``) as its attention modules call it: q
+    [b, L, H, P] and k [b, L, G, P] as the projections write them, viewed as [b, H, L, P] / [b, G, L, P]
+    (``.view(...).transpose(1, 2)``: every kernel reads a non-contiguous view); cos, sin [b, L, P / 2] (each
+    token's angle, doubled to P as HF's rotary module does, ``unsqueeze_dim=1``). Returns the rotated
+    [b, H, L, P] and [b, G, L, P]."""
     import torch
 
-    c = torch.cat([cos, cos], dim=-1).unsqueeze(2)
-    s = torch.cat([sin, sin], dim=-1).unsqueeze(2)
+    c = torch.cat([cos, cos], dim=-1).unsqueeze(1)
+    s = torch.cat([sin, sin], dim=-1).unsqueeze(1)
 
     def rotate_half(x):
         x1, x2 = x.chunk(2, dim=-1)
         return torch.cat((-x2, x1), dim=-1)
 
-    return q * c + rotate_half(q) * s, k * c + rotate_half(k) * s
+    qt, kt = q.transpose(1, 2), k.transpose(1, 2)
+    return qt * c + rotate_half(qt) * s, kt * c + rotate_half(kt) * s
+
+
+def _half_angles(d, r, p):
+    """cos or sin inputs [B, L, P / 2]: values of a cosine (the timing does not depend on them)."""
+    return r.normal((d["B"], d["L"], d["P"] // 2)).cos()
 
 
 def repeat_kv_ref(k, v, n_rep: int):
@@ -123,5 +132,8 @@ _ATTN = (Input("q", normal("B", "H", "L", "P")), Input("k", normal("B", "G", "S"
          Input("v", normal("B", "G", "S", "P")))
 RECIPES = (
     Recipe("attention_causal", "naive", _ATTN),
+    Recipe("rope", "torch_eager", (Input("q", normal("B", "L", "H", "P")), Input("k", normal("B", "L", "G", "P")),
+                                   Input("cos", _half_angles), Input("sin", _half_angles)),
+           exclude_modes=("bwd", "fwdbwd"), notes="Hugging Face layout: q, k transposed views (rope_torch_eager_ref)"),
     Recipe("attention_full", "naive", _ATTN),
 )

@@ -17,6 +17,20 @@ def rmsnorm_ref(x, w, eps: float = 1e-6):
     return w * (xf * rstd).to(x.dtype)
 
 
+def rmsnorm_fused_ref(x, w, hi: bool, eps: float = 1e-6):
+    """The fused kernels' semantics (``rmsnorm``/``fused``: mamba-ssm's Triton ``rms_norm_fn``, the row in
+    fp32 on chip, one rounding to the storage dtype at the end): x [B, L, D], w [D] -> [B, L, D], computed
+    at fp64 (``hi``) or fp32 and returned at x's dtype."""
+    import torch
+
+    from ..common.ref import precision_dtype
+
+    f = precision_dtype(hi)
+    xf = x.to(f)
+    rstd = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return (xf * rstd * w.to(f)).to(x.dtype)
+
+
 def layernorm_ref(x, w, b, eps: float = 1e-5):
     """Plain PyTorch reference (the ``torch_eager`` kernels): x [B, L, D], w, b [D] -> [B, L, D]."""
     import torch
@@ -37,6 +51,7 @@ def gated_rmsnorm_ref(x, z, w, eps: float = 1e-6):
 
 
 REFERENCES = (
+    Reference("rmsnorm", ("fused",), ("fwd", "bwd", "fwdbwd", "decode"), "gate", rmsnorm_fused_ref),
     Reference("rmsnorm", ("torch_eager",), ("fwd", "bwd", "fwdbwd", "decode"), "eager", rmsnorm_ref),
     Reference("layernorm", ("torch_eager",), ("fwd", "bwd", "fwdbwd", "decode"), "eager", layernorm_ref),
     Reference("gated_rmsnorm", ("torch_eager",), ("fwd", "bwd", "fwdbwd", "decode"), "eager", gated_rmsnorm_ref),
