@@ -115,6 +115,19 @@ Kernel classes (grids and loops read from the kernels' sources):
   L = 3136 5556 us against 3781 us at L = 4096 (two chunks of 2048: 57.7 against 39.3 ns). The backward kernel
   takes the forward's uneven step (its loads take the same path; not measured on its own).
 
+- ``row_loop_cta``: mamba-ssm's Triton layer-norm backward ``_layer_norm_bwd_kernel`` (mamba_ssm/ops/triton/
+  layer_norm.py, ``_layer_norm_bwd``: RMSNorm and LayerNorm, with or without the fused residual): grid
+  (SMs,), rows_per_program = ceil(B L / SMs); each program loops ``for row in range(row_start, row_end)``,
+  one row of D elements per step (load x, dy and the saved rstd, two reductions over the row, store dx, add to
+  the program's partial dw), with no prefetch of the next row: T = ceil(B L / SMs) x t_row, as a chain of
+  B L one-step programs one per SM (the same waves). The forward (one row per program, grid B L) has no such
+  loop. The step is read off the whole-model profiles at the models' width D = 768 (the spec's ``measured:``
+  entry: transformerpp-125m and mamba-130m train, B L = 16384, 1.36 and 1.40 us per row). Not modelled: the
+  step grows with D (the same profiles: 0.60 us at D = 96, graph-mamba-style; 1.19 us at D = 384, vim-s-bidir;
+  estimates there 2.3x and 1.16x too long); the op sweep ``measure/suites/norm_rope_h200.yaml`` measures it over
+  D = 384-4096. Mamba-2's gated norm (layernorm_gated.py) loops the same way on its own grid (1.99 us per row
+  at D = 1536 with z in the profiles) and is not given the chain.
+
 A fourth class has no spec parameter: its step time follows from the engines (``TILE_LOOP``).
 FlashAttention-2's forward kernel (``flash_fwd_kernel``, csrc/flash_attn/src/flash_fwd_kernel.h,
 the kernel PyTorch's SDPA flash backend vendors) runs one CTA per (query tile of kBlockM rows, batch,
@@ -376,6 +389,15 @@ def ssd_state_update_chain(dims: Mapping[str, int], mode: str, dtype: str = "bf1
     block_m = next(m for top, m in STATE_UPDATE_BLOCK_M if n <= top)
     return Chain("state_tile_cta", 1, int(dims["B"]) * int(dims["H"]) * math.ceil(int(dims["P"]) / block_m),
                  SM90_MAX_THREADS_PER_SM // STATE_UPDATE_THREADS, fluid=True)
+
+
+def layer_norm_bwd_chain(dims: Mapping[str, int], mode: str, dtype: str = "bf16") -> Chain | None:
+    """mamba-ssm's Triton layer-norm backward (module docstring, ``row_loop_cta``): ceil(B L / SMs) rows one
+    after another in each of the SMs' programs, written as B L one-step programs one per SM; the forward and
+    a decode step (one row per program) have no chain."""
+    if mode not in ("bwd", "fwdbwd"):
+        return None
+    return Chain("row_loop_cta", 1, int(dims["B"]) * int(dims["L"]), 1)
 
 
 def mamba3_siso_chain(dims: Mapping[str, int], mode: str, dtype: str = "bf16") -> Chain | None:

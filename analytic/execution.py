@@ -62,6 +62,7 @@ from .chain import (
     causal_conv1d_fwd_chain,
     fa2_fwd_chain,
     fla_recurrent_chain,
+    layer_norm_bwd_chain,
     mamba1_scan_chain,
     mamba3_siso_chain,
     ssd_state_update_chain,
@@ -116,8 +117,9 @@ TRITON = Traits("triton", fp32_matmul="tf32")
 # mamba-ssm's SSD and Mamba-3 prefill kernels, fla's chunked kernels and mamba-ssm's Triton norms are
 # wrapped in triton.autotune; their decode kernels (selective_state_update, fused_recurrent) are not
 AUTOTUNED = Traits("triton_autotune", fp32_matmul="tf32", decode_host_class="triton")
-# mamba-ssm's Triton norms: the same autotuned kernel in every mode
-AUTOTUNED_NORM = Traits("triton_autotune", fp32_matmul="tf32")
+# mamba-ssm's Triton norms (layer_norm.py): the same autotuned launchers in every mode; the backward kernel
+# loops over its rows on one program per SM (chain.layer_norm_bwd_chain)
+AUTOTUNED_NORM = Traits("triton_autotune", fp32_matmul="tf32", chain=layer_norm_bwd_chain)
 # mamba-ssm's chunked-SSD forward launchers (ssd_combined.py's _mamba_chunk_scan_combined_fwd): autotuned
 # kernels of ~30 arguments, each behind a Python launcher that allocates its outputs and enters a device
 # guard; their host cost per kernel is measured on that library call (hwspecs.schema
@@ -204,7 +206,10 @@ TRAITS: dict[tuple[str, str], Traits] = {
         ("splitkv", FA2_EXTENSION),  # flash_attn_with_kvcache
     )},
     ("rope", "fused"): EXTENSION,            # vLLM's rotary_embedding custom op
-    ("rope", "torch_eager"): EAGER,          # Hugging Face apply_rotary_pos_emb
+    # Hugging Face apply_rotary_pos_emb on the attention's transposed q, k views: ATen's non-vectorized
+    # elementwise_kernel<128, 4> (mul, neg, add) and a cat of non-contiguous halves (the model profiles'
+    # kernel names; rope_torch_eager_ref)
+    ("rope", "torch_eager"): Traits("torch_eager", dram_path="strided_copy"),
     # Hugging Face repeat_kv (a copy of an expanded view) and mamba-ssm MHA's repeat_interleave of the
     # interleaved [B, S, 2, G, P] cache: copies of non-contiguous views
     ("repeat_kv", "torch_eager"): Traits("torch_eager", dram_path="expand_copy"),

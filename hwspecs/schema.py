@@ -134,9 +134,11 @@ COMPUTE_PATHS = ("conv_depthwise",)
 # take in 1 KiB of those rows; ``lane_state_cta_uneven``, the same kernels built for a length that is not a
 # whole number of chunks (kIsEvenLen false: the rows come in through bounds-checked element loads, not 16-byte
 # vector loads), a slower intake; ``lane_chunk_cta_unaligned``, causal-conv1d's forward at a length that is
-# not a multiple of its 16-byte load (kIsVecLoad false: bounds-checked element loads), a longer step.
+# not a multiple of its 16-byte load (kIsVecLoad false: bounds-checked element loads), a longer step;
+# ``row_loop_cta``, one program per SM looping over its share of a norm's rows, one row per step (loads of
+# the row, two reductions over it, a store: mamba-ssm's Triton layer-norm backward).
 CHAIN_CLASSES = ("token_recurrent_warp", "chunk_recurrent_cta", "lane_chunk_cta", "state_tile_cta",
-                 "lane_state_cta", "lane_state_cta_uneven", "lane_chunk_cta_unaligned")
+                 "lane_state_cta", "lane_state_cta_uneven", "lane_chunk_cta_unaligned", "row_loop_cta")
 DRAM_PATHS = ("broadcast", "cast_copy", "reduction", "strided_copy", "expand_copy")
 
 

@@ -200,3 +200,37 @@ def test_h200_causal_conv1d_unaligned_step_reproduces_its_two_cases():
         c = execution.chain_of("conv1d", "causal_conv1d", dims, "fwd", "causal_conv1d.causal_conv1d_fn", "bf16")
         e = estimate(cost("conv1d", dims, "causal_conv1d", "fwd", "bf16"), spec, chain=c)
         assert e.gpu_s == pytest.approx(measured_us * 1e-6, rel=0.06), length
+
+
+def test_layer_norm_backward_loops_over_its_rows_on_one_program_per_sm():
+    """mamba-ssm's Triton norm backward: grid (SMs,), ceil(B L / SMs) rows per program (written as B L one-step
+    programs, one per SM: the same waves); the forward and decode have no loop."""
+    dims = {"B": 8, "L": 2048, "D": 768}
+    for op in ("rmsnorm", "layernorm"):
+        c = execution.chain_of(op, "fused", dims, "bwd")
+        assert (c.cls, c.steps, c.programs, c.programs_per_sm) == ("row_loop_cta", 1, 16384, 1)
+        assert execution.chain_of(op, "fused", dims, "fwdbwd") == c
+        assert execution.chain_of(op, "fused", dims, "fwd") is None
+        assert execution.chain_of(op, "fused", {**dims, "L": 1}, "decode") is None
+    assert execution.chain_of("rmsnorm", "torch_eager", dims, "bwd") is None
+    c = execution.chain_of("rmsnorm", "fused", dims, "bwd")
+    assert float(ch.chain_time(c, 132, STEP)) == pytest.approx(math.ceil(16384 / 132) * STEP)
+    assert float(ch.chain_time(c, SMS, STEP)) == pytest.approx(math.ceil(16384 / SMS) * STEP)
+
+
+def test_h200_norm_backward_step_reproduces_the_profiled_kernels():
+    """The spec's row step is the mean of two whole-model profiles' _layer_norm_bwd_kernel per call over its
+    125 rows per program (D = 768, B L = 16384); each profile within 2 %, read from the stored record."""
+    import json
+    from pathlib import Path
+
+    spec = get_spec("h200-sxm")
+    step = ceiling(spec, "compute.chain_step.row_loop_cta")
+    assert step.value == pytest.approx(1.376e-6) and step.origin == "measured"
+    path = Path(__file__).parent.parent / "results/h200/2026-12-03/models-b/model-run-20261203T181901.343056Z-905.json"
+    records = json.loads(path.read_text(encoding="utf-8"))["records"]
+    c = execution.chain_of("rmsnorm", "fused", {"B": 8, "L": 2048, "D": 768}, "bwd")
+    for i, key in ((12, "transformerpp-125m"), (28, "mamba-130m")):
+        assert key in records[i]["key"] and "/train/" in records[i]["key"]
+        k = next(k for k in records[i]["profile"]["kernels"] if k["name"] == "_layer_norm_bwd_kernel")
+        assert float(ch.chain_time(c, 132, step.value)) == pytest.approx(k["time_s"] / k["count"], rel=0.02)

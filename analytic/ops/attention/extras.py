@@ -11,7 +11,10 @@
   as eager aten ops for q and for k: mul (x * cos), neg (of the half x2), cat, mul (* sin), add: 5
   kernels per tensor, 10 launches, each materializing its [B, L, heads, P] output (the neg's half);
   cos and sin [B, L, P] are read by both multiplies of each tensor. FLOPs: 3 per element as fused plus
-  the neg's half. Backward (autograd through the composition, node by node from the output: AddBackward,
+  the neg's half. HF's attention modules pass q and k as transposed views ([B, heads, L, P] of the
+  projections' [B, L, heads, P]), so ATen runs its non-vectorized ``elementwise_kernel<128, 4>`` and a cat of
+  non-contiguous halves (the whole-model profiles of 2026-12-03 name only those): the achievable model times
+  these bytes at ``memory.dram.path.strided_copy`` (``execution.TRAITS``). Backward (autograd through the composition, node by node from the output: AddBackward,
   MulBackward dy * sin, CatBackward's halves, NegBackward's neg, the chunk's cat of the halves'
   gradients, MulBackward dy * cos, the accumulation of the two paths) is the same five kernels per
   tensor on the gradients, with the same bytes (cos and sin need no gradient).
