@@ -39,7 +39,11 @@ def test_hf_plan_runs_unfused_modules():
     assert by_op["rmsnorm"][0]["impl"] == "torch_eager" and by_op["rmsnorm"][0]["launches"] == 8 * layers
     assert by_op["rope"][0]["launches"] == 10 * layers
     assert by_op["repeat_kv"][0]["launches"] == 2 * layers  # 14 heads on 2 KV heads
-    assert sum(o["count"] for o in by_op["linear"]) == 4 * layers  # q, k, v, o apart
+    # q, k, v, o apart, and the MLP as its kernels: gate_proj, up_proj, down_proj around silu and the product
+    assert sum(o["count"] for o in by_op["linear"]) == 7 * layers
+    assert "gated_mlp" not in by_op and [(o["impl"], o["count"]) for o in by_op["silu_gate"]] == [("torch_eager", layers)]
+    mlp = [o for o in hf["ops"] if o["block"] == "mlp" and o["op"] != "rmsnorm" and o["op"] != "add"]
+    assert [o["module_calls"] for o in mlp] == [layers, 0, 0, 0]  # one module call per MLP, as before the split
     lib = {c.op for c in plan(m, "decode")}
     assert "repeat_kv" not in lib  # the library plan keeps one QKV GEMM and hands GQA to the kernel
     prefill = {o["op"] for o in predict(m, get_spec("h200-sxm"), "prefill", 1, 512, with_searches=False,
@@ -53,7 +57,9 @@ def test_hf_train_runs_the_eager_norm_and_its_backward():
     ops = predict(get_model("qwen2.5-0.5b"), get_spec("h200-sxm"), "train", 1, 256, with_searches=False,
                   runtime="hf-eager")["ops"]
     impls = {o["op"]: o["impl"] for o in ops}
-    assert impls["rmsnorm"] == "torch_eager" and impls["gated_mlp"] == "torch_eager"
+    assert impls["rmsnorm"] == "torch_eager" and impls["silu_gate"] == "torch_eager"
+    accumulate = [o for o in ops if o["label"] == "mlp.bwd_dx_accumulate"]  # autograd's add of the two dx
+    assert [(o["op"], o["impl"], o["mode"]) for o in accumulate] == [("add", "torch_eager", "fwd")]
 
 
 def test_unknown_module_style():

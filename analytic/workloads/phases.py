@@ -177,6 +177,9 @@ class OpCall:
     # whether the call is a module call of its own, paying a runtime's per-call module host class
     # (``analytic/runtime.py``); False for the later op calls of one module listed kernel by kernel
     module_call: bool = True
+    # the op whose implementation this call is one kernel of, where the plan lists that op's kernels as op
+    # calls of their own (``_Builder.merged_gated_mlp``, ``eager_gated_mlp``); None: the call is its own op
+    part_of: str | None = None
 
     def dim_map(self) -> dict[str, Dim]:
         return dict(self.dims)
@@ -240,7 +243,7 @@ class _Builder:
 
     def add(self, label: str, block: str, instances: int, op: str, dims: dict[str, Dim], per_block: int = 1,
             tokens: Dim | None = None, mode: str | None = None, impl: str | None = None,
-            module_call: bool = True) -> None:
+            module_call: bool = True, part_of: str | None = None) -> None:
         mode = mode or self.mode
         impl, mode = resolve_impl(op, mode, self.impls.get(op, impl))
         full = {"B": "batch", "L": self.tokens if tokens is None else tokens, **dims}
@@ -252,7 +255,7 @@ class _Builder:
         backend = SDPA_BACKEND if (self.modules in SDPA_MODULES and op in SDPA_OPS and impl == "fa2"
                                    and mode in ("fwd", "fwdbwd")) else None
         self.calls.append(OpCall(label, block, op, impl, mode, kept, instances * per_block, instances,
-                                 backend=backend, module_call=module_call))
+                                 backend=backend, module_call=module_call, part_of=part_of))
 
     def norm(self, label: str, block: str, n: int, width: int) -> None:
         self.add(f"{label}.norm", block, n, self.model.spec.norm, {"D": width})
@@ -375,9 +378,25 @@ class _Builder:
         chunked gate, fc2. One op call would overlap its GEMMs' tensor time with its elementwise kernels'
         memory time (an op call's engines overlap, ``achievable.py``), where the kernels run one after
         another; the module is one call (``module_call``: the runtime's module class is paid once)."""
-        self.add(f"{name}.fc1", name, n, "linear", {"I": D, "O": 2 * F})
-        self.add(f"{name}.gate", name, n, "silu_gate", {"D": F}, impl="chunked_eager", module_call=False)
-        self.add(f"{name}.fc2", name, n, "linear", {"I": F, "O": D}, module_call=False)
+        kw = {"part_of": "gated_mlp", "module_call": False}
+        self.add(f"{name}.fc1", name, n, "linear", {"I": D, "O": 2 * F}, part_of="gated_mlp")
+        self.add(f"{name}.gate", name, n, "silu_gate", {"D": F}, impl="chunked_eager", **kw)
+        self.add(f"{name}.fc2", name, n, "linear", {"I": F, "O": D}, **kw)
+
+    def eager_gated_mlp(self, name: str, n: int, D: int, F: int) -> None:
+        """Hugging Face's LlamaMLP (``gated_mlp``/``torch_eager``: ``down_proj(act_fn(gate_proj(x)) *
+        up_proj(x))``) as the op calls of its kernels, for the reason ``merged_gated_mlp`` gives: gate_proj,
+        up_proj, silu and the product (``silu_gate``/``torch_eager``: two eager kernels), down_proj; in
+        training also autograd's add of the two projections' input gradients (``ops/mlp/cost.py``
+        ``_dx_accumulate``), a forward-style kernel of the backward as the plan's layout copies are. One
+        module call (``module_call``), as before the split."""
+        kw = {"part_of": "gated_mlp", "module_call": False}
+        self.add(f"{name}.gate_proj", name, n, "linear", {"I": D, "O": F}, part_of="gated_mlp")
+        self.add(f"{name}.up_proj", name, n, "linear", {"I": D, "O": F}, **kw)
+        self.add(f"{name}.gate", name, n, "silu_gate", {"D": F}, impl="torch_eager", **kw)
+        self.add(f"{name}.down_proj", name, n, "linear", {"I": F, "O": D}, **kw)
+        if self.train:
+            self.add(f"{name}.bwd_dx_accumulate", name, n, "add", {"D": D}, mode="fwd", impl="torch_eager", **kw)
 
     def block(self, name: str, n: int) -> None:
         blk, D = self.model.block(name), self.model.d_model
@@ -394,6 +413,8 @@ class _Builder:
             op = mlp_op(blk.activation, blk.gated)
             if op == "gated_mlp" and self.impls.get(op) == "merged_eager":
                 self.merged_gated_mlp(name, n, D, blk.d_ff)
+            elif op == "gated_mlp" and self.impls.get(op) == "torch_eager":
+                self.eager_gated_mlp(name, n, D, blk.d_ff)
             else:
                 self.add(f"{name}.mlp", name, n, op, {"D": D, "F": blk.d_ff})
         elif isinstance(blk, MoE):

@@ -60,8 +60,9 @@ def check_positive_int(name: str, value, limit: int = 1 << 40) -> int:
 
 def ops_run(model: Model, phase: str, impls: dict | None = None, recompute: bool = False,
             logits: str = "last") -> set[str]:
-    """The ops ``model`` runs in ``phase``."""
-    return {c.op for c in plan(model, phase, impls, recompute, logits)}
+    """The ops ``model`` runs in ``phase`` (an op the plan lists kernel by kernel, ``OpCall.part_of``, included)."""
+    calls = plan(model, phase, impls, recompute, logits)
+    return {c.op for c in calls} | {c.part_of for c in calls if c.part_of is not None}
 
 
 def check_impls(models: list[Model], phase: str, impls: dict | None, recompute: bool = False,
