@@ -168,6 +168,7 @@ def characterize_record(rec: dict, prediction: dict) -> dict[str, Any]:
         "key": rec["key"], "model": rec["model"], "runner": rec["runner"], "phase": rec["phase"],
         "runtime": rec["runtime"], "batch": rec["batch"], "seqlen": rec["seqlen"],
         "measured_s": meas, "measured_label": LABEL_MEASURED,
+        "measured_pace": None if host_meas is None else ("host" if host_meas / meas >= HOST_BOUND_SHARE else "gpu"),
         "achievable_s": ach["time_s"], "achievable_error": ach["time_s"] / meas - 1,
         "achievable_host_s": ach["host_s"], "achievable_gpu_s": ach["gpu_s"],
         "calibrated_s": cal_s, "calibrated_error": (cal_s / meas - 1) if cal_s else None,
@@ -215,9 +216,11 @@ def _stats(errors: Iterable[float | None]) -> dict[str, Any]:
 
 
 def summarize(rows: list[dict]) -> dict[str, Any]:
-    """Error statistics per phase (|prediction / measurement - 1|) and the class agreement weighted by
-    measured time share over all records."""
-    out: dict[str, Any] = {"by_phase": {}}
+    """Error statistics per phase (|prediction / measurement - 1|), the calibrated ones also per phase and
+    measured pace (``by_pace``: *host* where the GPU idled for at least HOST_BOUND_SHARE of the measured step,
+    else *gpu*; a record without a profile has no pace), and the class agreement weighted by measured time
+    share over all records."""
+    out: dict[str, Any] = {"by_phase": {}, "by_pace": {}, "host_bound_share": HOST_BOUND_SHARE}
     for phase in sorted({r["phase"] for r in rows}):
         sel = [r for r in rows if r["phase"] == phase]
         out["by_phase"][phase] = {"achievable": _stats(r["achievable_error"] for r in sel),
@@ -226,6 +229,8 @@ def summarize(rows: list[dict]) -> dict[str, Any]:
                                   "energy_at_measured_time": _stats(r["energy_at_measured_time_error"] for r in sel),
                                   "energy_calibrated_at_measured_time":
                                       _stats(r["energy_calibrated_at_measured_time_error"] for r in sel)}
+        out["by_pace"][phase] = {pace: _stats(r["calibrated_error"] for r in sel if r.get("measured_pace") == pace)
+                                 for pace in ("gpu", "host")}
     out["energy"] = {k: _stats(r[f"{k}_error"] for r in rows)
                      for k in ("energy", "energy_at_measured_time", "energy_calibrated_at_measured_time")}
     w = [(r["class_agreement_share"], r["measured_s"]) for r in rows if r["class_agreement_share"] is not None]
@@ -233,6 +238,13 @@ def summarize(rows: list[dict]) -> dict[str, Any]:
     out["targets"] = {"time_median_abs": 0.10, "time_p90_abs": 0.20, "energy_median_abs": 0.15,
                       "class_agreement": 0.90}
     return out
+
+
+def leave_one_out(times: list[float]) -> list[float]:
+    """Each record of one key against the median of the key's other records: t_i / median(t_j, j != i) - 1.
+    The same code, shape and machine kind measured again: how far any prediction of a single record must
+    expect to land from it (keys with three records or more)."""
+    return [t / float(np.median(times[:i] + times[i + 1:])) - 1 for i, t in enumerate(times)]
 
 
 def repeats(spread_rows: list[dict]) -> dict[str, Any]:
@@ -244,10 +256,12 @@ def repeats(spread_rows: list[dict]) -> dict[str, Any]:
     rows = [r for r in spread_rows if r["n"] >= 2]
     by_pace: dict[str, Any] = {}
     for pace in ("gpu", "host"):
-        sel = [r["spread"] for r in rows if r["spread"] is not None
-               and ((r["idle_share"] or 0.0) >= HOST_BOUND_SHARE) == (pace == "host")]
+        keys = [r for r in rows if r["spread"] is not None
+                and ((r["idle_share"] or 0.0) >= HOST_BOUND_SHARE) == (pace == "host")]
+        sel = [r["spread"] for r in keys]
         by_pace[pace] = {"n_keys": len(sel), "median_spread": float(np.median(sel)) if sel else None,
-                         "max_spread": max(sel) if sel else None}
+                         "max_spread": max(sel) if sel else None,
+                         "leave_one_out": _stats(x for r in keys if r["n"] >= 3 for x in leave_one_out(r["in_order_s"]))}
     return {"label": "measurement: repeated records of one key", "host_bound_share": HOST_BOUND_SHARE,
             "rows": rows, "by_pace": by_pace}
 

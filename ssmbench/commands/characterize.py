@@ -21,12 +21,20 @@ def _share(x) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
+def _loo(st: dict | None) -> str:
+    if not st or not st["n"]:
+        return ""
+    return (f", each of the {st['n']} records of keys measured three times or more against the median of its key's "
+            f"other records: median {_share(st['median_abs'])}, p90 {_share(st['p90_abs'])}")
+
+
 def _repeats_md(rep: dict | None) -> list[str]:
     if not rep or not rep["rows"]:
         return []
     bp = rep["by_pace"]
     text = "; ".join(f"{pace}-bound: {v['n_keys']} keys, spread median {_share(v['median_spread'])}, max "
-                     f"{_share(v['max_spread'])}" for pace, v in (("GPU", bp["gpu"]), ("host", bp["host"])) if v["n_keys"])
+                     f"{_share(v['max_spread'])}" + _loo(v.get("leave_one_out"))
+                     for pace, v in (("GPU", bp["gpu"]), ("host", bp["host"])) if v["n_keys"])
     out = ["## Repeat measurements (measurement)", "",
            f"Keys measured in more than one record (every record of the folders, not only the latest): {text}. "
            f"Host-bound: the GPU idle for at least {rep['host_bound_share']:.0%} of the step. The spread "
@@ -56,6 +64,16 @@ def markdown(doc: dict) -> str:
         for kind in ("achievable", "calibrated"):
             st = v[kind]
             out.append(f"| {phase} | {kind} estimate | {st['n']} | {_share(st['median_abs'])} | {_share(st['p90_abs'])} |")
+    if s.get("by_pace"):
+        out += ["", "Calibrated estimate by what set the measured step's pace (host-bound: the GPU idle for at least "
+                f"{s['host_bound_share']:.0%} of the step in its profile; the repeat measurements below show how far single "
+                "records of one key lie apart at each pace):", "",
+                "| phase | GPU-bound n | median abs error | p90 abs error | host-bound n | median abs error | "
+                "p90 abs error |", "|---|---|---|---|---|---|---|"]
+        for phase, v in s["by_pace"].items():
+            g, h = v["gpu"], v["host"]
+            out.append(f"| {phase} | {g['n']} | {_share(g['median_abs'])} | {_share(g['p90_abs'])} | {h['n']} | "
+                       f"{_share(h['median_abs'])} | {_share(h['p90_abs'])} |")
     out += ["", "| energy per step | n | median abs error | p90 abs error |", "|---|---|---|---|"]
     for kind, text in (("energy", "analytic estimate at the achievable time"),
                        ("energy_at_measured_time", "analytic estimate at the measured time"),
