@@ -16,7 +16,16 @@ from __future__ import annotations
 
 from ..extensions import import_mamba_ssm
 from .base import Backend, register_backend
-from .common import KernelSpec, Rand, batch_slices, dims_of, gate_reference, prepare_diff, require_cuda, torch_dtype
+from .common import (
+    KernelSpec,
+    Rand,
+    batch_slices,
+    dims_of,
+    gate_reference,
+    prepare_diff,
+    require_cuda,
+    torch_dtype,
+)
 
 EPS = 1e-6  # mamba-ssm RMSNorm's default eps
 

@@ -65,11 +65,12 @@ def markdown(doc: dict) -> str:
             st = v[kind]
             out.append(f"| {phase} | {kind} estimate | {st['n']} | {_share(st['median_abs'])} | {_share(st['p90_abs'])} |")
     if s.get("by_pace"):
-        out += ["", "Calibrated estimate by what set the measured step's pace (host-bound: the GPU idle for at least "
-                f"{s['host_bound_share']:.0%} of the step in its profile; the repeat measurements below show how far single "
-                "records of one key lie apart at each pace):", "",
-                "| phase | GPU-bound n | median abs error | p90 abs error | host-bound n | median abs error | "
-                "p90 abs error |", "|---|---|---|---|---|---|---|"]
+        intro = ("Calibrated estimate by what set the measured step's pace (host-bound: the GPU idle for at least "
+                 f"{s['host_bound_share']:.0%} of the step in its profile; the repeat measurements below show how far "
+                 "single records of one key lie apart at each pace):")
+        header = ("| phase | GPU-bound n | median abs error | p90 abs error | host-bound n | median abs error | "
+                  "p90 abs error |")
+        out += ["", intro, "", header, "|---|---|---|---|---|---|---|"]
         for phase, v in s["by_pace"].items():
             g, h = v["gpu"], v["host"]
             out.append(f"| {phase} | {g['n']} | {_share(g['median_abs'])} | {_share(g['p90_abs'])} | {h['n']} | "
