@@ -5,7 +5,8 @@
 # --held-out` (each model predicted with the runtime terms of the other models' records) against the
 # achievable estimate of h200-sxm and the calibrated estimate of
 # results/h200/2026-12-02/calibration/profile.json, as Markdown, JSON and a plot; and the same
-# characterization with the spec's own (in-sample) values. The model runs are both calls of 2026-12-03
+# characterization with the spec's own (in-sample) values; and whether the host reference beside the host-bound
+# records explains their distance from the estimate (scripts/host_reference_check.py). The model runs are both calls of 2026-12-03
 # (models, models-b) and the calls of 2026-12-04 (host-noise*, prefill-check, host-sync: a key measured three
 # times or more stands for the median of its records, measure/models/records.standing_records) unless RUNS
 # names other folders.
@@ -19,7 +20,7 @@ PROFILE=results/h200/2026-12-02/calibration/profile.json
 OUT=$RUN/characterize
 mkdir -p "$OUT"
 rm -f "$OUT"/characterize*.md "$OUT"/characterize*.json "$OUT/characterize.png" "$OUT/hf_module.md" "$OUT/hf_module.json" \
-    "$OUT"/measured-*.yaml "$OUT"/runtime_terms.*
+    "$OUT"/measured-*.yaml "$OUT"/runtime_terms.* "$OUT/host_reference_check.md"
 # shellcheck disable=SC2086
 "${PYTHON:-python}" scripts/model_host_cost.py --results $RUNS --block-results $BLOCKS --out "$OUT"
 # shellcheck disable=SC2086
@@ -29,3 +30,6 @@ ssmbench characterize --results $RUNS --calibration "$PROFILE" --held-out --form
 ssmbench characterize --results $RUNS --calibration "$PROFILE" --held-out --format json --out "$OUT/characterize.json"
 # shellcheck disable=SC2086
 ssmbench characterize --results $RUNS --calibration "$PROFILE" --format md --out "$OUT/characterize-in-sample.md"
+# shellcheck disable=SC2086
+"${PYTHON:-python}" scripts/host_reference_check.py $RUNS > "$OUT/host_reference_check.md"
+echo "wrote $OUT/host_reference_check.md"

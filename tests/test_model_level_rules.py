@@ -239,3 +239,37 @@ def test_dram_path_factor_of_a_prediction():
     assert rk["achievable"]["dram_path_factor"] == pytest.approx(
         rate["memory.dram.bandwidth"] / rate["memory.dram.path.strided_copy"], rel=1e-6)
     assert next(o for o in p["ops"] if o["op"] == "lm_head")["achievable"]["dram_path_factor"] == 1.0
+
+
+def test_host_reference_check_conditions_on_each_reference(tmp_path):
+    """scripts/host_reference_check.py: host-bound records whose steps follow the launch reference exactly
+    (synthetic times on a stored record's workload) leave no error once conditioned on it, and bad input
+    exits 2."""
+    import json
+    import sys
+    from pathlib import Path
+
+    import numpy as np
+
+    repo = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(repo / "scripts"))
+    import host_reference_check as hrc
+
+    src = json.loads((repo / "results/h200/2026-12-03/models-b/model-run-20261203T181901.343056Z-905.json")
+                     .read_text(encoding="utf-8"))
+    base = next(r for r in src["records"] if r["key"] == "model/mamba-130m/mamba_ssm/prefill/mamba-ssm/b1_l2048")
+    recs = []
+    for launch in (8e-6, 10e-6, 13e-6):  # the step is 2 ms per us of launch reference (made-up, a fixture)
+        step = 2e-3 * launch / 1e-6
+        ref = {"launch_s": launch, "python_s": 40e-9}
+        recs.append({**base, "time_s": {"median": step}, "profile": {"host_idle_s": 0.9 * step},
+                     "host_reference": {"before": ref, "after": ref}})
+    recs.append({**base, "time_s": {"median": 0.02}, "profile": {"host_idle_s": 0.001}})  # GPU-bound: left out
+    (tmp_path / "model-run-x.json").write_text(json.dumps({"meta": src.get("meta"), "records": recs}))
+    found = hrc.rows(sorted(tmp_path.glob("model-run-*.json")))
+    assert len(found) == 3
+    ratio = np.array([r["step_s"] / r["host_s"] for r in found])
+    launch = np.array([r["launch_s"] for r in found])
+    assert hrc.errors(ratio / (np.median(ratio / launch) * launch)) == "median 0.0 %, p90 0.0 %"
+    assert hrc.main([str(tmp_path)]) == 0
+    assert hrc.main([]) == 2 and hrc.main([str(tmp_path / "nothing-here")]) == 2
