@@ -76,11 +76,14 @@ def profile():
 
 
 def test_a_device_bound_call_takes_its_calibrated_time_less_the_timed_calls_extra(profile):
-    dims = {"B": 2, "L": 2048, "D": 4096, "F": 14336}  # inside the gated_mlp group's fitted shapes
+    dims = {"B": 2, "L": 2048, "D": 4096, "F": 8192}  # every kernel inside its group's fitted shapes
     case = {"op": "block:gated_mlp", "mode": "fwd", "dtype": "bf16", "dims": dims}
     b = composed_bound("block:gated_mlp", dims, H200, impl="eager", mode="fwd")
-    row = b["calls"][0]
-    d = estimate_detail(profile, "gated_mlp", "torch_eager", row["dims"], "bf16", "fwd", spec=H200)
+    # the eager MLP runs as its kernels (phases._Builder.eager_gated_mlp): gate_proj, up_proj, the gate, down_proj
+    assert [(c["op"], c["impl"]) for c in b["calls"]] == [("linear", "cublas")] * 2 + [("silu_gate", "torch_eager"),
+                                                                                      ("linear", "cublas")]
+    row = b["calls"][0]  # gate_proj
+    d = estimate_detail(profile, "linear", "cublas", row["dims"], "bf16", "fwd", spec=H200)
     assert not d["extrapolated"]
     g, src, group = block_calibrated.calibrated_gpu(row, case, profile, H200)
     assert src == "calibrated" and group == d["group"]

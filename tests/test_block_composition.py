@@ -74,9 +74,12 @@ def test_every_block_and_mode_lists_its_calls_with_counts(b):
                                                                    "out_proj"]
     assert [(r[0], r[4]) for r in _rows("block:mamba3", {"B": b, "L": 128, "D": 128, "N": 16, "P": 32}, "fwd")] == [
         ("in_proj", 1), ("prep", 1), ("bc_norm", 2), ("mamba3", 1), ("out_proj", 1)]
-    for mode in ("fwd", "fwdbwd", "decode"):
+    for mode in ("fwd", "fwdbwd", "decode"):  # the eager MLP as its kernels (phases._Builder.eager_gated_mlp)
+        parts = [("gate_proj", "linear", "cublas"), ("up_proj", "linear", "cublas"), ("gate", "silu_gate", "torch_eager"),
+                 ("down_proj", "linear", "cublas")]
+        accumulate = [("bwd_dx_accumulate", "add", "torch_eager", "fwd", 1)] if mode == "fwdbwd" else []
         assert _rows("block:gated_mlp", {"B": b, "L": 8, "D": 64, "F": 128}, mode, "eager") == [
-            ("mlp", "gated_mlp", "torch_eager", mode, 1)]
+            (*p, mode, 1) for p in parts] + accumulate
 
 
 def test_the_attention_block_runs_sdpa_on_cudnn_in_every_mode():
@@ -120,22 +123,27 @@ def test_the_oracle_takes_device_time_from_a_matching_measurement_and_scales_a_n
     dims = {"B": 2, "L": 2048, "D": 4096, "F": 14336}
     case = {"op": "block:gated_mlp", "mode": "fwd", "dtype": "bf16", "dims": dims, "impl": "eager"}
     b = composed_bound("block:gated_mlp", dims, H200, impl="eager", mode="fwd")
-    row = b["calls"][0]
-    rec = {"op": "gated_mlp", "impl": "torch_eager", "mode": "fwd", "dtype": "bf16", "backend": "torch_ref",
-           "dims": dict(dims), "time_s": {"median": 2.5e-3}, "status": "ok", "key": "k"}
-    records = {("gated_mlp", "torch_eager", "fwd", "bf16"): [rec]}
+    row = b["calls"][0]  # gate_proj: the eager MLP runs as its kernels (phases._Builder.eager_gated_mlp)
+    key = ("linear", "cublas", "fwd", "bf16")
+
+    def record(r, name, t):  # a synthetic measurement of one row's op at the row's dims (made-up times)
+        return {"op": r["op"], "impl": r["impl"], "mode": "fwd", "dtype": "bf16", "backend": "torch_ref",
+                "dims": dict(r["dims"]), "time_s": {"median": t}, "status": "ok", "key": name}
+
+    rec = record(row, "k", 2.5e-3)
     # a device-bound timed sample is device time + the timed call's extra (analytic/timed.py): 2.5 ms - 2.86 us
     extra = timed_call_extra(H200)
-    assert block_oracle.oracle_gpu(row, case, records, H200, math.log(16)) == (pytest.approx(2.5e-3 - extra),
-                                                                                "measured", "k")
-    half = dict(rec, dims={**dims, "L": 1024}, time_s={"median": 1.3e-3})
-    g, src, _ = block_oracle.oracle_gpu(row, case, {("gated_mlp", "torch_eager", "fwd", "bf16"): [half]}, H200,
-                                        math.log(16))
+    assert block_oracle.oracle_gpu(row, case, {key: [rec]}, H200, math.log(16)) == (pytest.approx(2.5e-3 - extra),
+                                                                                     "measured", "k")
+    half = dict(rec, dims={**row["dims"], "L": 1024}, time_s={"median": 1.3e-3})
+    g, src, _ = block_oracle.oracle_gpu(row, case, {key: [half]}, H200, math.log(16))
     g_half = composed_bound("block:gated_mlp", {**dims, "L": 1024}, H200, impl="eager", mode="fwd")["calls"][0]["gpu_s"]
     assert src == "scaled" and g == pytest.approx((1.3e-3 - extra) * row["gpu_s"] / g_half)
     # too far (ln 2 > 0.5): the model's own device time
-    assert block_oracle.oracle_gpu(row, case, {("gated_mlp", "torch_eager", "fwd", "bf16"): [half]}, H200,
-                                   0.5)[1] == "model"
+    assert block_oracle.oracle_gpu(row, case, {key: [half]}, H200, 0.5)[1] == "model"
+    records: dict = {}
+    for i, r in enumerate(b["calls"]):
+        records.setdefault((r["op"], r["impl"], "fwd", "bf16"), []).append(record(r, f"k{i}", 1e-3 * (i + 1)))
     o = block_oracle.compose(b, case, records, H200, math.log(16))
     assert o["device_share"] == {"measured": 1.0}
     assert o["time_s"] == pytest.approx(compose_achievable(b["calls"], H200, "fwd", "eager", gpu_key="oracle_gpu_s")["time_s"])

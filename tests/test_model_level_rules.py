@@ -196,14 +196,20 @@ def test_host_noise_suite_and_summary(tmp_path):
 def test_repeats_split_keys_by_pace_and_report_their_spread():
     from ssmbench.calibrate.characterize import repeats
 
-    rows = [{"key": "a", "n": 2, "spread": 0.40, "idle_share": 0.97},   # host-bound: the GPU waits 97% of the step
-            {"key": "b", "n": 2, "spread": 0.02, "idle_share": 0.10},
-            {"key": "c", "n": 3, "spread": 0.10, "idle_share": 0.60},
-            {"key": "d", "n": 1, "spread": 0.0, "idle_share": 0.99}]    # measured once: not a repeat
+    rows = [{"key": "a", "n": 2, "spread": 0.40, "idle_share": 0.97, "in_order_s": [1.0, 1.4]},  # host-bound
+            {"key": "b", "n": 2, "spread": 0.02, "idle_share": 0.10, "in_order_s": [1.0, 1.02]},
+            {"key": "c", "n": 3, "spread": 0.10, "idle_share": 0.60, "in_order_s": [1.0, 1.1, 1.0]},
+            {"key": "d", "n": 1, "spread": 0.0, "idle_share": 0.99, "in_order_s": [1.0]}]    # measured once: not a repeat
     rep = repeats(rows)
     assert [r["key"] for r in rep["rows"]] == ["a", "b", "c"]
-    assert rep["by_pace"]["host"] == {"n_keys": 2, "median_spread": pytest.approx(0.25), "max_spread": 0.40}
+    host = rep["by_pace"]["host"]
+    assert (host["n_keys"], host["median_spread"], host["max_spread"]) == (2, pytest.approx(0.25), 0.40)
     assert rep["by_pace"]["gpu"]["n_keys"] == 1 and rep["by_pace"]["gpu"]["max_spread"] == 0.02
+    # each record of "c" (three records) against the median of the other two: 1.0 / 1.05, 1.1 / 1.0, 1.0 / 1.05
+    loo = host["leave_one_out"]
+    assert loo["n"] == 3 and loo["median_abs"] == pytest.approx(1 - 1 / 1.05) and loo["p90_abs"] == pytest.approx(
+        0.1 - 0.2 * (0.1 - (1 - 1 / 1.05)))
+    assert rep["by_pace"]["gpu"]["leave_one_out"]["n"] == 0  # no GPU-bound key was measured three times
 
 
 def test_dram_roof_of_path_kernels_is_the_path_rate():
