@@ -67,9 +67,11 @@ def test_intervals_follow_the_pace_of_the_case_and_keep_their_level():
     assert np.mean((gpu_r >= plain.log_lo) & (gpu_r <= plain.log_hi)) == 1.0   # one interval over-covers the GPU part
     scales = normalise_by_pace(groups, 0.8)
     assert scales["host"]["scale"] > 8 * scales["gpu"]["scale"]
-    for g in groups[:8]:
-        ib = g["interval_by_pace"]
-        assert ib["host"]["log_hi"] / ib["gpu"]["log_hi"] == pytest.approx(scales["host"]["scale"] / scales["gpu"]["scale"])
+    for g in groups[:8]:  # 12 residuals of each pace: each group's own spreads set its intervals' widths
+        ib, own = g["interval_by_pace"], g["pace_spreads"]
+        r = np.array([np.log(h["measured_s"] / h["heldout_pred_s"]) for h in g["heldout"]])
+        assert own == {"gpu": pytest.approx(np.median(np.abs(r[:12]))), "host": pytest.approx(np.median(np.abs(r[12:])))}
+        assert ib["host"]["log_hi"] / ib["gpu"]["log_hi"] == pytest.approx(own["host"] / own["gpu"])
     held = [h for g in groups[:8] for h in g["heldout"]]
     for pace in ("gpu", "host"):
         cov = np.mean([h["covered"] for h in held if h["pace"] == pace])
@@ -85,3 +87,16 @@ def test_too_few_residuals_of_a_pace_leave_the_groups_alone():
     rng = np.random.default_rng(1)
     g = _group(rng, 30, MIN_PACE_RESIDUALS - 1, 0.02, 0.3)
     assert normalise_by_pace([g], 0.8) is None and "interval_by_pace" not in g
+
+
+def test_a_group_with_few_residuals_of_a_pace_takes_the_pooled_spread_for_it():
+    import numpy as np
+
+    from ssmbench.calibrate.pace import MIN_GROUP_PACE_RESIDUALS, normalise_by_pace
+
+    rng = np.random.default_rng(2)
+    groups = [_group(rng, 12, 12, 0.02, 0.35, start=100 * k) for k in range(4)]
+    few = _group(rng, 12, MIN_GROUP_PACE_RESIDUALS - 1, 0.02, 0.35, start=1000)
+    scales = normalise_by_pace(groups + [few], 0.8)
+    r = np.array([np.log(h["measured_s"] / h["heldout_pred_s"]) for h in few["heldout"]])
+    assert few["pace_spreads"] == {"gpu": pytest.approx(np.median(np.abs(r[:12]))), "host": scales["host"]["scale"]}
