@@ -125,8 +125,12 @@ Kernel classes (grids and loops read from the kernels' sources):
   entry: transformerpp-125m and mamba-130m train, B L = 16384, 1.36 and 1.40 us per row). Not modelled: the
   step grows with D (the same profiles: 0.60 us at D = 96, graph-mamba-style; 1.19 us at D = 384, vim-s-bidir;
   estimates there 2.3x and 1.16x too long); the op sweep ``measure/suites/norm_rope_h200.yaml`` measures it over
-  D = 384-4096. Mamba-2's gated norm (layernorm_gated.py) loops the same way on its own grid (1.99 us per row
-  at D = 1536 with z in the profiles) and is not given the chain.
+  D = 384-4096. Mamba-2's gated norm backward (mamba_ssm/ops/triton/layernorm_gated.py ``_layer_norm_bwd``)
+  loops the same way on its own grid: num_warps = min(max(BLOCK_N / 256, 1), 8) with BLOCK_N = next_pow2(D),
+  ceil(SMs x ceil(4 / num_warps)) programs (one group), each ceil(B L / that) rows, so ceil(4 / num_warps)
+  programs share an SM where D < 1024 (``gated_norm_bwd_chain``). It takes the same step, not measured on its
+  own kernel: its one profiled case (Hugging Face's Mamba-2 train step, D = 1536 with z, 249.0 us per call at
+  B L = 16384: 1.99 us per row) is 31 % above the estimate.
 
 A fourth class has no spec parameter: its step time follows from the engines (``TILE_LOOP``).
 FlashAttention-2's forward kernel (``flash_fwd_kernel``, csrc/flash_attn/src/flash_fwd_kernel.h,
@@ -209,6 +213,8 @@ SM90_SMEM_PER_SM = 228 * 1024
 SM90_SMEM_RESERVED_PER_BLOCK = 1024
 # the unit of a lane_state_cta step: its spec value is the time per KiB of one SM's intake
 KIB = 1024
+# mamba-ssm's Triton norms fuse a row of at most 64 KiB (layer_norm.py, layernorm_gated.py: MAX_FUSED_SIZE)
+LAYERNORM_MAX_FUSED_BYTES = 65536
 # The chain class whose step time follows from the engine rates, not from a spec parameter
 TILE_LOOP = "tile_loop"
 # FlashAttention-2 forward CTAs per SM (module docstring: the register file's limit)
@@ -398,6 +404,16 @@ def layer_norm_bwd_chain(dims: Mapping[str, int], mode: str, dtype: str = "bf16"
     if mode not in ("bwd", "fwdbwd"):
         return None
     return Chain("row_loop_cta", 1, int(dims["B"]) * int(dims["L"]), 1)
+
+
+def gated_norm_bwd_chain(dims: Mapping[str, int], mode: str, dtype: str = "bf16") -> Chain | None:
+    """Mamba-2's Triton gated norm backward (module docstring, ``row_loop_cta``): ceil(4 / num_warps)
+    programs per SM, each looping over its rows; B L one-step programs at that many per SM."""
+    if mode not in ("bwd", "fwdbwd"):
+        return None
+    block_n = min(LAYERNORM_MAX_FUSED_BYTES // nbytes(dtype), _next_pow2(int(dims["D"])))
+    num_warps = min(max(block_n // 256, 1), 8)
+    return Chain("row_loop_cta", 1, int(dims["B"]) * int(dims["L"]), math.ceil(4 / num_warps))
 
 
 def mamba3_siso_chain(dims: Mapping[str, int], mode: str, dtype: str = "bf16") -> Chain | None:

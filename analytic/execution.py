@@ -62,6 +62,7 @@ from .chain import (
     causal_conv1d_fwd_chain,
     fa2_fwd_chain,
     fla_recurrent_chain,
+    gated_norm_bwd_chain,
     layer_norm_bwd_chain,
     mamba1_scan_chain,
     mamba3_siso_chain,
@@ -260,7 +261,8 @@ TRAITS: dict[tuple[str, str], Traits] = {
     ("rmsnorm", "torch_eager"): EAGER,
     ("layernorm", "fused"): AUTOTUNED_NORM,
     ("layernorm", "torch_eager"): EAGER,
-    ("gated_rmsnorm", "fused"): TRITON,
+    # mamba-ssm's layernorm_gated: its backward loops over rows as the plain norm's does
+    ("gated_rmsnorm", "fused"): dataclasses.replace(TRITON, chain=gated_norm_bwd_chain),
     ("gated_rmsnorm", "torch_eager"): EAGER,
     ("s4", "fft"): EAGER,
     ("s4", "recurrent"): EAGER,
