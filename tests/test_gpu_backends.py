@@ -511,3 +511,53 @@ def test_real_kernels_pass_the_gate(name, op, mode, dims, dtype):
             pytest.skip(f"fla refuses this case here: {exc}")
         raise
     assert rec["passed"], rec
+
+
+# ---- mamba-ssm's Triton norms (measure/backends/mamba_ssm_norm.py) on the CPU, through fakes ----------------
+
+def _fake_norms():
+    """layer_norm.rms_norm_fn and layernorm_gated.rmsnorm_fn with their call signatures, computing what the kernels
+    compute (the row in fp32, one rounding at the end)."""
+    import torch.nn.functional as F
+
+    def rms_norm_fn(x, weight, bias, residual=None, eps=1e-6, **kw):
+        assert bias is None and residual is None and weight.shape == x.shape[-1:]
+        xf = x.float()
+        return _maybe_wrong((xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.float()).to(x.dtype))
+
+    def rmsnorm_fn(x, weight, bias, z=None, eps=1e-6, group_size=None, norm_before_gate=True):
+        assert bias is None and z is not None and group_size is None and not norm_before_gate
+        u = x.float() * F.silu(z.float())
+        return _maybe_wrong((u * torch.rsqrt(u.pow(2).mean(-1, keepdim=True) + eps) * weight.float()).to(x.dtype))
+
+    return {"mamba_ssm.ops.triton.layer_norm": types.SimpleNamespace(rms_norm_fn=rms_norm_fn),
+            "mamba_ssm.ops.triton.layernorm_gated": types.SimpleNamespace(rmsnorm_fn=rmsnorm_fn)}
+
+
+@pytest.fixture
+def fake_norms(monkeypatch):
+    from ssmbench.measure.backends import mamba_ssm_norm
+
+    fakes = _fake_norms()
+    monkeypatch.setattr(mamba_ssm_norm, "require_cuda", lambda device: None)
+    monkeypatch.setattr(mamba_ssm_norm, "import_mamba_ssm", lambda name: fakes[name])
+    return fakes
+
+
+NORM_CASES = [(name, op, mode, dtype) for name, op in (("mamba_ssm.rms_norm_fn", "rmsnorm"),
+                                                      ("mamba_ssm.rmsnorm_gated_fn", "gated_rmsnorm"))
+              for mode, dtype in (("fwd", "bf16"), ("bwd", "fp32"), ("fwdbwd", "bf16"))]
+
+
+@pytest.mark.parametrize("name,op,mode,dtype", NORM_CASES)
+def test_norm_backends_pass_the_gate_and_catch_a_wrong_kernel(fake_norms, name, op, mode, dtype):
+    dims = {"B": 2, "L": 12, "D": 64}
+    rec, prepared = _run_gate(name, op, mode, dims, dtype)
+    assert rec["passed"], rec
+    assert prepared.tokens == 24 and len(rec["outputs"]) == {"fwd": 1, "bwd": 2 if op == "rmsnorm" else 3,
+                                                             "fwdbwd": 3 if op == "rmsnorm" else 4}[mode]
+    WRONG["on"] = True
+    try:
+        assert not _run_gate(name, op, mode, dims, dtype)[0]["passed"]
+    finally:
+        WRONG["on"] = False

@@ -1,6 +1,7 @@
-"""mamba-ssm's Triton RMSNorm (op ``rmsnorm``, impl ``fused``): the norm every mamba-ssm block runs.
+"""mamba-ssm's Triton RMSNorms: the norm every mamba-ssm block runs (op ``rmsnorm``, impl ``fused``) and Mamba-2's
+gated norm (op ``gated_rmsnorm``, impl ``fused``).
 
-Backend (op / impl / modes):
+Backends (op / impl / modes):
 - ``mamba_ssm.rms_norm_fn``: rmsnorm / fused / fwd, bwd, fwdbwd --
   ``rms_norm_fn(x, weight, None, eps=1e-6)`` (mamba_ssm/ops/triton/layer_norm.py, mamba-ssm 2.3.x), x [B, L, D]
   contiguous at the case dtype, weight [D] at the case dtype (a model's ``RMSNorm`` parameter after
@@ -8,8 +9,12 @@ Backend (op / impl / modes):
   B x L, warps autotuned); the backward is ``_layer_norm_bwd_kernel`` on a grid of one program per SM, each
   looping over ceil(B L / SMs) rows one after another (``analytic/chain.py``, ``row_loop_cta``), then
   ``_dw.sum(0)`` of the per-program partial weight gradients and its cast to the weight's dtype.
-Gradients compared: x, weight. Reference: ``analytic/ops/norm/ref.py`` ``rmsnorm_fused_ref`` (the row in
-fp64 or fp32, one rounding at the end).
+- ``mamba_ssm.rmsnorm_gated_fn``: gated_rmsnorm / fused / fwd, bwd, fwdbwd -- mamba_ssm/ops/triton/layernorm_gated.py
+  ``rmsnorm_fn(x, weight, None, z=z, eps=1e-5, group_size=None, norm_before_gate=False)`` as ``Mamba2`` calls it
+  with one group (x, z [B, L, D], weight [D] at the case dtype). The backward kernel runs ceil(4 / num_warps)
+  programs per SM, each looping over its rows (``analytic/chain.py``, ``gated_norm_bwd_chain``).
+Gradients compared: x, weight (and z). References: ``analytic/ops/norm/ref.py`` ``rmsnorm_fused_ref``,
+``gated_rmsnorm_fused_ref`` (the row in fp64 or fp32, one rounding at the end).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from .common import (
 )
 
 EPS = 1e-6  # mamba-ssm RMSNorm's default eps
+GATED_EPS = 1e-5  # Mamba2's RMSNormGated eps
 
 
 def _rms_norm(case, device, seed):
@@ -56,3 +62,31 @@ register_backend(Backend(
     name="mamba_ssm.rms_norm_fn", op="rmsnorm", impl="fused", modes=("fwd", "bwd", "fwdbwd"),
     devices=("cuda",), prepare=_rms_norm, dtypes=("bf16", "fp16", "fp32"),
     description="mamba-ssm's Triton RMSNorm (rms_norm_fn: the norm of every mamba-ssm block)"))
+
+
+def _gated(case, device, seed):
+    require_cuda(device)
+    ln = import_mamba_ssm("mamba_ssm.ops.triton.layernorm_gated")
+    b, l, d = dims_of(case, ("B", "L", "D"))
+    dt = torch_dtype(case.dtype)
+    r = Rand(device, seed)
+    inputs = {"x": r.normal((b, l, d), dt), "z": r.normal((b, l, d), dt), "w": r.normal((d,), dt, std=0.1, mean=1.0)}
+    ref = gate_reference(case)
+
+    def kernel(x):
+        return ln.rmsnorm_fn(x["x"], x["w"], None, z=x["z"], eps=GATED_EPS, group_size=None, norm_before_gate=False)
+
+    def reference(x, hi):
+        return ref(x["x"], x["z"], x["w"], hi, GATED_EPS)
+
+    spec = KernelSpec(kernel, reference, inputs, ("x", "z", "w"), batch_slices(b, b, ("x", "z"), inputs),
+                      tokens=b * l, out_shape=(b, l, d), out_dtype=dt,
+                      notes="mamba-ssm layernorm_gated rmsnorm_fn(z, norm_before_gate=False), one group (Mamba2's "
+                            "RMSNormGated): backward ceil(4 / num_warps) programs per SM looping over their rows")
+    return prepare_diff(spec, case.mode, r)
+
+
+register_backend(Backend(
+    name="mamba_ssm.rmsnorm_gated_fn", op="gated_rmsnorm", impl="fused", modes=("fwd", "bwd", "fwdbwd"),
+    devices=("cuda",), prepare=_gated, dtypes=("bf16", "fp16", "fp32"),
+    description="mamba-ssm's Triton gated RMSNorm (layernorm_gated rmsnorm_fn with z: Mamba-2's RMSNormGated)"))

@@ -31,6 +31,20 @@ def rmsnorm_fused_ref(x, w, hi: bool, eps: float = 1e-6):
     return (xf * rstd * w.to(f)).to(x.dtype)
 
 
+def gated_rmsnorm_fused_ref(x, z, w, hi: bool, eps: float = 1e-5):
+    """The fused kernel's semantics (``gated_rmsnorm``/``fused``: mamba-ssm's layernorm_gated ``rmsnorm_fn`` with z,
+    norm_before_gate=False, one group): rmsnorm(x * silu(z)) * w with the row at fp64 (``hi``) or fp32 and one
+    rounding to x's dtype at the end; x, z [B, L, D], w [D]."""
+    import torch
+
+    from ..common.ref import precision_dtype
+
+    f = precision_dtype(hi)
+    u = x.to(f) * torch.nn.functional.silu(z.to(f))
+    rstd = torch.rsqrt(u.pow(2).mean(-1, keepdim=True) + eps)
+    return (u * rstd * w.to(f)).to(x.dtype)
+
+
 def layernorm_ref(x, w, b, eps: float = 1e-5):
     """Plain PyTorch reference (the ``torch_eager`` kernels): x [B, L, D], w, b [D] -> [B, L, D]."""
     import torch
@@ -52,6 +66,7 @@ def gated_rmsnorm_ref(x, z, w, eps: float = 1e-6):
 
 REFERENCES = (
     Reference("rmsnorm", ("fused",), ("fwd", "bwd", "fwdbwd", "decode"), "gate", rmsnorm_fused_ref),
+    Reference("gated_rmsnorm", ("fused",), ("fwd", "bwd", "fwdbwd", "decode"), "gate", gated_rmsnorm_fused_ref),
     Reference("rmsnorm", ("torch_eager",), ("fwd", "bwd", "fwdbwd", "decode"), "eager", rmsnorm_ref),
     Reference("layernorm", ("torch_eager",), ("fwd", "bwd", "fwdbwd", "decode"), "eager", layernorm_ref),
     Reference("gated_rmsnorm", ("torch_eager",), ("fwd", "bwd", "fwdbwd", "decode"), "eager", gated_rmsnorm_ref),
