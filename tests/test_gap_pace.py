@@ -100,3 +100,23 @@ def test_a_group_with_few_residuals_of_a_pace_takes_the_pooled_spread_for_it():
     scales = normalise_by_pace(groups + [few], 0.8)
     r = np.array([np.log(h["measured_s"] / h["heldout_pred_s"]) for h in few["heldout"]])
     assert few["pace_spreads"] == {"gpu": pytest.approx(np.median(np.abs(r[:12]))), "host": scales["host"]["scale"]}
+
+
+def test_a_group_of_few_shapes_ranks_with_its_family():
+    """A group of fewer than MIN_OWN_RANK_SHAPES shapes takes its interval from its own and its family's other
+    groups' normalised residuals (each shape weighing 1); a larger group, or one alone in its family, ranks its own."""
+    import numpy as np
+
+    from ssmbench.calibrate.pace import MIN_OWN_RANK_SHAPES, normalise_by_pace
+
+    rng = np.random.default_rng(3)
+    small = [_group(rng, 3, 3, 0.02, 0.3, start=100 * k) for k in range(3)]   # 6 shapes each
+    large = _group(rng, 12, 12, 0.02, 0.3, start=1000)                        # 24 shapes
+    lone = _group(rng, 3, 3, 0.02, 0.3, start=2000)
+    for g in small + [large]:
+        g["key"] = {"family": "f"}
+    lone["key"] = {"family": "g"}
+    assert 6 < MIN_OWN_RANK_SHAPES <= 24
+    normalise_by_pace(small + [large, lone], 0.8)
+    assert [g["interval_by_pace"]["gpu"]["n_residuals"] for g in small] == [6 + 6 + 6 + 24] * 3
+    assert large["interval_by_pace"]["gpu"]["n_residuals"] == 24 and lone["interval_by_pace"]["gpu"]["n_residuals"] == 6
