@@ -36,57 +36,48 @@ EPS = 1e-6  # mamba-ssm RMSNorm's default eps
 GATED_EPS = 1e-5  # Mamba2's RMSNormGated eps
 
 
-def _rms_norm(case, device, seed):
-    require_cuda(device)
-    ln = import_mamba_ssm("mamba_ssm.ops.triton.layer_norm")
-    b, l, d = dims_of(case, ("B", "L", "D"))
-    dt = torch_dtype(case.dtype)
-    r = Rand(device, seed)
-    inputs = {"x": r.normal((b, l, d), dt), "w": r.normal((d,), dt, std=0.1, mean=1.0)}
-    ref = gate_reference(case)
+def _norm(module: str, gated: bool, notes: str):
+    """The ``prepare`` of one of the norms: x (and z for the gated norm) [B, L, D] and the weight [D] at the case
+    dtype, the library call, its gate reference; gradients of every input."""
+    eps = GATED_EPS if gated else EPS
+    acts = ("x", "z") if gated else ("x",)
 
-    def kernel(x):
-        return ln.rms_norm_fn(x["x"], x["w"], None, eps=EPS)
+    def prepare(case, device, seed):
+        require_cuda(device)
+        ln = import_mamba_ssm(module)
+        b, l, d = dims_of(case, ("B", "L", "D"))
+        dt = torch_dtype(case.dtype)
+        r = Rand(device, seed)
+        inputs = {**{a: r.normal((b, l, d), dt) for a in acts}, "w": r.normal((d,), dt, std=0.1, mean=1.0)}
+        ref = gate_reference(case)
 
-    def reference(x, hi):
-        return ref(x["x"], x["w"], hi, EPS)
+        def kernel(x):
+            if gated:
+                return ln.rmsnorm_fn(x["x"], x["w"], None, z=x["z"], eps=eps, group_size=None, norm_before_gate=False)
+            return ln.rms_norm_fn(x["x"], x["w"], None, eps=eps)
 
-    spec = KernelSpec(kernel, reference, inputs, ("x", "w"), batch_slices(b, b, ("x",), inputs), tokens=b * l,
-                      out_shape=(b, l, d), out_dtype=dt,
-                      notes="mamba-ssm rms_norm_fn (Triton layer_norm: forward one row per program; backward one "
-                            "program per SM looping over its rows, then the partial dw sum), no residual")
-    return prepare_diff(spec, case.mode, r)
+        def reference(x, hi):
+            return ref(*(x[a] for a in acts), x["w"], hi, eps)
 
+        spec = KernelSpec(kernel, reference, inputs, (*acts, "w"), batch_slices(b, b, acts, inputs), tokens=b * l,
+                          out_shape=(b, l, d), out_dtype=dt, notes=notes)
+        return prepare_diff(spec, case.mode, r)
 
-register_backend(Backend(
-    name="mamba_ssm.rms_norm_fn", op="rmsnorm", impl="fused", modes=("fwd", "bwd", "fwdbwd"),
-    devices=("cuda",), prepare=_rms_norm, dtypes=("bf16", "fp16", "fp32"),
-    description="mamba-ssm's Triton RMSNorm (rms_norm_fn: the norm of every mamba-ssm block)"))
-
-
-def _gated(case, device, seed):
-    require_cuda(device)
-    ln = import_mamba_ssm("mamba_ssm.ops.triton.layernorm_gated")
-    b, l, d = dims_of(case, ("B", "L", "D"))
-    dt = torch_dtype(case.dtype)
-    r = Rand(device, seed)
-    inputs = {"x": r.normal((b, l, d), dt), "z": r.normal((b, l, d), dt), "w": r.normal((d,), dt, std=0.1, mean=1.0)}
-    ref = gate_reference(case)
-
-    def kernel(x):
-        return ln.rmsnorm_fn(x["x"], x["w"], None, z=x["z"], eps=GATED_EPS, group_size=None, norm_before_gate=False)
-
-    def reference(x, hi):
-        return ref(x["x"], x["z"], x["w"], hi, GATED_EPS)
-
-    spec = KernelSpec(kernel, reference, inputs, ("x", "z", "w"), batch_slices(b, b, ("x", "z"), inputs),
-                      tokens=b * l, out_shape=(b, l, d), out_dtype=dt,
-                      notes="mamba-ssm layernorm_gated rmsnorm_fn(z, norm_before_gate=False), one group (Mamba2's "
-                            "RMSNormGated): backward ceil(4 / num_warps) programs per SM looping over their rows")
-    return prepare_diff(spec, case.mode, r)
+    return prepare
 
 
-register_backend(Backend(
-    name="mamba_ssm.rmsnorm_gated_fn", op="gated_rmsnorm", impl="fused", modes=("fwd", "bwd", "fwdbwd"),
-    devices=("cuda",), prepare=_gated, dtypes=("bf16", "fp16", "fp32"),
-    description="mamba-ssm's Triton gated RMSNorm (layernorm_gated rmsnorm_fn with z: Mamba-2's RMSNormGated)"))
+# (backend, op, module, gated, notes, description)
+NORMS = (
+    ("mamba_ssm.rms_norm_fn", "rmsnorm", "mamba_ssm.ops.triton.layer_norm", False,
+     ("mamba-ssm rms_norm_fn (Triton layer_norm: forward one row per program; backward one program per SM looping "
+      "over its rows, then the partial dw sum), no residual"),
+     "mamba-ssm's Triton RMSNorm (rms_norm_fn: the norm of every mamba-ssm block)"),
+    ("mamba_ssm.rmsnorm_gated_fn", "gated_rmsnorm", "mamba_ssm.ops.triton.layernorm_gated", True,
+     ("mamba-ssm layernorm_gated rmsnorm_fn(z, norm_before_gate=False), one group (Mamba2's RMSNormGated): backward "
+      "ceil(4 / num_warps) programs per SM looping over their rows"),
+     "mamba-ssm's Triton gated RMSNorm (layernorm_gated rmsnorm_fn with z: Mamba-2's RMSNormGated)"),
+)
+for _name, _op, _module, _gated, _notes, _description in NORMS:
+    register_backend(Backend(name=_name, op=_op, impl="fused", modes=("fwd", "bwd", "fwdbwd"), devices=("cuda",),
+                             dtypes=("bf16", "fp16", "fp32"), prepare=_norm(_module, _gated, _notes),
+                             description=_description))
