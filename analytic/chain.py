@@ -397,23 +397,24 @@ def ssd_state_update_chain(dims: Mapping[str, int], mode: str, dtype: str = "bf1
                  SM90_MAX_THREADS_PER_SM // STATE_UPDATE_THREADS, fluid=True)
 
 
-def layer_norm_bwd_chain(dims: Mapping[str, int], mode: str, dtype: str = "bf16") -> Chain | None:
-    """mamba-ssm's Triton layer-norm backward (module docstring, ``row_loop_cta``): ceil(B L / SMs) rows one
-    after another in each of the SMs' programs, written as B L one-step programs one per SM; the forward and
-    a decode step (one row per program) have no chain."""
+def _row_loop(dims: Mapping[str, int], mode: str, per_sm: int) -> Chain | None:
+    """A norm backward's row loop (module docstring, ``row_loop_cta``): B L one-step programs, ``per_sm`` to an SM
+    (the same waves as the kernel's programs looping over their rows); the forward and decode have none."""
     if mode not in ("bwd", "fwdbwd"):
         return None
-    return Chain("row_loop_cta", 1, int(dims["B"]) * int(dims["L"]), 1)
+    return Chain("row_loop_cta", 1, int(dims["B"]) * int(dims["L"]), per_sm)
+
+
+def layer_norm_bwd_chain(dims: Mapping[str, int], mode: str, dtype: str = "bf16") -> Chain | None:
+    """mamba-ssm's Triton layer-norm backward: ceil(B L / SMs) rows one after another in each of the SMs'
+    programs."""
+    return _row_loop(dims, mode, 1)
 
 
 def gated_norm_bwd_chain(dims: Mapping[str, int], mode: str, dtype: str = "bf16") -> Chain | None:
-    """Mamba-2's Triton gated norm backward (module docstring, ``row_loop_cta``): ceil(4 / num_warps)
-    programs per SM, each looping over its rows; B L one-step programs at that many per SM."""
-    if mode not in ("bwd", "fwdbwd"):
-        return None
+    """Mamba-2's Triton gated norm backward: ceil(4 / num_warps) programs per SM, each looping over its rows."""
     block_n = min(LAYERNORM_MAX_FUSED_BYTES // nbytes(dtype), _next_pow2(int(dims["D"])))
-    num_warps = min(max(block_n // 256, 1), 8)
-    return Chain("row_loop_cta", 1, int(dims["B"]) * int(dims["L"]), math.ceil(4 / num_warps))
+    return _row_loop(dims, mode, math.ceil(4 / min(max(block_n // 256, 1), 8)))
 
 
 def mamba3_siso_chain(dims: Mapping[str, int], mode: str, dtype: str = "bf16") -> Chain | None:

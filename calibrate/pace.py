@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -49,7 +49,8 @@ MIN_GROUP_PACE_RESIDUALS = 6
 MIN_OWN_RANK_SHAPES = 10
 METHOD = ("normalised split-conformal ranks of leave-shape-out log residuals (each shape weighs 1), each "
           "residual divided by its group's spread of its pace (pooled over groups where the group has few of that "
-          "pace); a group of fewer than 10 shapes ranks them with its family's other groups (calibrate/pace.py)")
+          f"pace); a group of fewer than {MIN_OWN_RANK_SHAPES} shapes ranks them with its family's other groups "
+          "(calibrate/pace.py)")
 
 
 def pace_of(case) -> str:
@@ -80,6 +81,17 @@ def pace_scales(groups: list[dict]) -> dict[str, Any] | None:
     return {p: {"scale": float(np.median(v)), "n": len(v)} for p, v in by.items()}
 
 
+class _Normalised(NamedTuple):
+    """One group's held-out log residuals, their paces and shapes, its spreads, the normalised residuals and
+    their shape weights."""
+    r: np.ndarray
+    paces: np.ndarray
+    shapes: np.ndarray
+    spreads: dict[str, float]
+    z: np.ndarray
+    w: np.ndarray
+
+
 def _scales_of(r: np.ndarray, paces: np.ndarray, pooled: dict[str, Any]) -> dict[str, float]:
     """Per pace, the spread of these residuals of that pace (median |r|) where there are at least
     MIN_GROUP_PACE_RESIDUALS of them and it is positive, else the pooled spread (``pace_scales``)."""
@@ -103,7 +115,7 @@ def normalise_by_pace(groups: list[dict], level: float) -> dict[str, Any] | None
     for g in done:
         r, paces, shapes = _residuals(g)
         own = _scales_of(r, paces, scales)
-        norm[id(g)] = (r, paces, shapes, own, r / np.array([own[p] for p in paces]), shape_weights(shapes))
+        norm[id(g)] = _Normalised(r, paces, shapes, own, r / np.array([own[p] for p in paces]), shape_weights(shapes))
     for g in done:
         r, paces, shapes, own, z, w = norm[id(g)]
         family = (g.get("key") or {}).get("family")
@@ -111,7 +123,7 @@ def normalise_by_pace(groups: list[dict], level: float) -> dict[str, Any] | None
         if len(np.unique(shapes)) >= MIN_OWN_RANK_SHAPES or not borrowed:
             z_x, w_x = np.zeros(0), np.zeros(0)
         else:  # the family's other groups' normalised residuals, each shape weighing 1
-            z_x, w_x = np.concatenate([b[4] for b in borrowed]), np.concatenate([b[5] for b in borrowed])
+            z_x, w_x = np.concatenate([b.z for b in borrowed]), np.concatenate([b.w for b in borrowed])
         iv = conformal(np.concatenate([z, z_x]), level, np.concatenate([w, w_x]), method=METHOD)
         covered = np.zeros(len(r), dtype=bool)
         for i, h in enumerate(g["heldout"]):

@@ -5,7 +5,7 @@ Usage: python scripts/host_reference_check.py DIR [DIR ...]
 
 For every ok record under the folders that carries a host reference (``measure/models/host_reference.py``:
 the eager launch loop and the Python loop, timed before and after the record's calls) and whose GPU idled
-for at least half of its step (host-bound: the step is the host's issue time), prints the measured step,
+for at least HOST_BOUND_SHARE of its step (calibrate/runtime_host.py, half; host-bound: the step is the host's issue time), prints the measured step,
 the achievable estimate's host time on the h200-sxm spec (the spec's runtime terms), their ratio and the
 two references (each the mean of before and after). Then the ratio's |ratio - 1| as it is, and after
 conditioning on each reference in turn as if host time were proportional to it (ratio / (c x reference),
@@ -22,12 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
-HOST_BOUND_SHARE = 0.5
-
 
 def rows(paths: list[Path]) -> list[dict]:
-    from ssmbench.calibrate.runtime_host import predict_record
+    from ssmbench.calibrate.runtime_host import HOST_BOUND_SHARE, predict_record
     from ssmbench.hwspecs import get_spec
+    from ssmbench.measure.models.host_reference import reference_s
 
     spec = get_spec("h200-sxm")
     out = []
@@ -43,8 +42,7 @@ def rows(paths: list[Path]) -> list[dict]:
             r["_versions"] = (doc.get("meta") or {}).get("versions")
             host = predict_record(r, spec)["total"]["achievable"]["host_s"]
             out.append({"key": r["key"], "file": str(path), "step_s": step, "host_s": host,
-                        "launch_s": (ref["before"]["launch_s"] + ref["after"]["launch_s"]) / 2,
-                        "python_s": (ref["before"]["python_s"] + ref["after"]["python_s"]) / 2})
+                        "launch_s": reference_s(ref, "launch_s"), "python_s": reference_s(ref, "python_s")})
     return out
 
 

@@ -54,6 +54,12 @@ def host_reference(device) -> dict[str, Any]:
     return {"launch_s": statistics.median(launch), "python_s": statistics.median(python)}
 
 
+def reference_s(ref: dict[str, Any], name: str) -> float:
+    """A record's ``host_reference`` value ``name`` (``launch_s`` or ``python_s``): the mean of before and after its
+    timed calls."""
+    return (ref["before"][name] + ref["after"][name]) / 2
+
+
 def python_step_s(ref: dict[str, Any]) -> float:
     """A record's ``host_reference``'s Python loop step: the mean of before and after its timed calls."""
-    return (ref["before"]["python_s"] + ref["after"]["python_s"]) / 2
+    return reference_s(ref, "python_s")

@@ -21,14 +21,9 @@ def rmsnorm_fused_ref(x, w, hi: bool, eps: float = 1e-6):
     """The fused kernels' semantics (``rmsnorm``/``fused``: mamba-ssm's Triton ``rms_norm_fn``, the row in
     fp32 on chip, one rounding to the storage dtype at the end): x [B, L, D], w [D] -> [B, L, D], computed
     at fp64 (``hi``) or fp32 and returned at x's dtype."""
-    import torch
-
     from ..common.ref import precision_dtype
 
-    f = precision_dtype(hi)
-    xf = x.to(f)
-    rstd = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
-    return (xf * rstd * w.to(f)).to(x.dtype)
+    return _rms_rows(x.to(precision_dtype(hi)), w, eps).to(x.dtype)
 
 
 def gated_rmsnorm_fused_ref(x, z, w, hi: bool, eps: float = 1e-5):
@@ -40,9 +35,14 @@ def gated_rmsnorm_fused_ref(x, z, w, hi: bool, eps: float = 1e-5):
     from ..common.ref import precision_dtype
 
     f = precision_dtype(hi)
-    u = x.to(f) * torch.nn.functional.silu(z.to(f))
-    rstd = torch.rsqrt(u.pow(2).mean(-1, keepdim=True) + eps)
-    return (u * rstd * w.to(f)).to(x.dtype)
+    return _rms_rows(x.to(f) * torch.nn.functional.silu(z.to(f)), w, eps).to(x.dtype)
+
+
+def _rms_rows(u, w, eps: float):
+    """u * rsqrt(mean(u^2) + eps) * w over the last dim, at u's dtype."""
+    import torch
+
+    return u * torch.rsqrt(u.pow(2).mean(-1, keepdim=True) + eps) * w.to(u.dtype)
 
 
 def layernorm_ref(x, w, b, eps: float = 1e-5):
