@@ -8,22 +8,24 @@ the GPU runs it) is one CPU's Python and driver path, which moves between sessio
 often than its level says) and too narrow for the host-bound ones.
 
 Method: normalised split-conformal prediction (Papadopoulos et al. 2002; Lei et al., "Distribution-free
-predictive inference for regression", 2018, the locally weighted form). Each held-out log residual
-r_i = log(measured / held-out prediction) is divided by the spread s(p_i) of its pace,
-z_i = r_i / s(p_i); the split-conformal ranks are taken over the group's z (each shape weighs 1), and the
-interval of a case of pace p is exp(s(p) z_lo) .. exp(s(p) z_hi) times the estimate. The spreads are robust:
+predictive inference for regression", 2018, the locally weighted form), ranked per pace (Mondrian
+conformal prediction, Vovk et al., "Algorithmic Learning in a Random World", 2005, ch. 4: the ranks are taken
+within each category, so the level holds within each). Each held-out log residual r_i = log(measured /
+held-out prediction) is divided by the spread s(p_i) of its pace, z_i = r_i / s(p_i); the interval of a case
+of pace p is exp(s(p) z_lo(p)) .. exp(s(p) z_hi(p)) times the estimate, z_lo(p) and z_hi(p) the
+split-conformal ranks of the group's z of pace p (each shape weighs 1). The spreads are robust:
 s(p) = median |r| over the group's held-out cases of pace p where the group has at least
 MIN_GROUP_PACE_RESIDUALS of them, else the same median pooled over every calibrated group. A group's own
 spread matters: a GEMM's GPU-bound shapes repeat within a few %, a block's within tens, and a spread pooled
 over both made the GEMMs' GPU-bound intervals far wider than their level (98 % coverage at 80 %) and the
-blocks' narrower (65 %). A group of fewer than MIN_OWN_RANK_SHAPES shapes cannot hold its level on its own
-ranks (its interval falls back to its extreme residuals) and ranks its z together with its family's other
-groups' (each normalised by its own group's spreads): the blocks' GPU-bound coverage went from 65 % to 80 %.
-Each held-out case is judged against spreads and ranks from the other shapes only, so it never widens its own
-interval. The z of one group are exchangeable as its r were, so the level holds
-over the group's cases, while each case's width follows its pace. A group whose cases are all of one pace
-keeps its interval for that pace exactly (the spread cancels) and gets the other pace's by the ratio of
-spreads.
+blocks' narrower (65 %). The ranks are per pace because the two paces' normalised residuals differ in shape,
+not only in scale: a host-bound time has a heavy tail (a session whose host was slow), a GPU-bound one a
+light one, and one set of ranks over both gave the elementwise ops' GPU-bound shapes 98 % coverage and their
+host-bound ones 70 %. Where a group holds fewer than MIN_OWN_RANK_SHAPES shapes of a pace (its level-0.8
+interval would fall back to its extreme residuals), it ranks them together with the same pace's normalised
+residuals of its family's other groups, then, still short, of every other group (each normalised by its
+own group's spreads): the blocks' GPU-bound coverage went from 65 % to 80 % by the family's. Each held-out
+case is judged against spreads and ranks from the other shapes only, so it never widens its own interval.
 """
 
 from __future__ import annotations
@@ -42,15 +44,16 @@ PACES = ("gpu", "host")
 MIN_PACE_RESIDUALS = 20
 # fewest held-out residuals of a pace in one group for that group's own spread of the pace (else the pooled one)
 MIN_GROUP_PACE_RESIDUALS = 6
-# fewest shapes of a group for its intervals to rank its own normalised residuals alone: a level-0.8 split-conformal
-# interval is exact from n + 1 >= 2 / 0.2 = 10 ranks; below, it takes the extreme residuals, which hold a new
-# shape with probability (n - 1) / (n + 1) only (67 % at the 5 other shapes of a 6-shape group). Such a group
-# ranks its residuals together with the other groups of its family, each normalised by its own group's spreads.
+# fewest shapes of a pace in a group for its interval of that pace to rank its own normalised residuals alone: a
+# level-0.8 split-conformal interval is exact from n + 1 >= 2 / 0.2 = 10 ranks; below, it takes the extreme
+# residuals, which hold a new shape with probability (n - 1) / (n + 1) only (67 % at the 5 other shapes of a
+# 6-shape group). Such a group ranks them together with the same pace's residuals of its family's other groups,
+# then of every other group, each normalised by its own group's spreads.
 MIN_OWN_RANK_SHAPES = 10
-METHOD = ("normalised split-conformal ranks of leave-shape-out log residuals (each shape weighs 1), each "
+METHOD = ("normalised split-conformal ranks of leave-shape-out log residuals per pace (each shape weighs 1), each "
           "residual divided by its group's spread of its pace (pooled over groups where the group has few of that "
-          f"pace); a group of fewer than {MIN_OWN_RANK_SHAPES} shapes ranks them with its family's other groups "
-          "(calibrate/pace.py)")
+          f"pace); a group with fewer than {MIN_OWN_RANK_SHAPES} shapes of a pace ranks them with the same pace's "
+          "of its family's other groups, then of every other group (calibrate/pace.py)")
 
 
 def pace_of(case) -> str:
@@ -103,10 +106,31 @@ def _scales_of(r: np.ndarray, paces: np.ndarray, pooled: dict[str, Any]) -> dict
     return out
 
 
+def _of_pace(parts: list[_Normalised], pace: str) -> tuple[np.ndarray, np.ndarray]:
+    """The normalised residuals of ``pace`` of these groups, and their shape weights."""
+    if not parts:
+        return np.zeros(0), np.zeros(0)
+    return (np.concatenate([n.z[n.paces == pace] for n in parts]),
+            np.concatenate([n.w[n.paces == pace] for n in parts]))
+
+
+def _rank_pool(z: np.ndarray, w: np.ndarray, tiers: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """A group's normalised residuals of one pace, with the tiers' (its family's other groups', then every other
+    group's, then its own of the other pace) added in that order while they hold fewer than MIN_OWN_RANK_SHAPES
+    shapes (each shape weighs 1, so the weights sum to the shapes)."""
+    zs, ws = [z], [w]
+    for tz, tw in tiers:
+        if sum(x.sum() for x in ws) >= MIN_OWN_RANK_SHAPES - 1e-9:
+            break
+        zs.append(tz)
+        ws.append(tw)
+    return np.concatenate(zs), np.concatenate(ws)
+
+
 def normalise_by_pace(groups: list[dict], level: float) -> dict[str, Any] | None:
     """Give every calibrated group an interval per pace (``interval_by_pace``) and re-judge its held-out
-    intervals and coverage on the normalised residuals (module docstring). Returns the pooled spreads (None:
-    too few residuals of a pace over all groups, and the groups keep their one interval)."""
+    intervals and coverage on the normalised residuals, ranked per pace (module docstring). Returns the pooled
+    spreads (None: too few residuals of a pace over all groups, and the groups keep their one interval)."""
     scales = pace_scales(groups)
     if scales is None:
         return None
@@ -116,23 +140,31 @@ def normalise_by_pace(groups: list[dict], level: float) -> dict[str, Any] | None
         r, paces, shapes = _residuals(g)
         own = _scales_of(r, paces, scales)
         norm[id(g)] = _Normalised(r, paces, shapes, own, r / np.array([own[p] for p in paces]), shape_weights(shapes))
+
+    def family(g: dict):
+        return (g.get("key") or {}).get("family")
+
     for g in done:
         r, paces, shapes, own, z, w = norm[id(g)]
-        family = (g.get("key") or {}).get("family")
-        borrowed = [norm[id(o)] for o in done if o is not g and (o.get("key") or {}).get("family") == family]
-        if len(np.unique(shapes)) >= MIN_OWN_RANK_SHAPES or not borrowed:
-            z_x, w_x = np.zeros(0), np.zeros(0)
-        else:  # the family's other groups' normalised residuals, each shape weighing 1
-            z_x, w_x = np.concatenate([b.z for b in borrowed]), np.concatenate([b.w for b in borrowed])
-        iv = conformal(np.concatenate([z, z_x]), level, np.concatenate([w, w_x]), method=METHOD)
+        kin = [norm[id(o)] for o in done if o is not g and family(o) == family(g)]
+        rest = [norm[id(o)] for o in done if o is not g and family(o) != family(g)]
+        tiers = {p: [_of_pace(kin, p), _of_pace(rest, p)] for p in PACES}
+        ivs = {}
+        for p in PACES:
+            mine, other = paces == p, paces != p
+            zp, wp = _rank_pool(z[mine], w[mine], tiers[p] + [(z[other], w[other])])
+            ivs[p] = conformal(zp, level, wp, method=METHOD)
         covered = np.zeros(len(r), dtype=bool)
         for i, h in enumerate(g["heldout"]):
+            p = paces[i]
             others = shapes != shapes[i]
             if others.any():  # spreads and ranks from the other shapes only: a case never widens its own interval
                 s_o = _scales_of(r[others], paces[others], scales)
-                z_o = r[others] / np.array([s_o[p] for p in paces[others]])
-                ivi = conformal(np.concatenate([z_o, z_x]), level, np.concatenate([w[others], w_x]))
-                s_i = s_o[paces[i]]
+                z_o = r[others] / np.array([s_o[q] for q in paces[others]])
+                mine = paces[others] == p
+                zp, wp = _rank_pool(z_o[mine], w[others][mine], tiers[p] + [(z_o[~mine], w[others][~mine])])
+                ivi = conformal(zp, level, wp)
+                s_i = s_o[p]
                 h["heldout_lo_s"] = float(h["heldout_pred_s"] * math.exp(ivi.log_lo * s_i))
                 h["heldout_hi_s"] = float(h["heldout_pred_s"] * math.exp(ivi.log_hi * s_i))
                 covered[i] = ivi.log_lo <= r[i] / s_i <= ivi.log_hi
@@ -141,6 +173,7 @@ def normalise_by_pace(groups: list[dict], level: float) -> dict[str, Any] | None
         g["cv"]["n_covered"] = int(covered.sum())
         g["pace_spreads"] = own
         g["interval_by_pace"] = {
-            p: Interval(level, iv.log_lo * own[p], iv.log_hi * own[p], iv.n, iv.exact_level, METHOD).to_dict()
+            p: Interval(level, ivs[p].log_lo * own[p], ivs[p].log_hi * own[p], ivs[p].n, ivs[p].exact_level,
+                        METHOD).to_dict()
             for p in PACES}
     return scales

@@ -71,7 +71,10 @@ def test_intervals_follow_the_pace_of_the_case_and_keep_their_level():
         ib, own = g["interval_by_pace"], g["pace_spreads"]
         r = np.array([np.log(h["measured_s"] / h["heldout_pred_s"]) for h in g["heldout"]])
         assert own == {"gpu": pytest.approx(np.median(np.abs(r[:12]))), "host": pytest.approx(np.median(np.abs(r[12:])))}
-        assert ib["host"]["log_hi"] / ib["gpu"]["log_hi"] == pytest.approx(own["host"] / own["gpu"])
+        z = r / np.array([own["gpu"]] * 12 + [own["host"]] * 12)
+        for pace, part in (("gpu", slice(0, 12)), ("host", slice(12, 24))):  # each pace ranks its own (12 shapes)
+            iv = conformal(z[part], 0.8)
+            assert (ib[pace]["log_lo"], ib[pace]["log_hi"]) == pytest.approx((iv.log_lo * own[pace], iv.log_hi * own[pace]))
     held = [h for g in groups[:8] for h in g["heldout"]]
     for pace in ("gpu", "host"):
         cov = np.mean([h["covered"] for h in held if h["pace"] == pace])
@@ -103,8 +106,9 @@ def test_a_group_with_few_residuals_of_a_pace_takes_the_pooled_spread_for_it():
 
 
 def test_a_group_of_few_shapes_ranks_with_its_family():
-    """A group of fewer than MIN_OWN_RANK_SHAPES shapes takes its interval from its own and its family's other
-    groups' normalised residuals (each shape weighing 1); a larger group, or one alone in its family, ranks its own."""
+    """A group with fewer than MIN_OWN_RANK_SHAPES shapes of a pace takes that pace's interval from its own and its
+    family's other groups' normalised residuals of the pace (each shape weighing 1), and where those are still
+    fewer, from every other group's; a group with enough ranks its own."""
     import numpy as np
 
     from ssmbench.calibrate.pace import MIN_OWN_RANK_SHAPES, normalise_by_pace
@@ -118,5 +122,34 @@ def test_a_group_of_few_shapes_ranks_with_its_family():
     lone["key"] = {"family": "g"}
     assert 6 < MIN_OWN_RANK_SHAPES <= 24
     normalise_by_pace(small + [large, lone], 0.8)
-    assert [g["interval_by_pace"]["gpu"]["n_residuals"] for g in small] == [6 + 6 + 6 + 24] * 3
-    assert large["interval_by_pace"]["gpu"]["n_residuals"] == 24 and lone["interval_by_pace"]["gpu"]["n_residuals"] == 6
+    assert [g["interval_by_pace"]["gpu"]["n_residuals"] for g in small] == [3 + 3 + 3 + 12] * 3
+    assert large["interval_by_pace"]["gpu"]["n_residuals"] == 12
+    assert lone["interval_by_pace"]["gpu"]["n_residuals"] == 3 + 3 * 3 + 12   # no family: every other group's
+
+
+def test_each_pace_keeps_the_level_where_their_tails_differ():
+    """Host-bound residuals with a heavy tail (a slow host session now and then) and GPU-bound ones with a light
+    one: ranked together, the GPU-bound shapes would fall inside their intervals far more often than the level
+    says and the host-bound ones less often; ranked per pace, each keeps about the level."""
+    import math
+
+    import numpy as np
+
+    from ssmbench.calibrate.pace import normalise_by_pace
+
+    rng = np.random.default_rng(4)
+    groups = []
+    for k in range(10):
+        held = []
+        for i in range(80):  # 40 shapes of each pace: ranks fine enough to tell 80 % from 88 %
+            pace = "gpu" if i < 40 else "host"
+            sd = 0.02 if pace == "gpu" else (1.0 if rng.random() < 0.3 else 0.04)
+            held.append({"dims": {"B": 100 * k + i}, "measured_s": 1e-4 * math.exp(rng.normal(0, sd)),
+                         "heldout_pred_s": 1e-4, "pace": pace, "covered": None})
+        groups.append({"status": "calibrated", "heldout": held, "cv": {"coverage": None, "n_covered": 0},
+                       "key": {"family": "f"}})
+    normalise_by_pace(groups, 0.8)
+    held = [h for g in groups for h in g["heldout"]]
+    for pace in ("gpu", "host"):
+        cov = np.mean([h["covered"] for h in held if h["pace"] == pace])
+        assert 0.75 <= cov <= 0.85, (pace, cov)   # one set of ranks over both: 88 % and 72 %
