@@ -150,8 +150,17 @@ def _shortfall(stats: dict, groups: list[dict], rows: list[dict]) -> list[str]:
         worst = sorted((r for r in rows if r["heldout_ape_pct"] is not None), key=lambda r: -r["heldout_ape_pct"])[:3]
         why.append("largest held-out errors: " + "; ".join(
             f"{r['op']}/{r['impl']} {r['mode']} {dims_text(r['dims'])}: {r['heldout_ape_pct']:.0f}% "
-            f"(at {r['roofline_pct']:.0f}% of roofline, bottleneck {r['bottleneck']})" for r in worst))
+            f"(at {r['roofline_pct']:.0f}% of roofline; {_bottleneck_text(r)})" for r in worst))
     return why
+
+
+def _bottleneck_text(row: dict) -> str:
+    """The case's bottleneck by the achievable estimate (what the evidence says sets its time: a chain, the host,
+    a path rate) and by the datasheet bound, where they differ; the bound's alone where there is no estimate."""
+    ach, bound = row.get("achievable_bottleneck"), row["bottleneck"]
+    if ach is None:
+        return f"bottleneck {bound} (bound)"
+    return f"bottleneck {ach}" + ("" if ach == bound else f" (achievable estimate; the bound's: {bound})")
 
 
 def _family_rows(rows: list[dict], groups: list[dict]) -> list[dict]:

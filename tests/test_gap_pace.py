@@ -153,3 +153,17 @@ def test_each_pace_keeps_the_level_where_their_tails_differ():
     for pace in ("gpu", "host"):
         cov = np.mean([h["covered"] for h in held if h["pace"] == pace])
         assert 0.75 <= cov <= 0.85, (pace, cov)   # one set of ranks over both: 88 % and 72 %
+
+
+def test_a_shortfall_names_the_achievable_bottleneck_beside_the_bounds():
+    """The worst held-out cases of a family are labelled by what the achievable estimate says sets their time
+    (the Mamba-1 scan: the L2 intake of its chain), with the datasheet bound's label beside it where it differs."""
+    from ssmbench.calibrate.gap import _shortfall
+
+    row = {"op": "mamba1_scan", "impl": "fused", "mode": "fwd", "dims": {"B": 1, "L": 8192}, "heldout_ape_pct": 23.0,
+           "roofline_pct": 22.0, "bottleneck": "special_function", "achievable_bottleneck": "l2"}
+    stats = {"median_ape_pct": 9.0, "p90_ape_pct": 23.0, "coverage": 0.8, "n_covered": 4, "n": 5}
+    text = " ".join(_shortfall(stats, [], [row]))
+    assert "bottleneck l2 (achievable estimate; the bound's: special_function)" in text
+    same = dict(row, achievable_bottleneck="special_function")
+    assert "bottleneck special_function)" in " ".join(_shortfall(stats, [], [same]))
