@@ -89,22 +89,32 @@ Kernel classes (grids and loops read from the kernels' sources):
   of 4 and 8 KiB (L = 1024), 23 one-warp blocks of 1 KiB (bf16, fp16, L = 256); results/h200/2026-12-02
   and 2026-12-03), so the fp32 scan takes twice the bf16 time at the same exponential
   count and the same occupancy-independent rate: the blocks resident on an SM share one intake.
-  T = steps x ceil(programs / (SMs x k)) x k x step KiB x t_KiB, the step time of the class
+  The blocks flow through an SM's slots (the scheduler starts a block as one leaves, and the blocks of a
+  grid drift apart), so an SM's time is the KiB-steps of its ceil(programs / SMs) blocks at the shared rate,
+  not whole waves; and the last block on an SM, left alone, does not step faster: a 128-thread block's own
+  step (load the two rows, transpose them through shared memory, 16 exponentials and a block scan per thread)
+  takes about as long as its share of the intake, so it adds k - 1 blocks' worth of shared steps after the
+  others have left (``Chain.tail_programs``). The evidence: at L = 2048 and B = 1 the measured time over
+  E = 1536 - 8192 is a line in ceil(E / 132) of 4.63 us per block with an intercept of 12.8 us, where
+  3 x 16 x 8 KiB x 36 ns = 13.8 us; whole waves put the E = 1536 case 12 % below its measurement. The smaller
+  tiles (32 and 64 threads, 8 - 23 blocks per SM) end without that tail (their measured grids follow the fluid
+  count within 1 %: B = 32, L = 256 and B = 8, L = 1024; the host-bound B = 1, E = 4096, L = 512 call took
+  45 us, below the tail's 59 us).
+  T = steps x (ceil(programs / SMs) + tail) x step KiB x t_KiB, the step time of the class
   (``compute.chain_step.lane_state_cta``) being per KiB of one SM's intake (``Chain.shared_kib``); the label
   where it binds is ``l2`` (the B and C rows are re-read from L2 by every channel's block: they are the
   ``execution.mamba1_scan_l2_rereads`` bytes, taken in at about 3.7 TB/s over 132 SMs against 8.7 TB/s of
   the streaming L2 read probe). The backward kernel steps the same way in reverse, loading B and C and
   adding its dB, dC contributions with fp32 atomics: its step takes in 2 x chunk x (e + 4) bytes; a
-  forward-backward call runs the forward kernel, then the backward one (``Chain.then``). Not modelled, as
-  measured per chunk and wave of 4 bf16 blocks (18.5 us in the chain): the intake is slower for several
-  chunks per lane and for one batch (L = 8192: 20.6 - 21.1 us at B = 4, 22.6 - 23.4 us at B = 1; L = 2048
-  at B = 1: 19.0 - 22.8 us, the fewer waves the slower): the estimate 10 - 23 % below those cases; the
-  cause is not isolated (candidates: the per-chunk u, delta, z loads and out stores exposed while a wave's blocks run in
-  step; all SMs reading one batch's rows at once; the B and C rows of a batch fitting the SM's L1 at one
-  chunk and not at four); a one-warp block's own step latency at L = 128 (49.8 ns per KiB: the estimate 26 %
-  below) and the fp32 one-warp blocks at L = 256, faster than the intake (28.9 ns per KiB: the estimate
-  26 % above); the backward kernel's step beyond its B, C and atomic bytes (on forward-backward calls the two
-  chains are 19 - 30 % below the measured time).
+  forward-backward call runs the forward kernel, then the backward one (``Chain.then``). Not modelled: the
+  intake is slower for several chunks per lane, the more so at one batch (at L = 8192 the estimate is 9 - 13 %
+  below the B = 4 cases and 2 - 16 % below the B = 1 ones, growing with E; 16 % at L = 32768, B = 1); the
+  cause is not isolated (candidates: the per-chunk u, delta, z loads and out stores; all SMs reading one
+  batch's rows at once; the B and C rows of a batch fitting the SM's L1 at one chunk and not at four); a
+  one-warp block's own step latency at L = 128 (49.8 ns per KiB: the estimate 29 % below) and the fp32
+  one-warp blocks at L = 256, faster than the intake (28.9 ns per KiB: the estimate 24 % above); the backward
+  kernel's step beyond its B, C and atomic bytes (on forward-backward calls the two chains are 19 - 27 % below
+  the measured time).
 - ``lane_state_cta_uneven``: the same kernels where L is not a whole number of chunks. The launchers compile
   them with kIsEvenLen = (L % chunk == 0), and the uneven variant loads every B and C row (``load_weight``) and
   its inputs through cub's bounds-checked ``BlockLoad`` of one element per item instead of the 16-byte vector
@@ -192,6 +202,9 @@ SM90_MAX_THREADS_PER_SM = 2048
 # (even length, variable B and C, with z; bwd also delta_softplus), from ptxas -v of mamba-ssm 2.3.2.post1
 # compiled for sm_90 with nvcc 13.0 and the package's flags, and the launcher's kSmemSize
 MAMBA1_SCAN_TILES = ((128, 32, 4), (256, 32, 8), (512, 32, 16), (1024, 64, 16), (None, 128, 16))
+# the tile whose lone block steps no faster than its share of the SM's intake (module docstring, lane_state_cta):
+# the last block on an SM adds (blocks per SM - 1) blocks' worth of shared steps
+MAMBA1_KNEE_THREADS = 128
 MAMBA1_FWD_RESOURCES = {
     2: {(32, 4): (61, 2592), (32, 8): (84, 3136), (32, 16): (125, 4192), (64, 16): (128, 6304),
         (128, 16): (128, 10560)},
@@ -244,7 +257,8 @@ class Chain:
     mma_sync: bool = False
     split_grid: float | None = None
     # programs flow through the slots (the scheduler refills a slot as its program exits): the chain is
-    # steps x programs / slots x step, not whole waves (``state_tile_cta``)
+    # steps x programs / slots x step, not whole waves (``state_tile_cta``); with shared_kib, an SM's
+    # ceil(programs / SMs) programs (``lane_state_cta``)
     fluid: bool = False
     # KiB each program takes in per step where the programs resident on an SM share one intake (the step
     # time is then programs_per_sm x shared_kib x the class's time per KiB: lane_state_cta); None: the
@@ -252,6 +266,9 @@ class Chain:
     shared_kib: float | None = None
     # the class (achievable.CLASSES) one op's estimate is labelled with where this chain binds
     label: str = "latency"
+    # shared_kib only: the programs' worth of shared steps the last program on an SM adds once the others have
+    # left it (its own step is no shorter than the shared one; ``lane_state_cta``); 0: it speeds up alone
+    tail_programs: float = 0.0
     # the chain of a kernel launched after this one (a forward-backward call's backward kernel), of the
     # same class: the chain times add
     then: Chain | None = None
@@ -288,13 +305,18 @@ def splits_key_loop(chain: Chain, sm_count):
 def chain_time(chain: Chain, sm_count, step_s):
     """T_chain = steps x ceil(programs / (sm_count x programs_per_sm)) x step_s (a fluid chain: without the
     ceil), or for programs of different lengths ((total - longest) / slots + longest) x step_s, or where the
-    resident programs share the SM's intake (``Chain.shared_kib``) steps x ceil(programs / slots) x
-    programs_per_sm x shared_kib x step_s, plus the chain of the kernel that follows (``Chain.then``) (module
-    docstring); ``sm_count``
-    and ``step_s`` may be arrays (one per spec); an unknown (NaN) step gives 0."""
+    resident programs share the SM's intake (``Chain.shared_kib``) steps x (an SM's programs + tail_programs) x
+    shared_kib x step_s, an SM's programs being ceil(programs / sm_count) where they flow through its slots
+    (fluid), else ceil(programs / slots) x programs_per_sm (whole waves), plus the chain of the kernel that
+    follows (``Chain.then``) (module docstring); ``sm_count`` and ``step_s`` may be arrays (one per spec); an
+    unknown (NaN) step gives 0."""
     sms = np.asarray(sm_count, dtype=float)
     slots = sms * chain.programs_per_sm
-    if chain.fluid:
+    if chain.shared_kib is not None:  # the resident programs share the SM's intake of their steps' bytes
+        per_sm = (np.ceil(chain.programs / sms) if chain.fluid
+                  else np.ceil(chain.programs / slots) * chain.programs_per_sm)
+        steps = chain.steps * (per_sm + chain.tail_programs) * chain.shared_kib
+    elif chain.fluid:
         steps = chain.steps * chain.programs / slots
     elif chain.total_steps is None:
         steps = chain.steps * np.ceil(chain.programs / slots)
@@ -303,8 +325,6 @@ def chain_time(chain: Chain, sm_count, step_s):
                          (chain.total_steps - chain.steps) / slots + chain.steps)
     if chain.split_grid is not None:  # the kernel splits its key loop on a small grid: not modelled
         steps = np.where(splits_key_loop(chain, sms), 0.0, steps)
-    if chain.shared_kib is not None:  # the resident programs share the SM's intake of their steps' bytes
-        steps = steps * chain.programs_per_sm * chain.shared_kib
     t = np.nan_to_num(steps * np.asarray(step_s, dtype=float), nan=0.0)
     return t if chain.then is None else t + chain_time(chain.then, sm_count, step_s)
 
@@ -456,7 +476,9 @@ def mamba1_scan_chain(dims: Mapping[str, int], mode: str, dtype: str = "bf16") -
 
     def kernel(resources, extra_bytes: int) -> Chain:
         regs, smem = resources[e][(threads, items)]
-        return Chain(cls, math.ceil(l_ / chunk) * n, b * e_, blocks_per_sm(threads, regs, smem),
+        k = blocks_per_sm(threads, regs, smem)
+        return Chain(cls, math.ceil(l_ / chunk) * n, b * e_, k, fluid=True,
+                     tail_programs=k - 1 if threads == MAMBA1_KNEE_THREADS else 0,
                      shared_kib=2 * chunk * (e + extra_bytes) / KIB, label="l2")
 
     # the launchers build the kernels with kIsEvenLen = (L % chunk == 0): otherwise every load of a B or C
