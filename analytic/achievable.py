@@ -391,7 +391,8 @@ def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarra
     engines = stacked[:3].sum(axis=0) + reread
     top = np.where(serial, np.maximum(engines, np.maximum(stacked[3], stacked[4] - reread)), stacked.max(axis=0))
     if chain is not None:
-        chain_s = np.broadcast_to(chain_time(chain, ps(table.sm_count), ps(chain_step_time(chain, table))), shape)
+        chain_s = np.broadcast_to(chain_time(chain, ps(table.sm_count), lambda link: ps(chain_step_time(link, table))),
+                                  shape)
     else:
         chain_s = np.zeros(shape) if chain_s is None else np.broadcast_to(np.asarray(chain_s, dtype=float), shape)
     chain_binds = (chain_s > 0) & (chain_s >= top)
@@ -460,7 +461,7 @@ def estimate(cost: Cost, spec: Spec, *, tf32: bool = False, serial: bool = False
             or (dram_path >= 0 and k == f"memory.dram.path.{DRAM_PATHS[dram_path]}")}
     # a chain class's step is named only where the work has that chain; the SM count only with a chain
     miss = {k: v for k, v in miss.items() if not (k.startswith("compute.chain_step.") or k == "compute.sm_count")
-            or (chain is not None and k in (chain.key, "compute.sm_count"))}
+            or (chain is not None and k in chain.keys + ("compute.sm_count",))}
     # a software path's rate is named only where the work runs through it; its work then stays at the
     # engine's or the memory's rate
     miss = {k: (v if k not in used_paths else f"{v}; its work is timed at the "

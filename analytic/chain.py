@@ -58,6 +58,19 @@ Kernel classes (grids and loops read from the kernels' sources):
   read off two measured unaligned cases (the spec's ``measured:`` entry): on the H200 at E = 768 (results/h200/
   2026-12-04/vim-scan, conv-unaligned) L = 196 took 307.8 us against 179.6 us at L = 200 (one step in 94 waves),
   L = 3135 284.7 us against 178.2 us at L = 3136 (four steps in 24 waves).
+- ``lane_chunk_cta_bwd`` and ``lane_chunk_cta_bwd_unaligned``: causal-conv1d's channel-first backward kernel
+  (``causal_conv1d_bwd_kernel``, csrc/causal_conv1d_bwd.cu), on the forward's grid and blocks (occupancy taken
+  as the forward's thread limit: its registers were not read), walking its lane's chunks in reverse: each
+  chunk loads x and dout, recomputes the SiLU'd output, exchanges dout across threads through shared memory
+  (four barriers), stores dx and adds to the thread's dweight; after the last chunk the block sums dweight
+  (width 4) and dbias over its 128 threads (five barriers and block reductions) and adds them to the
+  channel's gradients with atomics. Steps = chunks + 1: the closing reductions take about one chunk step.
+  The steps are read off whole-model profiles (kernel time per call, torch.profiler), aligned and unaligned
+  (the spec's ``measured:`` entries): at E = 96 (graph-mamba-style train) one chunk at B = 256, L = 128 and at
+  B = 128, L = 512 give 2.93 and 2.92 us per step; the two-chunk call of mamba-130m train (B = 8, L = 2048,
+  E = 1536, 50.0 us) is 5 % below that estimate; the unaligned one-chunk call of vim-s-bidir train (B = 128,
+  L = 196, E = 768, 326.6 us: 47 waves) gives 3.47 us. Before, the backward had no chain, and the vim train
+  step's conv1d (11.8 % of its profiled time) was predicted at 4.5 %.
 
 - ``state_tile_cta``: mamba-ssm's decode state update ``_selective_scan_update_kernel``
   (mamba_ssm/ops/triton/selective_state_update.py): grid (ceil(P / BLOCK_SIZE_M), B, H), each program
@@ -104,26 +117,32 @@ Kernel classes (grids and loops read from the kernels' sources):
   (``compute.chain_step.lane_state_cta``) being per KiB of one SM's intake (``Chain.shared_kib``); the label
   where it binds is ``l2`` (the B and C rows are re-read from L2 by every channel's block: they are the
   ``execution.mamba1_scan_l2_rereads`` bytes, taken in at about 3.7 TB/s over 132 SMs against 8.7 TB/s of
-  the streaming L2 read probe). The backward kernel steps the same way in reverse, loading B and C and
-  adding its dB, dC contributions with fp32 atomics: its step takes in 2 x chunk x (e + 4) bytes; a
-  forward-backward call runs the forward kernel, then the backward one (``Chain.then``). Not modelled: the
+  the streaming L2 read probe). The backward kernel (``lane_state_cta_bwd``) steps the same way in reverse,
+  loading B and C and adding its dB, dC contributions with fp32 atomics: its step takes in 2 x chunk x (e + 4)
+  bytes, at its own time per KiB, longer than the forward's (48.7 against 35.9 ns on the H200): each of its
+  steps also re-runs the chunk's forward scan from the saved chunk state before the reverse scan, and reduces
+  dB and dC over the block before the atomics (selective_scan_bwd_kernel.cuh). Measured as the forward-backward
+  calls less the forward's chain, its time per KiB is one constant within 4 % over five calls of two tiles,
+  one and two chunks (47.1 - 48.9 ns; results/h200/2026-12-02/default, 2026-12-03/fill). A forward-backward
+  call runs the forward kernel, then the backward one (``Chain.then``, each at its class's step). Not modelled: the
   intake is slower for several chunks per lane, the more so at one batch (at L = 8192 the estimate is 9 - 13 %
   below the B = 4 cases and 2 - 16 % below the B = 1 ones, growing with E; 16 % at L = 32768, B = 1); the
   cause is not isolated (candidates: the per-chunk u, delta, z loads and out stores; all SMs reading one
   batch's rows at once; the B and C rows of a batch fitting the SM's L1 at one chunk and not at four); a
   one-warp block's own step latency at L = 128 (49.8 ns per KiB: the estimate 29 % below) and the fp32
   one-warp blocks at L = 256, faster than the intake (28.9 ns per KiB: the estimate 24 % above); the backward
-  kernel's step beyond its B, C and atomic bytes (on forward-backward calls the two chains are 19 - 27 % below
-  the measured time).
+  kernel at one batch and several chunks, slower like the forward (B = 1, L = 8192: 54.3 ns per KiB, the
+  estimate 8 % below).
 - ``lane_state_cta_uneven``: the same kernels where L is not a whole number of chunks. The launchers compile
   them with kIsEvenLen = (L % chunk == 0), and the uneven variant loads every B and C row (``load_weight``) and
   its inputs through cub's bounds-checked ``BlockLoad`` of one element per item instead of the 16-byte vector
   loads: the same bytes through 8 times the load instructions, a slower intake. Its own step per KiB, read off
   two measured uneven cases (the spec's ``measured:`` entry; the registers and shared memory of the even
   variant are kept): on the H200 at the vision model's shapes (E = 768, N = 16; results/h200/2026-12-04/vim-scan)
-  L = 196 took 1537 us against 856 us at L = 256 (the same one chunk of 256 tokens, 64.2 against 35.7 ns per KiB),
+  L = 196 took 1537 us against 856 us at L = 256 (the same one chunk of 256 tokens, 64.4 against 35.9 ns per KiB),
   L = 3136 5556 us against 3781 us at L = 4096 (two chunks of 2048: 57.7 against 39.3 ns). The backward kernel
-  takes the forward's uneven step (its loads take the same path; not measured on its own).
+  takes the forward's uneven step (its loads take the same path; not measured on its own: the one uneven
+  forward-backward call, B = 128, E = 768, L = 196, is 6 % above the estimate).
 
 - ``row_loop_cta``: mamba-ssm's Triton layer-norm backward ``_layer_norm_bwd_kernel`` (mamba_ssm/ops/triton/
   layer_norm.py, ``_layer_norm_bwd``: RMSNorm and LayerNorm, with or without the fused residual): grid
@@ -278,8 +297,6 @@ class Chain:
             raise ValueError(f"unknown chain class {self.cls!r}; known: {CHAIN_CLASSES + (TILE_LOOP,)}")
         if (self.cls == TILE_LOOP) != (self.step_work is not None):
             raise ValueError(f"chain class {self.cls!r}: step_work is given exactly for {TILE_LOOP!r}")
-        if self.then is not None and self.then.cls != self.cls:
-            raise ValueError(f"a chain of class {self.cls!r} followed by one of class {self.then.cls!r}: one step time")
 
     def repeated(self, count) -> Chain:
         """The chain of ``count`` launches of this kernel one after another."""
@@ -291,6 +308,16 @@ class Chain:
     def key(self) -> str:
         """The spec key of the step time ("" for TILE_LOOP: derived from the engine rates)."""
         return "" if self.cls == TILE_LOOP else f"compute.chain_step.{self.cls}"
+
+    @property
+    def links(self) -> tuple[Chain, ...]:
+        """This kernel's chain and those of the kernels launched after it (``then``), in order."""
+        return (self,) + (() if self.then is None else self.then.links)
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The spec keys of every link's step time, each once."""
+        return tuple(dict.fromkeys(link.key for link in self.links if link.key))
 
 
 def splits_key_loop(chain: Chain, sm_count):
@@ -308,8 +335,12 @@ def chain_time(chain: Chain, sm_count, step_s):
     resident programs share the SM's intake (``Chain.shared_kib``) steps x (an SM's programs + tail_programs) x
     shared_kib x step_s, an SM's programs being ceil(programs / sm_count) where they flow through its slots
     (fluid), else ceil(programs / slots) x programs_per_sm (whole waves), plus the chain of the kernel that
-    follows (``Chain.then``) (module docstring); ``sm_count`` and ``step_s`` may be arrays (one per spec); an
-    unknown (NaN) step gives 0."""
+    follows (``Chain.then``) (module docstring); ``sm_count`` and ``step_s`` may be arrays (one per spec);
+    ``step_s`` may instead be a function of a link giving its step (the links of a chain may be of different
+    classes: a forward kernel, then its backward); an unknown (NaN) step gives 0."""
+    if not callable(step_s) and len({link.cls for link in chain.links}) > 1:
+        raise ValueError(f"chain links of classes {[link.cls for link in chain.links]} take one step each: "
+                         "give step_s as a function of the link")
     sms = np.asarray(sm_count, dtype=float)
     slots = sms * chain.programs_per_sm
     if chain.shared_kib is not None:  # the resident programs share the SM's intake of their steps' bytes
@@ -325,7 +356,8 @@ def chain_time(chain: Chain, sm_count, step_s):
                          (chain.total_steps - chain.steps) / slots + chain.steps)
     if chain.split_grid is not None:  # the kernel splits its key loop on a small grid: not modelled
         steps = np.where(splits_key_loop(chain, sms), 0.0, steps)
-    t = np.nan_to_num(steps * np.asarray(step_s, dtype=float), nan=0.0)
+    step = step_s(chain) if callable(step_s) else step_s
+    t = np.nan_to_num(steps * np.asarray(step, dtype=float), nan=0.0)
     return t if chain.then is None else t + chain_time(chain.then, sm_count, step_s)
 
 
@@ -386,17 +418,21 @@ def fla_recurrent_chain(dims: Mapping[str, int], mode: str, dtype: str = "bf16")
     return Chain("token_recurrent_warp", steps, nv * int(dims["B"]) * int(dims["H"]), SM90_MAX_BLOCKS_PER_SM)
 
 
-def causal_conv1d_fwd_chain(dims: Mapping[str, int], mode: str, dtype: str = "bf16") -> Chain | None:
-    """causal-conv1d's channel-first forward kernel (module docstring; the backward and the decode update
-    are other kernels): steps = ceil(L / chunk), chunk = 128 threads x (16 bytes / element size)."""
-    if mode != "fwd":
+def causal_conv1d_chain(dims: Mapping[str, int], mode: str, dtype: str = "bf16") -> Chain | None:
+    """causal-conv1d's channel-first kernels (module docstring): the forward, steps = ceil(L / chunk), chunk = 128
+    threads x (16 bytes / element size); the backward, one step more (its closing block reductions); a
+    forward-backward call, the forward then the backward. The decode update is another kernel (no chain)."""
+    if mode not in ("fwd", "bwd", "fwdbwd"):
         return None
     elts = CONV1D_FWD_LOAD_BYTES // nbytes(dtype)
     l_ = int(dims["L"])
+    chunks = math.ceil(l_ / (CONV1D_FWD_THREADS * elts))
     # kIsVecLoad = (L % kNElts == 0): otherwise the bounds-checked element loads (module docstring)
-    cls = "lane_chunk_cta" if l_ % elts == 0 else "lane_chunk_cta_unaligned"
-    return Chain(cls, math.ceil(l_ / (CONV1D_FWD_THREADS * elts)), int(dims["B"]) * int(dims["E"]),
-                 SM90_MAX_THREADS_PER_SM // CONV1D_FWD_THREADS)
+    aligned = l_ % elts == 0
+    lanes, per_sm = int(dims["B"]) * int(dims["E"]), SM90_MAX_THREADS_PER_SM // CONV1D_FWD_THREADS
+    fwd = Chain("lane_chunk_cta" if aligned else "lane_chunk_cta_unaligned", chunks, lanes, per_sm)
+    bwd = Chain("lane_chunk_cta_bwd" if aligned else "lane_chunk_cta_bwd_unaligned", chunks + 1, lanes, per_sm)
+    return {"fwd": fwd, "bwd": bwd, "fwdbwd": dataclasses.replace(fwd, then=bwd)}[mode]
 
 
 # mamba-ssm selective_state_update: rows of the state tile per program by state size N (BLOCK_SIZE_M), and
@@ -474,7 +510,7 @@ def mamba1_scan_chain(dims: Mapping[str, int], mode: str, dtype: str = "bf16") -
     chunk = threads * items
     e = nbytes(dtype)
 
-    def kernel(resources, extra_bytes: int) -> Chain:
+    def kernel(resources, extra_bytes: int, cls: str) -> Chain:
         regs, smem = resources[e][(threads, items)]
         k = blocks_per_sm(threads, regs, smem)
         return Chain(cls, math.ceil(l_ / chunk) * n, b * e_, k, fluid=True,
@@ -482,8 +518,9 @@ def mamba1_scan_chain(dims: Mapping[str, int], mode: str, dtype: str = "bf16") -
                      shared_kib=2 * chunk * (e + extra_bytes) / KIB, label="l2")
 
     # the launchers build the kernels with kIsEvenLen = (L % chunk == 0): otherwise every load of a B or C
-    # row is bounds-checked element by element (module docstring)
-    cls = "lane_state_cta" if l_ % chunk == 0 else "lane_state_cta_uneven"
-
-    fwd, bwd = kernel(MAMBA1_FWD_RESOURCES, 0), kernel(MAMBA1_BWD_RESOURCES, nbytes("fp32"))
+    # row is bounds-checked element by element (module docstring); the backward kernel's step has its own
+    # class where the length is even, the uneven loads' where it is not
+    even = l_ % chunk == 0
+    fwd = kernel(MAMBA1_FWD_RESOURCES, 0, "lane_state_cta" if even else "lane_state_cta_uneven")
+    bwd = kernel(MAMBA1_BWD_RESOURCES, nbytes("fp32"), "lane_state_cta_bwd" if even else "lane_state_cta_uneven")
     return {"fwd": fwd, "bwd": bwd, "fwdbwd": dataclasses.replace(fwd, then=bwd)}[mode]

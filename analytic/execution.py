@@ -59,7 +59,7 @@ from ..hwspecs.schema import DRAM_PATHS, HOST_CLASSES
 from .cases import is_composite
 from .chain import (
     Chain,
-    causal_conv1d_fwd_chain,
+    causal_conv1d_chain,
     fa2_fwd_chain,
     fla_recurrent_chain,
     gated_norm_bwd_chain,
@@ -225,8 +225,8 @@ TRAITS: dict[tuple[str, str], Traits] = {
     ("a_from_log", "fp32_param"): EAGER,
     ("a_from_log", "cast_param"): EAGER,
     ("mamba3_prep", "torch_eager"): EAGER,
-    # causal-conv1d's channel-first forward: one block per (batch, channel) lane (chain.causal_conv1d_fwd_chain)
-    ("conv1d", "causal_conv1d"): dataclasses.replace(EXTENSION, chain=causal_conv1d_fwd_chain),
+    # causal-conv1d's channel-first kernels: one block per (batch, channel) lane (chain.causal_conv1d_chain)
+    ("conv1d", "causal_conv1d"): dataclasses.replace(EXTENSION, chain=causal_conv1d_chain),
     ("conv1d", "torch_conv"): EAGER,
     ("gated_delta_rule", "chunked"): AUTOTUNED,
     ("gated_delta_rule", "recurrent"): dataclasses.replace(TRITON, chain=fla_recurrent_chain),

@@ -131,14 +131,20 @@ COMPUTE_PATHS = ("conv_depthwise",)
 # channel-first forward kernel); ``lane_state_cta``, one CUDA block per (batch, channel) lane stepping over
 # (chunk, state) with a block scan per step, the blocks resident on an SM taking in their steps' B and C
 # rows at a shared rate (mamba-ssm's selective-scan kernels): its step value is the time one SM takes to
-# take in 1 KiB of those rows; ``lane_state_cta_uneven``, the same kernels built for a length that is not a
+# take in 1 KiB of those rows; ``lane_state_cta_bwd``, the backward kernel of the same scan (each step also
+# re-runs the chunk's forward scan, runs the reverse one and adds dB, dC with fp32 atomics), per KiB of its
+# step's B and C rows and atomics; ``lane_state_cta_uneven``, the same kernels built for a length that is not a
 # whole number of chunks (kIsEvenLen false: the rows come in through bounds-checked element loads, not 16-byte
 # vector loads), a slower intake; ``lane_chunk_cta_unaligned``, causal-conv1d's forward at a length that is
 # not a multiple of its 16-byte load (kIsVecLoad false: bounds-checked element loads), a longer step;
+# ``lane_chunk_cta_bwd`` and ``lane_chunk_cta_bwd_unaligned``, causal-conv1d's channel-first backward kernel on the
+# same lanes, one step per chunk (loads, the SiLU recomputed, exchanges, a store) and one for its closing block
+# reductions and atomics;
 # ``row_loop_cta``, one program per SM looping over its share of a norm's rows, one row per step (loads of
 # the row, two reductions over it, a store: mamba-ssm's Triton layer-norm backward).
 CHAIN_CLASSES = ("token_recurrent_warp", "chunk_recurrent_cta", "lane_chunk_cta", "state_tile_cta",
-                 "lane_state_cta", "lane_state_cta_uneven", "lane_chunk_cta_unaligned", "row_loop_cta")
+                 "lane_state_cta", "lane_state_cta_uneven", "lane_chunk_cta_unaligned", "row_loop_cta",
+                 "lane_state_cta_bwd", "lane_chunk_cta_bwd", "lane_chunk_cta_bwd_unaligned")
 DRAM_PATHS = ("broadcast", "cast_copy", "reduction", "strided_copy", "expand_copy")
 
 

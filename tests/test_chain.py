@@ -108,19 +108,48 @@ def test_h200_predicts_the_other_mamba3_grids_from_its_measured_step():
 
 def test_causal_conv1d_forward_grid_and_loop():
     # grid (B, E) of 128-thread blocks, 2048 / 128 = 16 per SM; chunk 128 x 8 bf16 or 128 x 4 fp32 elements
-    c = ch.causal_conv1d_fwd_chain({"B": 3, "E": 5, "K": 4, "L": 1025}, "fwd", "bf16")
+    c = ch.causal_conv1d_chain({"B": 3, "E": 5, "K": 4, "L": 1025}, "fwd", "bf16")
     # 1025 is not a multiple of the 8-element load: the bounds-checked variant
     assert (c.cls, c.steps, c.programs, c.programs_per_sm) == ("lane_chunk_cta_unaligned", 2, 15, 16)
-    assert ch.causal_conv1d_fwd_chain({"B": 3, "E": 5, "K": 4, "L": 1032}, "fwd", "bf16").cls == "lane_chunk_cta"
-    assert ch.causal_conv1d_fwd_chain({"B": 3, "E": 5, "K": 4, "L": 1028}, "fwd", "fp32").cls == "lane_chunk_cta"
-    assert ch.causal_conv1d_fwd_chain({"B": 3, "E": 5, "K": 4, "L": 1025}, "fwd", "fp32").steps == 3
-    assert ch.causal_conv1d_fwd_chain({"B": 3, "E": 5, "K": 4, "L": 128}, "fwd").steps == 1
-    assert ch.causal_conv1d_fwd_chain({"B": 3, "E": 5, "K": 4}, "decode") is None
+    assert ch.causal_conv1d_chain({"B": 3, "E": 5, "K": 4, "L": 1032}, "fwd", "bf16").cls == "lane_chunk_cta"
+    assert ch.causal_conv1d_chain({"B": 3, "E": 5, "K": 4, "L": 1028}, "fwd", "fp32").cls == "lane_chunk_cta"
+    assert ch.causal_conv1d_chain({"B": 3, "E": 5, "K": 4, "L": 1025}, "fwd", "fp32").steps == 3
+    assert ch.causal_conv1d_chain({"B": 3, "E": 5, "K": 4, "L": 128}, "fwd").steps == 1
+    assert ch.causal_conv1d_chain({"B": 3, "E": 5, "K": 4}, "decode") is None
     dims = {"B": 3, "E": 5, "K": 4, "L": 1025}
     assert execution.chain_of("conv1d", "causal_conv1d", dims, "fwd", "causal_conv1d.causal_conv1d_fn", "fp32").steps == 3
     # the channel-last entry point runs a tiled kernel of its own; torch's conv has no lane chain
     assert execution.chain_of("conv1d", "causal_conv1d", dims, "fwd", "causal_conv1d.causal_conv1d_fn_cl") is None
     assert execution.chain_of("conv1d", "torch_conv", dims, "fwd") is None
+
+
+def test_causal_conv1d_backward_walks_the_chunks_then_reduces():
+    # the backward kernel on the forward's lanes: one step per chunk and one for the closing block reductions; a
+    # forward-backward call runs the forward kernel, then the backward
+    dims = {"B": 3, "E": 5, "K": 4, "L": 2048}
+    b = ch.causal_conv1d_chain(dims, "bwd", "bf16")
+    assert (b.cls, b.steps, b.programs, b.programs_per_sm) == ("lane_chunk_cta_bwd", 2 + 1, 15, 16)
+    assert ch.causal_conv1d_chain(dict(dims, L=2047), "bwd", "bf16").cls == "lane_chunk_cta_bwd_unaligned"
+    both = ch.causal_conv1d_chain(dims, "fwdbwd", "bf16")
+    assert [link.cls for link in both.links] == ["lane_chunk_cta", "lane_chunk_cta_bwd"]
+    steps = {"lane_chunk_cta": 1.0, "lane_chunk_cta_bwd": 10.0}
+    assert float(ch.chain_time(both, 132, lambda link: steps[link.cls])) == pytest.approx(2 * 1.0 + 3 * 10.0)
+
+
+@pytest.mark.parametrize("b, l_, e, profiled_us, rel", [
+    (256, 128, 96, 70.26, 0.01),    # graph-mamba-style train: the two calls the aligned step is derived from
+    (128, 512, 96, 35.00, 0.01),
+    (8, 2048, 1536, 49.95, 0.06),   # mamba-130m train: two chunks, predicted
+    (128, 196, 768, 326.63, 0.01),  # vim-s-bidir train: unaligned, the one call its step is read off
+])
+def test_h200_causal_conv1d_backward_reproduces_the_profiled_kernels(b, l_, e, profiled_us, rel):
+    """Kernel time per call of causal_conv1d_bwd_kernel in the whole-model profiles of 2026-12-03 (models-b,
+    records 28, 31, 33, 34) against the backward chain at the spec's steps."""
+    spec = get_spec("h200-sxm")
+    c = ch.causal_conv1d_chain({"B": b, "E": e, "K": 4, "L": l_}, "bwd", "bf16")
+    step = ceiling(spec, c.key)
+    assert step.origin == "measured"
+    assert float(ch.chain_time(c, 132, step.value)) == pytest.approx(profiled_us * 1e-6, rel=rel)
 
 
 def test_h200_causal_conv1d_short_sequences_are_a_queue_of_blocks():

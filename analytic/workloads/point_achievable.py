@@ -88,8 +88,8 @@ def chain_seconds(table: AchievableTable, c, phase: str, batch: float, length: f
     if chain is None:
         return 0.0
     chain = chain.repeated(c.count)
-    step = chain_step_time(chain, table)
-    return _f(chain_time(chain, np.asarray(table.sm_count).reshape(-1, 1), np.asarray(step).reshape(-1, 1)))
+    return _f(chain_time(chain, np.asarray(table.sm_count).reshape(-1, 1),
+                         lambda link: np.asarray(chain_step_time(link, table)).reshape(-1, 1)))
 
 
 def _call_lines(i: int, c, k: dict, tf32: bool, serial: bool, mma: bool, launch: str, chained: bool,

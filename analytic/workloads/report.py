@@ -287,7 +287,7 @@ def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dic
             c.call, res.phase, float(res.batch[0]), float(res.length[0])).items()}, c.call.mode, be)
         if chain is not None:
             chain = chain.repeated(c.call.count)
-            chain_keys |= {k for k in (chain.key, "compute.sm_count") if k}
+            chain_keys |= set(chain.keys) | {"compute.sm_count"}
         state_bytes = 0.0
         if resident:  # the state lives in the spec's persistent on-chip level (placement.py), not in DRAM
             state_c, state_e = (float(x[i, 0, 0]) for x in res.call_state)
