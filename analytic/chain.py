@@ -126,7 +126,7 @@ Kernel classes (grids and loops read from the kernels' sources):
   one and two chunks (47.1 - 48.9 ns; results/h200/2026-12-02/default, 2026-12-03/fill). A forward-backward
   call runs the forward kernel, then the backward one (``Chain.then``, each at its class's step). Not modelled: the
   intake is slower for several chunks per lane, the more so at one batch (at L = 8192 the estimate is 9 - 13 %
-  below the B = 4 cases and 2 - 16 % below the B = 1 ones, growing with E; 16 % at L = 32768, B = 1); the
+  below the B = 4 cases and from 2 % above to 16 % below the B = 1 ones, the lower the larger E; 16 % at L = 32768, B = 1); the
   cause is not isolated (candidates: the per-chunk u, delta, z loads and out stores; all SMs reading one
   batch's rows at once; the B and C rows of a batch fitting the SM's L1 at one chunk and not at four); a
   one-warp block's own step latency at L = 128 (49.8 ns per KiB: the estimate 29 % below) and the fp32

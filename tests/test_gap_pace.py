@@ -5,7 +5,6 @@ target is judged on the GPU-bound part only."""
 from __future__ import annotations
 
 import pytest
-
 from ssmbench.calibrate.gap import _by_pace
 from ssmbench.calibrate.report import _by_pace_md
 
@@ -55,7 +54,6 @@ def _group(rng, n_gpu: int, n_host: int, sd_gpu: float, sd_host: float, start: i
 
 def test_intervals_follow_the_pace_of_the_case_and_keep_their_level():
     import numpy as np
-
     from ssmbench.calibrate.crossval import conformal
     from ssmbench.calibrate.pace import normalise_by_pace
 
@@ -84,7 +82,6 @@ def test_intervals_follow_the_pace_of_the_case_and_keep_their_level():
 
 def test_too_few_residuals_of_a_pace_leave_the_groups_alone():
     import numpy as np
-
     from ssmbench.calibrate.pace import MIN_PACE_RESIDUALS, normalise_by_pace
 
     rng = np.random.default_rng(1)
@@ -94,7 +91,6 @@ def test_too_few_residuals_of_a_pace_leave_the_groups_alone():
 
 def test_a_group_with_few_residuals_of_a_pace_takes_the_pooled_spread_for_it():
     import numpy as np
-
     from ssmbench.calibrate.pace import MIN_GROUP_PACE_RESIDUALS, normalise_by_pace
 
     rng = np.random.default_rng(2)
@@ -110,7 +106,6 @@ def test_a_group_of_few_shapes_ranks_with_its_family():
     family's other groups' normalised residuals of the pace (each shape weighing 1), and where those are still
     fewer, from every other group's; a group with enough ranks its own."""
     import numpy as np
-
     from ssmbench.calibrate.pace import MIN_OWN_RANK_SHAPES, normalise_by_pace
 
     rng = np.random.default_rng(3)
@@ -134,7 +129,6 @@ def test_each_pace_keeps_the_level_where_their_tails_differ():
     import math
 
     import numpy as np
-
     from ssmbench.calibrate.pace import normalise_by_pace
 
     rng = np.random.default_rng(4)
