@@ -124,11 +124,12 @@ Kernel classes (grids and loops read from the kernels' sources):
   dB and dC over the block before the atomics (selective_scan_bwd_kernel.cuh). Measured as the forward-backward
   calls less the forward's chain, its time per KiB is one constant within 4 % over five calls of two tiles,
   one and two chunks (47.1 - 48.9 ns; results/h200/2026-12-02/default, 2026-12-03/fill). A forward-backward
-  call runs the forward kernel, then the backward one (``Chain.then``, each at its class's step). Not modelled: the
-  intake is slower for several chunks per lane, the more so at one batch (at L = 8192 the estimate is 9 - 13 %
-  below the B = 4 cases and from 2 % above to 16 % below the B = 1 ones, the lower the larger E; 16 % at L = 32768, B = 1); the
-  cause is not isolated (candidates: the per-chunk u, delta, z loads and out stores; all SMs reading one
-  batch's rows at once; the B and C rows of a batch fitting the SM's L1 at one chunk and not at four); a
+  call runs the forward kernel, then the backward one (``Chain.then``, each at its class's step). Not
+  modelled: the intake is slower for several chunks per lane, the more so at one batch (at L = 8192 the
+  estimate is 9 - 13 % below the B = 4 cases and from 2 % above to 16 % below the B = 1 ones, the lower the
+  larger E; 16 % below at L = 32768, B = 1); the cause is not isolated (candidates: the per-chunk u, delta,
+  z loads and out stores; all SMs reading one batch's rows at once; the B and C rows of a batch fitting the
+  SM's L1 at one chunk and not at four); a
   one-warp block's own step latency at L = 128 (49.8 ns per KiB: the estimate 29 % below) and the fp32
   one-warp blocks at L = 256, faster than the intake (28.9 ns per KiB: the estimate 24 % above); the backward
   kernel at one batch and several chunks, slower like the forward (B = 1, L = 8192: 54.3 ns per KiB, the
@@ -279,8 +280,8 @@ class Chain:
     # steps x programs / slots x step, not whole waves (``state_tile_cta``); with shared_kib, an SM's
     # ceil(programs / SMs) programs (``lane_state_cta``)
     fluid: bool = False
-    # KiB each program takes in per step where the programs resident on an SM share one intake (the step
-    # time is then programs_per_sm x shared_kib x the class's time per KiB: lane_state_cta); None: the
+    # KiB each program takes in per step where the programs resident on an SM share one intake (an SM's time
+    # is then its programs' steps x shared_kib x the class's time per KiB: lane_state_cta); None: the
     # class's step time is one program's step
     shared_kib: float | None = None
     # the class (achievable.CLASSES) one op's estimate is labelled with where this chain binds
@@ -288,8 +289,8 @@ class Chain:
     # shared_kib only: the programs' worth of shared steps the last program on an SM adds once the others have
     # left it (its own step is no shorter than the shared one; ``lane_state_cta``); 0: it speeds up alone
     tail_programs: float = 0.0
-    # the chain of a kernel launched after this one (a forward-backward call's backward kernel), of the
-    # same class: the chain times add
+    # the chain of a kernel launched after this one (a forward-backward call's backward kernel), of its own
+    # class: the chain times add, each at its class's step
     then: Chain | None = None
 
     def __post_init__(self):

@@ -114,7 +114,8 @@ def _of_pace(parts: list[_Normalised], pace: str) -> tuple[np.ndarray, np.ndarra
             np.concatenate([n.w[n.paces == pace] for n in parts]))
 
 
-def _rank_pool(z: np.ndarray, w: np.ndarray, tiers: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+def _rank_pool(z: np.ndarray, w: np.ndarray,
+               tiers: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
     """A group's normalised residuals of one pace, with the tiers' (its family's other groups', then every other
     group's, then its own of the other pace) added in that order while they hold fewer than MIN_OWN_RANK_SHAPES
     shapes (each shape weighs 1, so the weights sum to the shapes)."""

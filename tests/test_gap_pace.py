@@ -72,7 +72,8 @@ def test_intervals_follow_the_pace_of_the_case_and_keep_their_level():
         z = r / np.array([own["gpu"]] * 12 + [own["host"]] * 12)
         for pace, part in (("gpu", slice(0, 12)), ("host", slice(12, 24))):  # each pace ranks its own (12 shapes)
             iv = conformal(z[part], 0.8)
-            assert (ib[pace]["log_lo"], ib[pace]["log_hi"]) == pytest.approx((iv.log_lo * own[pace], iv.log_hi * own[pace]))
+            want = (iv.log_lo * own[pace], iv.log_hi * own[pace])
+            assert (ib[pace]["log_lo"], ib[pace]["log_hi"]) == pytest.approx(want)
     held = [h for g in groups[:8] for h in g["heldout"]]
     for pace in ("gpu", "host"):
         cov = np.mean([h["covered"] for h in held if h["pace"] == pace])
