@@ -110,7 +110,10 @@ from .host_classes import (  # noqa: F401 - re-exported: part of the spec schema
 # attained rate, never a datasheet value: each is measured by ``ssmbench probe`` or unknown):
 # - compute: ``conv_depthwise``: PyTorch's generic depthwise convolution kernel
 #   (conv_depthwise2d_forward_kernel_generic, what F.conv1d(groups=channels) runs), instruction-bound
-#   far below the vector rate; FLOPs as the cost rules count them ((2K + 1) per output with a bias).
+#   far below the vector rate; FLOPs as the cost rules count them ((2K + 1) per output with a bias);
+#   ``softplus``: PyTorch's softplus kernel (F.softplus: log1p(exp(x beta)) / beta in fp32 through the CUDA
+#   math library's accurate expf and log1pf, software routines of tens of instructions, and an IEEE divide),
+#   instruction-bound; FLOPs as the cost rule counts them (1 per element, ``conventions.SOFTPLUS``).
 # - DRAM bandwidth of ATen's non-vectorized paths: ``broadcast`` (elementwise_kernel<128, 2|4> over
 #   operands of different shapes), ``cast_copy`` (a dtype-converting copy, unrolled_elementwise_kernel
 #   <direct_copy>), ``reduction`` (reduce_kernel<512, 1> along the last dimension), ``strided_copy`` (a
@@ -119,7 +122,7 @@ from .host_classes import (  # noqa: F401 - re-exported: part of the spec schema
 #   ``expand_copy`` (the same kernel copying an expanded view, each source row written to several heads:
 #   Hugging Face's repeat_kv); contiguous
 #   vectorized elementwise kernels run at the copy bandwidth (memory.dram.bandwidth).
-COMPUTE_PATHS = ("conv_depthwise",)
+COMPUTE_PATHS = ("conv_depthwise", "softplus")
 # Kernel classes whose programs step sequentially with a dependence between steps (``compute.chain_step``;
 # ``analytic/chain.py``): ``token_recurrent_warp``, a one-warp Triton program stepping one token of a
 # matrix-state recurrence (loads of the token's q, k, v, gate, a decay, warp reductions, a rank-1

@@ -34,7 +34,8 @@ Why each measurement is built as it is:
 - ATen kernel paths: attained DRAM bandwidth of a broadcast multiply, a bf16 -> fp32 cast and a row
   mean on 256 MiB fp32 operands, L2 flushed (``memory.dram.path.<path>``); a contiguous multiply
   beside them as an observation. Depthwise convolution: F.conv1d(groups=channels) at the largest
-  suite shape, FLOPs as the cost rule counts them (``compute.path.conv_depthwise``).
+  suite shape, FLOPs as the cost rule counts them (``compute.path.conv_depthwise``). Softplus: F.softplus
+  at the largest suite shape, bf16, FLOPs as the cost rule counts them (``compute.path.softplus``).
 - Eager host times of ops that allocate, broadcast, reduce or cast (observations beside
   ``launch.host.torch_eager``, whose op is a one-element in-place add_).
 """
@@ -71,6 +72,7 @@ COPY_BLOCK = 4096  # int32 elements per program (16 KiB)
 AUTOGRAD_CHAIN = (1, 2, 4, 8, 16, 32, 64)  # view nodes behind the one-node graph of launch.host.autograd
 PATH_ROWS, PATH_COLS = 65536, 1024  # [rows, cols] fp32 operands of the ATen path measurements (256 MiB)
 CONV_DIMS = {"B": 4, "E": 5120, "L": 8192, "K": 4}  # the 2026-12-02 suite's largest torch.conv1d case
+SOFTPLUS_DIMS = {"B": 1, "L": 32768, "D": 8192}  # the 2026-12-02 suite's largest softplus case
 
 
 # The arithmetic (runs anywhere) is in _probe_math.py; its names stay importable from here.
@@ -522,6 +524,28 @@ def conv_depthwise(ctx: Ctx) -> None:
             ctx.observe("conv_depthwise.fp32", rate, "flop_rate", how)
 
 
+def softplus_rate(ctx: Ctx) -> None:
+    """Attained FLOP rate of F.softplus (PyTorch's softplus kernel: accurate expf and log1pf, an IEEE divide),
+    bf16, FLOPs as the softplus rule counts them (``conventions.SOFTPLUS``: 1 vector FLOP per element)."""
+    import torch
+    import torch.nn.functional as F
+
+    from ..analytic.conventions import SOFTPLUS
+
+    d = SOFTPLUS_DIMS
+    x = torch.randn(d["B"], d["L"], d["D"], device=ctx.device, dtype=torch.bfloat16)
+
+    def call(x=x):
+        return F.softplus(x)
+
+    call()
+    med, reps = ctx.timed("softplus bf16", call, True)
+    rate = SOFTPLUS[0] * x.numel() / med
+    how = (f"F.softplus(x [{d['B']}, {d['L']}, {d['D']}] bf16): {SOFTPLUS[0]} FLOP per element x elements / time, "
+           f"L2 flushed before each call, CUDA events, median of {reps}; {ctx.ver}")
+    ctx.measure("compute.path.softplus", rate, how)
+
+
 def eager_op_hosts(ctx: Ctx) -> None:
     """Host time per call of eager ops that do more than the one-element in-place add_ of
     launch.host.torch_eager (observations): an out-of-place add (allocates its output), a broadcast
@@ -565,6 +589,7 @@ def run_achievable(ctx: Ctx, attempt: Callable[[str, Callable[[], None]], None],
             ext_future.result()
     attempt("ATen kernel paths", lambda: aten_paths(ctx))
     attempt("depthwise conv rate", lambda: conv_depthwise(ctx))
+    attempt("softplus rate", lambda: softplus_rate(ctx))
     for cls in HOST_CLASSES:
         if cls in RUNTIME_HOST_CLASSES or cls in LIBRARY_CALL_HOST_CLASSES or cls == "autograd_node":
             # runtimes: measure/models/runtime_probe.py; library calls: scripts/percall_split.py;

@@ -144,3 +144,34 @@ def test_a_design_point_keeps_the_base_paths_share_of_its_bandwidth_and_rate():
     assert t.path_bw[:, col] == pytest.approx([PATH_BW, 2 * PATH_BW])
     assert t.path_rate[:, 0] == pytest.approx([CONV_RATE, 2 * CONV_RATE])
     assert np.isnan(t.path_bw[:, list(space.DRAM_PATHS).index("reduction")]).all()
+
+
+def test_softplus_forward_runs_its_flops_on_its_path_and_the_backward_does_not():
+    n = 2 * 8 * 64
+    fwd = case_cost("softplus", {"B": 2, "L": 8, "D": 64}, impl="torch_eager", mode="fwd", dtype="bf16")
+    assert fwd.path == {"compute.softplus": n}     # SOFTPLUS: 1 vector FLOP per element, all through the kernel's path
+    bwd = case_cost("softplus", {"B": 2, "L": 8, "D": 64}, impl="torch_eager", mode="bwd", dtype="bf16")
+    assert not bwd.path                            # dy * sigmoid(x): an expf and a divide, no log1pf
+
+
+@pytest.mark.parametrize("d, l_, measured_us, rel", [
+    (8192, 32768, 507.07, 0.02),   # the two sizes the H200's compute.path.softplus is read off
+    (4096, 32768, 256.90, 0.02),
+    (8192, 8192, 131.62, 0.04),    # other sizes of the same call (results/h200/2026-12-02/calibration-torchref)
+    (1024, 32768, 68.83, 0.05),
+    (1024, 8192, 21.89, 0.12),    # 10 % below: the fixed time of a 16 us call
+])
+def test_h200_softplus_is_instruction_bound_at_its_path_rate(d, l_, measured_us, rel):
+    """F.softplus bf16 took 1.6 - 1.95x its bytes' time at the DRAM bandwidth; at the path rate the
+    achievable estimate is within a few % (at the DRAM bound alone it was 47 % below the largest case)."""
+    from ssmbench.analytic.achievable import estimate as achieved
+    from ssmbench.analytic.timed import as_timed
+    from ssmbench.hwspecs import get_spec
+
+    spec = get_spec("h200-sxm")
+    c = case_cost("softplus", {"B": 1, "L": l_, "D": d}, impl="torch_eager", mode="fwd", dtype="bf16")
+    e = achieved(c, spec)
+    # as the suite timed it: one call after an L2 flush (the first kernel starts cold)
+    timed = as_timed(e, spec, calls=1, head_host_s=0.0, timing={"flush_l2": True, "flush_bytes": 125829120})
+    assert timed["time_s"] == pytest.approx(measured_us * 1e-6, rel=rel)
+    assert e.times_s["vector"] > e.times_s["dram"]

@@ -6,7 +6,13 @@ Counted per element (conventions.py, all at fp32 whatever the storage dtype):
   Backward dx = dy * s * (1 + x (1 - s)), s = sigmoid(x) recomputed: ``SILU_BWD`` = 7 + 1 exp.
 - softplus(x) = log(1 + exp(x)): ``SOFTPLUS`` = 1 add + 2 transcendentals (exp, log). PyTorch's
   threshold test (x > 20 returns x) is a compare-and-select, not counted. Backward
-  dx = dy * sigmoid(x): ``SOFTPLUS_BWD`` = 3 + 1 exp.
+  dx = dy * sigmoid(x): ``SOFTPLUS_BWD`` = 3 + 1 exp. PyTorch's forward kernel computes
+  log1p(exp(x beta)) / beta in fp32 through the CUDA math library's accurate ``expf`` and ``log1pf`` (software
+  routines of range reduction and polynomial, tens of instructions each, not one special-function
+  instruction) and an IEEE divide: it is bound by instruction issue, its FLOPs timed at
+  ``compute.path.softplus`` (``SOFTPLUS_PATH``). On the H200 (2026-12-02/03) its bf16 forward took 1.59 -
+  1.95x the time its bytes take at the DRAM bandwidth, the same ~533 G elements/s at every shape from 8.4 M
+  elements on (the spec's ``measured:`` entry); the backward (expf and a divide, no log1pf) runs at its bytes.
 - silu_gate: silu(z) (``SILU``) + 1 multiply by x. Backward: dx = dy * silu(z) (recompute silu,
   1 multiply) and dz = (dy * x) * silu'(z): 1 multiply + ``SILU_BWD`` without its sigmoid recompute
   (``SILU_BWD - SIGMOID`` = 5 vector FLOPs, the sigmoid being shared with the silu recompute).
@@ -66,10 +72,11 @@ def _tmp(name: str, n: Any, dtype: str) -> Tensor:
     return Tensor(name, "intermediates", n, nbytes(dtype))
 
 
-def unary_cost(n: Any, counts: tuple[int, int], dtype: str) -> Cost:
-    """Forward y = f(x) over n elements, one kernel; ``counts`` = (vector, transcendental) per element."""
+def unary_cost(n: Any, counts: tuple[int, int], dtype: str, path: str | None = None) -> Cost:
+    """Forward y = f(x) over n elements, one kernel; ``counts`` = (vector, transcendental) per element;
+    ``path``: the kernel's software path (``Kernel.path``), where its FLOPs run at an attained rate of their own."""
     x, y = _act("x", n, dtype), _act("y", n, dtype)
-    k = Kernel("unary", (x,), (y,), counts[0] * n, counts[1] * n)
+    k = Kernel("unary", (x,), (y,), counts[0] * n, counts[1] * n, path=path)
     return kernel_chain([k], [x], [y])
 
 
@@ -133,10 +140,14 @@ def chunked_silu_gate_cost(n: Any, dtype: str, mode: str) -> Cost:
     raise ValueError(mode)
 
 
-def _unary_rule(fwd: tuple[int, int], bwd: tuple[int, int]):
+# the kernel path of PyTorch's softplus forward kernel (module docstring)
+SOFTPLUS_PATH = "compute.softplus"
+
+
+def _unary_rule(fwd: tuple[int, int], bwd: tuple[int, int], fwd_path: str | None = None):
     def rule(mode: str, dtype: str) -> Cost:
         if mode in ("fwd", "decode"):
-            c = unary_cost(ELEMENTS, fwd, dtype)
+            c = unary_cost(ELEMENTS, fwd, dtype, fwd_path)
             return c.subs({L: 1}) if mode == "decode" else c
         if mode == "bwd":
             return unary_bwd_cost(ELEMENTS, bwd, dtype)
@@ -172,7 +183,7 @@ SOFTPLUS_OP = register(Op(
     summary="y = softplus(x) = log(1 + exp(x)); decode is the L = 1 case",
     dims=DIMS,
     impls=(Impl("torch_eager", "one native PyTorch kernel (F.softplus; backward softplus_backward)",
-                _unary_rule(SOFTPLUS, SOFTPLUS_BWD), MODES),),
+                _unary_rule(SOFTPLUS, SOFTPLUS_BWD, SOFTPLUS_PATH), MODES),),
     default_impl="torch_eager",
     reference="ssmbench.analytic.ops.elementwise.ref:softplus_ref",
 ))
