@@ -5,8 +5,8 @@ Usage: python scripts/host_reference_check.py DIR [DIR ...]
 
 For every ok record under the folders that carries a host reference (``measure/models/host_reference.py``:
 the eager launch loop and the Python loop, timed before and after the record's calls) and whose GPU idled
-for at least HOST_BOUND_SHARE of its step (calibrate/runtime_host.py, half; host-bound: the step is the host's issue time), prints the measured step,
-the achievable estimate's host time on the h200-sxm spec (the spec's runtime terms), their ratio and the
+for at least HOST_BOUND_SHARE of its step (calibrate/runtime_host.py, half; host-bound: the step is the host's
+issue time), prints the measured step, the achievable estimate's host time on the h200-sxm spec (the spec's runtime terms), their ratio and the
 two references (each the mean of before and after). Then the ratio's |ratio - 1| as it is, and after
 conditioning on each reference in turn as if host time were proportional to it (ratio / (c x reference),
 c the median of ratio / reference over the records): median and p90. A reference that explained the host

@@ -14,7 +14,8 @@
   the neg's half. HF's attention modules pass q and k as transposed views ([B, heads, L, P] of the
   projections' [B, L, heads, P]), so ATen runs its non-vectorized ``elementwise_kernel<128, 4>`` and a cat of
   non-contiguous halves (the whole-model profiles of 2026-12-03 name only those): the achievable model times
-  these bytes at ``memory.dram.path.strided_copy`` (``execution.TRAITS``). Backward (autograd through the composition, node by node from the output: AddBackward,
+  these bytes at ``memory.dram.path.strided_copy`` (``execution.TRAITS``). Backward (autograd through the
+  composition, node by node from the output: AddBackward,
   MulBackward dy * sin, CatBackward's halves, NegBackward's neg, the chunk's cat of the halves'
   gradients, MulBackward dy * cos, the accumulation of the two paths) is the same five kernels per
   tensor on the gradients, with the same bytes (cos and sin need no gradient).
