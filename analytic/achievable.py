@@ -82,7 +82,10 @@ Terms, for one call of an op whose kernels launch back to back (``launches`` = n
   CTA's share of the SM's engines (``chain.TILE_LOOP``: no spec parameter beyond the engine rates),
   with the causal grid's uneven CTAs scheduled longest-last. Mamba-1's selective scan steps over (chunk,
   state) with the blocks resident on an SM sharing its intake of the steps' B and C rows
-  (``chain.lane_state_cta``): its chain is paced by bytes, and where it binds the label is ``l2``.
+  (``chain.lane_state_cta``): its chain is paced by bytes, and where it binds the label is ``l2``. The
+  Triton norms' backward loops over rows on one program per SM, each row a few DRAM round trips and its
+  bytes at the program's share of the bandwidth (``chain.ROW_LOOP``: no spec parameter beyond
+  memory.dram.latency and memory.dram.bandwidth).
 - GPU time: T_gpu = n x graph_node + n_cublas x gemm_fixed + n_lib x library_fixed + max(T_tensor, T_vector, T_sfu, T_mem, T_l2 + T_reread, T_chain): the engines
   and the memory system overlap within a call; the per-kernel fixed costs do not. For a kernel whose
   phases run one after another on the same warps (FlashAttention-2's softmax between its two GEMMs;
@@ -118,7 +121,7 @@ import numpy as np
 from ..hwspecs import Spec
 from ..hwspecs.schema import (CHAIN_CLASSES, COMPUTE_PATHS, DRAM_PATHS, HOST_CLASS_FALLBACK, HOST_CLASSES,
                               LIBRARY_KERNEL_CLASSES)
-from .chain import TILE_LOOP, Chain, chain_time, tile_step_time
+from .chain import ROW_LOOP, TILE_LOOP, Chain, chain_time, row_step_time, tile_step_time
 from .cost import Cost
 from .roofline import COL, TENSOR_DTYPES, Prefer, check_choice, spec_ceiling, work_array
 
@@ -295,7 +298,10 @@ def _path_column(a: np.ndarray | None, i: int, n_specs: int) -> np.ndarray:
 def chain_step_time(chain: Chain, table: AchievableTable) -> np.ndarray:
     """One step of ``chain`` per spec of ``table`` [n_specs]: a tile loop's step is its tile's work at the
     CTA's share of the SM's engines (``chain.tile_step_time``; mma.sync FLOPs at their own rate where the
-    spec has one), any other class's is the spec's ``compute.chain_step.<class>``."""
+    spec has one), a row loop's its DRAM round trips and its row's bytes at the program's share of the DRAM
+    bandwidth (``chain.row_step_time``), any other class's is the spec's ``compute.chain_step.<class>``."""
+    if chain.cls == ROW_LOOP:
+        return row_step_time(chain, table.sm_count, table.dram_bw, table.dram_latency)
     if chain.cls != TILE_LOOP:
         return table.chain_step[:, CHAIN_CLASSES.index(chain.cls)]
     d = TENSOR_DTYPES.index(chain.dtype)

@@ -145,24 +145,41 @@ Kernel classes (grids and loops read from the kernels' sources):
   takes the forward's uneven step (its loads take the same path; not measured on its own: the one uneven
   forward-backward call, B = 128, E = 768, L = 196, is 6 % above the estimate).
 
-- ``row_loop_cta``: mamba-ssm's Triton layer-norm backward ``_layer_norm_bwd_kernel`` (mamba_ssm/ops/triton/
-  layer_norm.py, ``_layer_norm_bwd``: RMSNorm and LayerNorm, with or without the fused residual): grid
-  (SMs,), rows_per_program = ceil(B L / SMs); each program loops ``for row in range(row_start, row_end)``,
-  one row of D elements per step (load x, dy and the saved rstd, two reductions over the row, store dx, add to
-  the program's partial dw), with no prefetch of the next row: T = ceil(B L / SMs) x t_row, as a chain of
-  B L one-step programs one per SM (the same waves). The forward (one row per program, grid B L) has no such
-  loop. The step is read off the whole-model profiles at the models' width D = 768 (the spec's ``measured:``
-  entry: transformerpp-125m and mamba-130m train, B L = 16384, 1.36 and 1.40 us per row). Not modelled: the
-  step grows with D (the same profiles: 0.60 us at D = 96, graph-mamba-style; 1.19 us at D = 384, vim-s-bidir;
-  estimates there 2.3x and 1.16x too long); the op sweep ``measure/suites/norm_rope_h200.yaml`` measures it over
-  D = 384-4096. Mamba-2's gated norm backward (mamba_ssm/ops/triton/layernorm_gated.py ``_layer_norm_bwd``)
-  loops the same way on its own grid: num_warps = min(max(BLOCK_N / 256, 1), 8) with BLOCK_N = next_pow2(D),
-  ceil(SMs x ceil(4 / num_warps)) programs (one group), each ceil(B L / that) rows, so ceil(4 / num_warps)
-  programs share an SM where D < 1024 (``gated_norm_bwd_chain``). It takes the same step, not measured on its
-  own kernel: its one profiled case (Hugging Face's Mamba-2 train step, D = 1536 with z, 249.0 us per call at
-  B L = 16384: 1.99 us per row) is 31 % above the estimate.
+Two classes have no spec parameter: their step time follows from the engines (``TILE_LOOP``) or from the
+memory system's latency and bandwidth (``ROW_LOOP``).
 
-A fourth class has no spec parameter: its step time follows from the engines (``TILE_LOOP``).
+``ROW_LOOP``: mamba-ssm's Triton norm backward ``_layer_norm_bwd_kernel`` (mamba_ssm/ops/triton/layer_norm.py,
+``_layer_norm_bwd``: RMSNorm and LayerNorm, with or without the fused residual): grid (SMs,), rows_per_program =
+ceil(B L / SMs); each program loops ``for row in range(row_start, row_end)``, one row of D elements per step
+(load x, dy and the saved rstd, two reductions over the row, store dx, add to the program's partial dw), with no
+prefetch of the next row: T = ceil(B L / SMs) x t_row, written as B L one-step programs one per SM (the same
+waves). Mamba-2's gated norm backward (mamba_ssm/ops/triton/layernorm_gated.py ``_layer_norm_bwd``) loops the
+same way on its own grid: num_warps = min(max(BLOCK_N / 256, 1), 8) with BLOCK_N = next_pow2(D),
+ceil(SMs x ceil(4 / num_warps)) programs (one group), so ceil(4 / num_warps) programs share an SM where D < 1024
+(``gated_norm_bwd_chain``). The forwards (one row per program) have no loop. One row is a latency-bound
+exchange with DRAM:
+
+    t_row = phases x memory.dram.latency + row_bytes / (memory.dram.bandwidth / programs running at once)
+
+row_bytes is what the backward moves per row (read and written: the op's backward bytes over its B L rows,
+which tests/test_chain.py checks against the cost rules), at the program's share of the device's bandwidth
+(min(B L, slots) programs run at once); phases is the number of dependent memory round trips a row waits
+for: 2 for the norm (the intercept of the measured row time over row bytes, 0.69-0.71 us on the H200 at
+D = 768-4096, is two DRAM latencies of 351.5 ns), 1 more where the kernel adds the residual's gradient (the
+``dresidual`` load comes after the row's reductions, layer_norm.py; ``fused_residual_bwd_chain``, the
+``fused_norm`` add of mamba-ssm's fused_add_norm, its fp32 residual stream's 8 bytes per element). On the
+H200 (results/h200/2026-12-05/norm-rope, percall_split_2.json: profiled kernel times per call) this is
+within -6 to +11 % of ten op calls whose rows come from DRAM (rmsnorm bf16 at B = 8, D = 768-4096 and B = 32,
+D = 768 and 2048, fp32 at B = 32, D = 768; the gated norm at D = 512 (two programs per SM), 1536 (B = 8 and 32)
+and 4096), and within 0-3 % of the whole-model profiles with the fused residual (D = 768: mamba-130m and
+Transformer++ train; D = 384: vim-s-bidir), where the earlier spec step of 1.376 us per row, read off the two
+D = 768 profiles, put the op call at B = 32 76 % over. Not modelled: rows still in L2 (two op calls profiled
+back to back whose 19-38 MB stay L2-resident between calls, B = 2, D = 768 and B = 8, D = 384: 0.48 and 0.43 us
+per row where this gives 0.85 and 0.78, 78-80 % over; graph-mamba-style's D = 96 training step, 0.59-0.61 us
+per row where this gives 1.10, 81-85 % over), and the gated backward inside mamba-ssm's fused Mamba-2 path (the
+whole-model profiles: ~247 us per call at B L = 16384, D = 1536, where this gives 148 us and the op call took
+154 us; that path also recomputes the norm's output for out_proj's weight gradient).
+
 FlashAttention-2's forward kernel (``flash_fwd_kernel``, csrc/flash_attn/src/flash_fwd_kernel.h,
 the kernel PyTorch's SDPA flash backend vendors) runs one CTA per (query tile of kBlockM rows, batch,
 head), grid (ceil(L / kBlockM), B, H) with the query tile fastest; each CTA loops over its key tiles
@@ -248,8 +265,16 @@ SM90_SMEM_RESERVED_PER_BLOCK = 1024
 KIB = 1024
 # mamba-ssm's Triton norms fuse a row of at most 64 KiB (layer_norm.py, layernorm_gated.py: MAX_FUSED_SIZE)
 LAYERNORM_MAX_FUSED_BYTES = 65536
-# The chain class whose step time follows from the engine rates, not from a spec parameter
+# The chain classes whose step time follows from the engine rates, or from the memory's latency and bandwidth,
+# not from a spec parameter
 TILE_LOOP = "tile_loop"
+ROW_LOOP = "row_loop"
+# dependent DRAM round trips of one row of mamba-ssm's Triton norm backward, and what the fused residual's
+# gradient adds (module docstring, ROW_LOOP); the fp32 residual stream's bytes per element in that backward
+# (dresidual read, dresidual_in written)
+NORM_BWD_PHASES = 2
+RESIDUAL_BWD_PHASES = 1
+RESIDUAL_BWD_BYTES_PER_ELEMENT = 4 + 4
 # FlashAttention-2 forward CTAs per SM (module docstring: the register file's limit)
 FA2_FWD_CTAS_PER_SM = 2
 # flash_api.cpp num_splits_heuristic: one split when batch x heads x 64-row query blocks >= 0.8 x the
@@ -292,12 +317,18 @@ class Chain:
     # the chain of a kernel launched after this one (a forward-backward call's backward kernel), of its own
     # class: the chain times add, each at its class's step
     then: Chain | None = None
+    # ROW_LOOP only: bytes one program moves per step (read and written), and the dependent DRAM round trips
+    # each step waits for
+    row_bytes: float | None = None
+    memory_phases: int = 0
 
     def __post_init__(self):
-        if self.cls not in CHAIN_CLASSES + (TILE_LOOP,):
-            raise ValueError(f"unknown chain class {self.cls!r}; known: {CHAIN_CLASSES + (TILE_LOOP,)}")
+        if self.cls not in CHAIN_CLASSES + (TILE_LOOP, ROW_LOOP):
+            raise ValueError(f"unknown chain class {self.cls!r}; known: {CHAIN_CLASSES + (TILE_LOOP, ROW_LOOP)}")
         if (self.cls == TILE_LOOP) != (self.step_work is not None):
             raise ValueError(f"chain class {self.cls!r}: step_work is given exactly for {TILE_LOOP!r}")
+        if (self.cls == ROW_LOOP) != (self.row_bytes is not None):
+            raise ValueError(f"chain class {self.cls!r}: row_bytes is given exactly for {ROW_LOOP!r}")
 
     def repeated(self, count) -> Chain:
         """The chain of ``count`` launches of this kernel one after another."""
@@ -307,8 +338,9 @@ class Chain:
 
     @property
     def key(self) -> str:
-        """The spec key of the step time ("" for TILE_LOOP: derived from the engine rates)."""
-        return "" if self.cls == TILE_LOOP else f"compute.chain_step.{self.cls}"
+        """The spec key of the step time ("" for TILE_LOOP and ROW_LOOP: derived from the engine rates, or from
+        the memory's latency and bandwidth)."""
+        return "" if self.cls in (TILE_LOOP, ROW_LOOP) else f"compute.chain_step.{self.cls}"
 
     @property
     def links(self) -> tuple[Chain, ...]:
@@ -373,6 +405,15 @@ def tile_step_time(chain: Chain, sm_count, rate_tensor, rate_vector, rate_sfu):
         return 0.0 if work == 0 else work * per_sm / np.asarray(rate, dtype=float)
 
     return t(tf, rate_tensor) + t(vf, rate_vector) + t(sf, rate_sfu)
+
+
+def row_step_time(chain: Chain, sm_count, dram_bw, dram_latency):
+    """The ROW_LOOP step time (module docstring): ``memory_phases`` DRAM latencies plus the row's bytes at the
+    program's share of the DRAM bandwidth, shared by the min(programs, slots) programs that run at once;
+    arguments may be arrays (one per spec); NaN where the latency or the bandwidth is unknown."""
+    running = np.minimum(chain.programs, np.asarray(sm_count, dtype=float) * chain.programs_per_sm)
+    return (chain.memory_phases * np.asarray(dram_latency, dtype=float)
+            + chain.row_bytes * running / np.asarray(dram_bw, dtype=float))
 
 
 def fa2_fwd_chain(causal: bool):
@@ -454,24 +495,45 @@ def ssd_state_update_chain(dims: Mapping[str, int], mode: str, dtype: str = "bf1
                  SM90_MAX_THREADS_PER_SM // STATE_UPDATE_THREADS, fluid=True)
 
 
-def _row_loop(dims: Mapping[str, int], mode: str, per_sm: int) -> Chain | None:
-    """A norm backward's row loop (module docstring, ``row_loop_cta``): B L one-step programs, ``per_sm`` to an SM
-    (the same waves as the kernel's programs looping over their rows); the forward and decode have none."""
+def _row_loop(dims: Mapping[str, int], mode: str, per_sm: int, fwd_elements: int, bwd_elements: int, itemsize: int,
+              phases: int) -> Chain | None:
+    """A norm backward's row loop (module docstring, ``ROW_LOOP``): B L one-step programs, ``per_sm`` to an SM
+    (the same waves as the kernel's programs looping over their rows), each row ``bwd_elements`` elements of
+    ``itemsize`` bytes moved in ``phases`` round trips; the forward and decode have none. A forward-backward
+    call runs the forward kernel first (one row per program: no loop, its ``fwd_elements`` per row at the full
+    bandwidth, all rows at once), then the loop: the forward's bytes add to the loop, not overlap it."""
     if mode not in ("bwd", "fwdbwd"):
         return None
-    return Chain("row_loop_cta", 1, int(dims["B"]) * int(dims["L"]), per_sm)
+    rows = int(dims["B"]) * int(dims["L"])
+    loop = Chain(ROW_LOOP, 1, rows, per_sm, row_bytes=float(bwd_elements * itemsize), memory_phases=phases)
+    if mode == "bwd":
+        return loop
+    return Chain(ROW_LOOP, 1, rows, rows, row_bytes=float(fwd_elements * itemsize), memory_phases=0, then=loop)
 
 
 def layer_norm_bwd_chain(dims: Mapping[str, int], mode: str, dtype: str = "bf16") -> Chain | None:
     """mamba-ssm's Triton layer-norm backward: ceil(B L / SMs) rows one after another in each of the SMs'
-    programs."""
-    return _row_loop(dims, mode, 1)
+    programs; a row moves x and dy in and dx out (3 D elements at the dtype; the forward x in, y out: 2 D)."""
+    d = int(dims["D"])
+    return _row_loop(dims, mode, 1, 2 * d, 3 * d, nbytes(dtype), NORM_BWD_PHASES)
 
 
 def gated_norm_bwd_chain(dims: Mapping[str, int], mode: str, dtype: str = "bf16") -> Chain | None:
-    """Mamba-2's Triton gated norm backward: ceil(4 / num_warps) programs per SM, each looping over its rows."""
-    block_n = min(LAYERNORM_MAX_FUSED_BYTES // nbytes(dtype), _next_pow2(int(dims["D"])))
-    return _row_loop(dims, mode, math.ceil(4 / min(max(block_n // 256, 1), 8)))
+    """Mamba-2's Triton gated norm backward: ceil(4 / num_warps) programs per SM, each looping over its rows; a
+    row moves x, z and dy in and dx, dz out (5 D elements at the dtype; the forward x, z in, y out: 3 D)."""
+    d = int(dims["D"])
+    block_n = min(LAYERNORM_MAX_FUSED_BYTES // nbytes(dtype), _next_pow2(d))
+    return _row_loop(dims, mode, math.ceil(4 / min(max(block_n // 256, 1), 8)), 3 * d, 5 * d, nbytes(dtype),
+                     NORM_BWD_PHASES)
+
+
+def fused_residual_bwd_chain(dims: Mapping[str, int], mode: str, dtype: str = "bf16") -> Chain | None:
+    """The residual add that mamba-ssm's fused_add_norm does inside the norm's kernels (add / fused_norm): in
+    the backward each row of the norm's loop also loads the residual's gradient after its reductions and
+    stores the updated one, both fp32 (module docstring, ``ROW_LOOP``): one more round trip and 8 D bytes (the
+    forward: the residual in and out, 8 D bytes as well)."""
+    d = int(dims["D"])
+    return _row_loop(dims, mode, 1, d, d, RESIDUAL_BWD_BYTES_PER_ELEMENT, RESIDUAL_BWD_PHASES)
 
 
 def mamba3_siso_chain(dims: Mapping[str, int], mode: str, dtype: str = "bf16") -> Chain | None:

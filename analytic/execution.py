@@ -62,6 +62,7 @@ from .chain import (
     causal_conv1d_chain,
     fa2_fwd_chain,
     fla_recurrent_chain,
+    fused_residual_bwd_chain,
     gated_norm_bwd_chain,
     layer_norm_bwd_chain,
     mamba1_scan_chain,
@@ -221,7 +222,8 @@ TRAITS: dict[tuple[str, str], Traits] = {
     ("cast", "to_fp32"): EAGER,
     ("cast", "param_to_fp32"): EAGER,
     ("add", "torch_eager"): EAGER,
-    ("add", "fused_norm"): TRITON,           # inside mamba-ssm's Triton fused_add_norm (no launch of its own)
+    # inside mamba-ssm's Triton fused_add_norm (no launch of its own); its backward rows wait on one more load
+    ("add", "fused_norm"): dataclasses.replace(TRITON, chain=fused_residual_bwd_chain),
     ("a_from_log", "fp32_param"): EAGER,
     ("a_from_log", "cast_param"): EAGER,
     ("mamba3_prep", "torch_eager"): EAGER,

@@ -142,11 +142,9 @@ COMPUTE_PATHS = ("conv_depthwise", "softplus")
 # not a multiple of its 16-byte load (kIsVecLoad false: bounds-checked element loads), a longer step;
 # ``lane_chunk_cta_bwd`` and ``lane_chunk_cta_bwd_unaligned``, causal-conv1d's channel-first backward kernel on the
 # same lanes, one step per chunk (loads, the SiLU recomputed, exchanges, a store) and one for its closing block
-# reductions and atomics;
-# ``row_loop_cta``, one program per SM looping over its share of a norm's rows, one row per step (loads of
-# the row, two reductions over it, a store: mamba-ssm's Triton layer-norm backward).
+# reductions and atomics. (A norm backward's loop over rows has no spec parameter: analytic/chain.py ROW_LOOP.)
 CHAIN_CLASSES = ("token_recurrent_warp", "chunk_recurrent_cta", "lane_chunk_cta", "state_tile_cta",
-                 "lane_state_cta", "lane_state_cta_uneven", "lane_chunk_cta_unaligned", "row_loop_cta",
+                 "lane_state_cta", "lane_state_cta_uneven", "lane_chunk_cta_unaligned",
                  "lane_state_cta_bwd", "lane_chunk_cta_bwd", "lane_chunk_cta_bwd_unaligned")
 DRAM_PATHS = ("broadcast", "cast_copy", "reduction", "strided_copy", "expand_copy")
 

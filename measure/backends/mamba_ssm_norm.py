@@ -7,7 +7,7 @@ Backends (op / impl / modes):
   contiguous at the case dtype, weight [D] at the case dtype (a model's ``RMSNorm`` parameter after
   ``.to(dtype)``), no residual. The forward is ``_layer_norm_fwd_1pass_kernel``, one row per program (grid
   B x L, warps autotuned); the backward is ``_layer_norm_bwd_kernel`` on a grid of one program per SM, each
-  looping over ceil(B L / SMs) rows one after another (``analytic/chain.py``, ``row_loop_cta``), then
+  looping over ceil(B L / SMs) rows one after another (``analytic/chain.py``, ``ROW_LOOP``), then
   ``_dw.sum(0)`` of the per-program partial weight gradients and its cast to the weight's dtype.
 - ``mamba_ssm.rmsnorm_gated_fn``: gated_rmsnorm / fused / fwd, bwd, fwdbwd -- mamba_ssm/ops/triton/layernorm_gated.py
   ``rmsnorm_fn(x, weight, None, z=z, eps=1e-5, group_size=None, norm_before_gate=False)`` as ``Mamba2`` calls it
