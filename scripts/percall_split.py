@@ -75,6 +75,27 @@ CALLS = (
     ("block_attention", "block:attention", "torch.attention_block", "bf16",
      {"B": 1, "L": 512, "D": 2048, "H": 32, "G": 8, "P": 64}),
     ("block_gated_mlp", "block:gated_mlp", "torch.gated_mlp", "bf16", {"B": 1, "L": 512, "D": 2048, "F": 8192}),
+    # the norms' backward kernels (measure/suites/norm_rope_h200.yaml, 2026-12-05): one program per SM loops over
+    # ceil(B L / 132) rows (analytic/chain.py ROW_LOOP); eager calls there were host-bound at B = 8 and
+    # the CUDA-graph captures of the backward failed, so the profiler's kernel times are the device time
+    *((f"rmsnorm_bwd_b{b}_d{d}{'_fp32' if dt == 'fp32' else ''}", "rmsnorm", "mamba_ssm.rms_norm_fn", dt,
+       {"B": b, "L": 2048, "D": d}, "bwd")
+      for b, d, dt in ((2, 768, "bf16"), (8, 384, "bf16"), (8, 768, "bf16"), (8, 2048, "bf16"), (8, 4096, "bf16"),
+                       (32, 768, "bf16"), (32, 768, "fp32"), (32, 2048, "bf16"))),
+    *((f"gated_rmsnorm_bwd_b{b}_d{d}", "gated_rmsnorm", "mamba_ssm.rmsnorm_gated_fn", "bf16",
+       {"B": b, "L": 2048, "D": d}, "bwd") for b, d in ((8, 512), (8, 1536), (8, 4096), (32, 1536))),
+    ("rmsnorm_fwdbwd_b8_d768", "rmsnorm", "mamba_ssm.rms_norm_fn", "bf16", {"B": 8, "L": 2048, "D": 768}, "fwdbwd"),
+    # Hugging Face's eager RoPE on transposed q, k views: the kernels' paths at a host-bound and a GPU-bound shape
+    ("rope_b1", "rope", "torch_ref", "bf16", {"B": 1, "L": 2048, "H": 32, "G": 8, "P": 64}),
+    ("rope_b8", "rope", "torch_ref", "bf16", {"B": 8, "L": 2048, "H": 32, "G": 8, "P": 64}),
+    # causal-conv1d's forward-backward at the two stored shapes its achievable estimate calls device-bound
+    ("causal_conv1d_fn_fwdbwd_b32", "conv1d", "causal_conv1d.causal_conv1d_fn", "bf16",
+     {"B": 32, "L": 256, "E": 4096, "K": 4}, "fwdbwd"),
+    ("causal_conv1d_fn_fwdbwd_b128", "conv1d", "causal_conv1d.causal_conv1d_fn", "bf16",
+     {"B": 128, "L": 196, "E": 768, "K": 4}, "fwdbwd"),
+    # the eager softmax's five kernels (amax, sub, exp, sum, div) on bf16 tensors at two device-bound shapes
+    ("softmax_eager_s4096", "softmax", "torch_ref", "bf16", {"B": 1, "H": 32, "L": 1024, "S": 4096}),
+    ("softmax_eager_s1024", "softmax", "torch_ref", "bf16", {"B": 1, "H": 8, "L": 1024, "S": 1024}),
 )
 HOST_SINGLE = 30
 B2B_CALLS, B2B_REPEATS = 10, 10
