@@ -166,6 +166,12 @@ def _entry_cases(e: dict[str, Any], index: int, where: str) -> tuple[list[SuiteC
             fail(f"timing.{k}: unknown key; valid: {', '.join(TIMING_KEYS)}")
         if not isinstance(v, TIMING_KEYS[k]):
             fail(f"timing.{k} must be true or false, got {v!r}")
+    if timing.get("cuda_graph") and "bwd" in modes:
+        # a bwd call replays the autograd graph of a forward run before timing, on another stream than the
+        # capture's: its backward kernels go to the forward's stream and the capture fails (every such case of
+        # measure/suites/norm_rope_h200.yaml on the H200, 2026-12-05), which ends the run
+        fail("timing.cuda_graph cannot time mode 'bwd' (its backward runs on the stream of a forward made "
+             "before capture, not the capture stream); time 'fwdbwd' as graph replays, or 'bwd' eagerly")
     skip_invalid = e.get("skip_invalid", False)
     if not isinstance(skip_invalid, bool):
         fail("'skip_invalid' must be true or false")

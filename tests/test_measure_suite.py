@@ -58,6 +58,7 @@ def test_suite_expands_cartesian_product():
     (dict(grid={"B": [], "L": 4, "I": 8, "O": 8}), ["grid.B", "empty"]),
     (dict(timing={"graphs": True}), ["timing.graphs", "unknown key"]),
     (dict(timing={"cuda_graph": "yes"}), ["timing.cuda_graph", "true or false"]),
+    (dict(modes=["fwd", "bwd"], timing={"cuda_graph": True}), ["timing.cuda_graph", "mode 'bwd'", "fwdbwd"]),
 ])
 def test_suite_errors_name_file_entry_and_problem(entry, words):
     with pytest.raises(SuiteError) as exc:
