@@ -12,7 +12,8 @@
 # and the calls that gave every group of 1-4 shapes new ones (results/h200/2026-12-03/fill; its README), and
 # the op-level calls of 2026-12-04 (recheck-mamba3-step, strided-gate, ssd-graph, vim-scan, conv-unaligned;
 # their READMEs), and the calls of 2026-12-05 (results/h200/2026-12-05/norm-rope: the norms and RoPE;
-# conv-fwdbwd: causal-conv1d's forward-backward calls measured again).
+# conv-fwdbwd: causal-conv1d's forward-backward calls measured again; norm-graph: the norms' forward-backward
+# as CUDA-graph replays).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 IN=results/h200/2026-12-02
@@ -27,13 +28,14 @@ SSDG=results/h200/2026-12-04/ssd-graph
 VIM=results/h200/2026-12-04/vim-scan  # the selective scan and conv1d at uneven lengths (the vision model's)
 CONV=results/h200/2026-12-04/conv-unaligned  # causal-conv1d at lengths that are not a multiple of its load
 NORM=results/h200/2026-12-05/norm-rope  # mamba-ssm's Triton norms (backward row loop, gated norm) and the eager RoPE
-CONVFB=results/h200/2026-12-05/conv-fwdbwd  # causal-conv1d's forward-backward calls again (supersede the stored ones)
+CONVFB=results/h200/2026-12-05/conv-fwdbwd  # causal-conv1d's forward-backward calls measured again
+NORMG=results/h200/2026-12-05/norm-graph  # the Triton norms' forward-backward as CUDA-graph replays
 OUT=$IN/calibration
 mkdir -p "$OUT"
-ssmbench calibrate --results "$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$MORE/call2" "$PAIRS" "$FA3" "$FILL" "$RECHECK" "$GATE" "$SSDG" "$VIM" "$CONV" "$NORM" "$CONVFB" --hw h200-sxm --out "$OUT/profile.json" --force
-ssmbench gap --results "$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$MORE/call2" "$PAIRS" "$FA3" "$FILL" "$RECHECK" "$GATE" "$SSDG" "$VIM" "$CONV" "$NORM" "$CONVFB" --hw h200-sxm --calibration "$OUT/profile.json" \
+ssmbench calibrate --results "$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$MORE/call2" "$PAIRS" "$FA3" "$FILL" "$RECHECK" "$GATE" "$SSDG" "$VIM" "$CONV" "$NORM" "$CONVFB" "$NORMG" --hw h200-sxm --out "$OUT/profile.json" --force
+ssmbench gap --results "$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$MORE/call2" "$PAIRS" "$FA3" "$FILL" "$RECHECK" "$GATE" "$SSDG" "$VIM" "$CONV" "$NORM" "$CONVFB" "$NORMG" --hw h200-sxm --calibration "$OUT/profile.json" \
     --format md --out "$OUT/gap.md" --plot "$OUT/gap.png" --energy-plot "$OUT/energy.png"
-ssmbench gap --results "$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$MORE/call2" "$PAIRS" "$FA3" "$FILL" "$RECHECK" "$GATE" "$SSDG" "$VIM" "$CONV" "$NORM" "$CONVFB" --hw h200-sxm --calibration "$OUT/profile.json" \
+ssmbench gap --results "$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$MORE/call2" "$PAIRS" "$FA3" "$FILL" "$RECHECK" "$GATE" "$SSDG" "$VIM" "$CONV" "$NORM" "$CONVFB" "$NORMG" --hw h200-sxm --calibration "$OUT/profile.json" \
     --format json --out "$OUT/gap.json"
-ssmbench energy-fit --results "$IN/default" "$MORE/call1" "$MORE/call2" "$PAIRS" "$FA3" "$FILL" "$RECHECK" "$GATE" "$SSDG" "$VIM" "$CONV" "$NORM" "$CONVFB" --hw h200-sxm --out "$OUT/energy-fit.json" --force > /dev/null
+ssmbench energy-fit --results "$IN/default" "$MORE/call1" "$MORE/call2" "$PAIRS" "$FA3" "$FILL" "$RECHECK" "$GATE" "$SSDG" "$VIM" "$CONV" "$NORM" "$CONVFB" "$NORMG" --hw h200-sxm --out "$OUT/energy-fit.json" --force > /dev/null
 rm -f "$OUT/energy-fit.yaml"  # the measured: fragment that energy-fit wrote before it wrote a profile
