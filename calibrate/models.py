@@ -26,6 +26,9 @@ Forms (t is the predicted time per call):
                        for a small group estimated from a pooled fit, pool.py)
 - ``achievable_scale``: t = c max(T_host, T_fixed + max_r A_r)   (the achievable estimate times one
                        factor: the one-parameter form a pooled level of few shapes can support)
+- ``achievable_host``: t = max(h T_host, T_fixed + max_r A_r)   (the achievable estimate with its host
+                       time times one factor: the device side as the model has it, the host at the
+                       measured machine's speed)
 - ``overlap``:         t = ((t0 n)^p + (T_max / e)^p)^(1/p),  1 <= p <= 16
                        (the fixed time overlaps the work: p = 1 adds them, large p takes the larger.
                        Eager PyTorch code issues kernels from the CPU while earlier ones run, so a

@@ -244,6 +244,23 @@ def test_achievable_scale_is_the_achievable_estimate_times_one_factor():
     np.testing.assert_allclose(again.predict(X), fit.predict(X))
 
 
+def test_achievable_host_scales_the_host_side_only():
+    """A kernel whose device side the achievable model gets right, measured on a host 1.6x slower than the
+    spec's: the host factor is recovered, the device-bound cases stay at the achievable device time (one
+    factor on every term, achievable_scale, would move them too)."""
+    from ssmbench.calibrate.achievable_forms import AchievableHost
+    X = _achievable_features(n=30, seed=6)
+    A, H, F = X.achievable()
+    device = F + A.max(axis=1)
+    y = _noisy(np.maximum(1.6 * H, device), 0.01)
+    fit = AchievableHost().fit(X, y)
+    assert fit.n_params_of(X) == 1 and fit.params["host_scale"] == pytest.approx(1.6, rel=0.03)
+    gpu_bound = device > 1.7 * H
+    assert gpu_bound.any() and (~gpu_bound).any()
+    np.testing.assert_allclose(fit.predict(X)[gpu_bound], device[gpu_bound], rtol=1e-9)
+    assert isinstance(model_from_dict(fit.to_dict()), AchievableHost)
+
+
 def test_choice_counts_the_tail_of_held_out_errors():
     # a form right on 70% of the shapes and 3x off on the rest loses to one 10% off everywhere,
     # though its median error is lower
