@@ -83,6 +83,11 @@ def test_schemas_name_what_the_code_writes():
     profile = json.loads((SCHEMAS / "profile.schema.json").read_text(encoding="utf-8"))
     assert (profile["properties"]["kind"]["const"], profile["properties"]["schema_version"]["const"]) == (
         PROFILE_KIND, PROFILE_SCHEMA_VERSION)
+    from ssmbench.calibrate.achievable_forms import MODELS
+
+    for name in ("profile", "gap"):  # every model form calibration can choose
+        schema = json.loads((SCHEMAS / f"{name}.schema.json").read_text(encoding="utf-8"))
+        assert set(schema["$defs"]["fit_model"]["properties"]["name"]["enum"]) == set(MODELS), name
     doc = (REPO / "docs" / "results-schema.md").read_text(encoding="utf-8")
     for name in ("result", "profile", "gap", "probe"):
         assert f"schemas/{name}.schema.json" in doc
