@@ -96,6 +96,15 @@ CALLS = (
     # the eager softmax's five kernels (amax, sub, exp, sum, div) on bf16 tensors at two device-bound shapes
     ("softmax_eager_s4096", "softmax", "torch_ref", "bf16", {"B": 1, "H": 32, "L": 1024, "S": 4096}),
     ("softmax_eager_s1024", "softmax", "torch_ref", "bf16", {"B": 1, "H": 8, "L": 1024, "S": 1024}),
+    # the ATen paths of the eager references in 16-bit and 32-bit types at device-bound shapes: each kernel's
+    # time from the profiler, for the 16-bit broadcast path the softmax's kernels point to
+    ("softmax_eager_fp32", "softmax", "torch_ref", "fp32", {"B": 1, "H": 32, "L": 1024, "S": 4096}),
+    ("softmax_eager_fp16", "softmax", "torch_ref", "fp16", {"B": 1, "H": 32, "L": 1024, "S": 4096}),
+    ("softmax_eager_h32_s1024", "softmax", "torch_ref", "bf16", {"B": 4, "H": 32, "L": 1024, "S": 1024}),
+    *((f"{op}_eager_{dt}", op, "torch_ref", dt, {"B": 8, "L": 2048, "D": 2048})
+      for op in ("rmsnorm", "layernorm", "gated_rmsnorm") for dt in ("bf16", "fp32")),
+    ("rope_b8_h14", "rope", "torch_ref", "bf16", {"B": 8, "L": 2048, "H": 14, "G": 2, "P": 64}),
+    ("rope_b8_fp32", "rope", "torch_ref", "fp32", {"B": 8, "L": 2048, "H": 32, "G": 8, "P": 64}),
 )
 HOST_SINGLE = 30
 B2B_CALLS, B2B_REPEATS = 10, 10
