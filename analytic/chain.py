@@ -175,12 +175,13 @@ and 4096), and within 0-3 % of the whole-model profiles with the fused residual 
 Transformer++ train; D = 384: vim-s-bidir), where the earlier spec step of 1.376 us per row, read off the two
 D = 768 profiles, put the op call at B = 32 76 % over. A forward-backward call runs the forward kernel's bytes at
 the full bandwidth first, then the loop: seven such calls timed as graph replays (results/h200/2026-12-05/
-norm-graph), whose estimates were written before the run, land 12 % under to 2 % over. Not modelled: rows still in L2 (two op calls profiled
-back to back whose 19-38 MB stay L2-resident between calls, B = 2, D = 768 and B = 8, D = 384: 0.48 and 0.43 us
-per row where this gives 0.85 and 0.78, 78-80 % over; graph-mamba-style's D = 96 training step, 0.59-0.61 us
-per row where this gives 1.10, 81-85 % over), and the gated backward inside mamba-ssm's fused Mamba-2 path (the
-whole-model profiles: ~247 us per call at B L = 16384, D = 1536, where this gives 148 us and the op call took
-154 us; that path also recomputes the norm's output for out_proj's weight gradient).
+norm-graph), whose estimates were written before the run, land 12 % under to 2 % over. Not modelled: rows still
+in L2 (two op calls profiled back to back whose 19-38 MB stay L2-resident between calls, B = 2, D = 768 and
+B = 8, D = 384: 0.48 and 0.43 us per row where this gives 0.85 and 0.78, 78-80 % over; graph-mamba-style's
+D = 96 training step, 0.59-0.61 us per row where this gives 1.10, 81-85 % over), and the gated backward inside
+mamba-ssm's fused Mamba-2 path (the whole-model profiles: ~247 us per call at B L = 16384, D = 1536, where this
+gives 148 us and the op call took 154 us; that path also recomputes the norm's output for out_proj's weight
+gradient).
 
 FlashAttention-2's forward kernel (``flash_fwd_kernel``, csrc/flash_attn/src/flash_fwd_kernel.h,
 the kernel PyTorch's SDPA flash backend vendors) runs one CTA per (query tile of kBlockM rows, batch,

@@ -268,7 +268,8 @@ TRAITS: dict[tuple[str, str], Traits] = {
     # time: 234-343 us against 246-489 us per call back to back, the same session and shapes
     # (results/h200/2026-12-05/norm-rope/percall/percall_split_2.json), where the one-argument Triton class put
     # its eager calls (403-422 us) at their device time; the plain norm's class is the autotuned one
-    ("gated_rmsnorm", "fused"): dataclasses.replace(TRITON, chain=gated_norm_bwd_chain, bwd_host_class="triton_autotune"),
+    ("gated_rmsnorm", "fused"): dataclasses.replace(TRITON, chain=gated_norm_bwd_chain,
+                                                    bwd_host_class="triton_autotune"),
     ("gated_rmsnorm", "torch_eager"): EAGER,
     ("s4", "fft"): EAGER,
     ("s4", "recurrent"): EAGER,

@@ -1,7 +1,7 @@
 """The model forms on the achievable estimate's terms (``achievable_eff``, ``achievable_scale``,
-``achievable_host``; the formulas are in models.py's docstring), their per-session host factors, and the registry of every form
-(``MODELS``, ``model_from_dict``). Split from models.py, which keeps the roofline-term forms and the
-shared fitting machinery (``Model``, ``Features``, the log-space least squares)."""
+``achievable_host``; the formulas are in models.py's docstring), their per-session host factors, and the
+registry of every form (``MODELS``, ``model_from_dict``). Split from models.py, which keeps the roofline-term
+forms and the shared fitting machinery (``Model``, ``Features``, the log-space least squares)."""
 
 from __future__ import annotations
 
@@ -192,22 +192,16 @@ class AchievableScale(AchievableEff):
         return None
 
 
-class AchievableHost(AchievableEff):
+class AchievableHost(AchievableScale):
     """The achievable estimate's device side as it is, its host side times one factor: t = max(h * T_host,
     T_fixed + max_r T_r). One parameter, for a kernel whose device time the achievable model gets right and
     whose measured host time differs from the spec's host terms by the speed of the host it ran on (the
     H200 machines' host paths vary up to 2x between sessions: one factor on every term, achievable_scale,
     then scales the device-bound shapes too). Stored as achievable_eff parameters (fixed scale and every
-    efficiency 1)."""
+    efficiency 1; one parameter, as achievable_scale)."""
 
     name = "achievable_host"
     formula = "t = max(h*T_host, T_fixed + max_r T_r) (the achievable estimate, its host time times one factor)"
-
-    def n_params(self, active):
-        return 1
-
-    def n_params_of(self, X):
-        return 1
 
     def fit(self, X, y, start=None):
         A, H, F = X.achievable()
@@ -221,9 +215,6 @@ class AchievableHost(AchievableEff):
         params = {"host_scale": float(np.exp(p[0])), "fixed_scale": 1.0}
         params.update({f"eff.{r}": 1.0 for r in ACH_RESOURCES})
         return AchievableHost(params, ACH_RESOURCES)
-
-    def _vector(self):
-        return None
 
 
 MODELS: dict[str, type[Model]] = {m.name: m for m in (RooflineConst, MaxEff, SumNNLS, SizeEff, Overlap,
