@@ -30,8 +30,10 @@ Terms, for one call of an op whose kernels launch back to back (``launches`` = n
   where the half-of-L2 rule (31 MB) had predicted 24, 39 and 18 us. Compulsory bytes always cross
   DRAM (the measurements flush L2 between calls).
 - **Software kernel paths** (``Cost.path``): bytes that ATen's non-vectorized kernels move
-  (``memory.dram.path.<p>``: a broadcast elementwise op, a dtype-converting copy, a reduction along
-  the last dimension; ``hwspecs.schema.DRAM_PATHS``) cross DRAM at that path's attained bandwidth,
+  (``memory.dram.path.<p>``: a broadcast elementwise op, with fp32 or with 16-bit results (the kernel is
+  bound by the elements it indexes, so 16-bit elements move about half the fp32 bandwidth:
+  ``broadcast_16bit``), a dtype-converting copy, a reduction along the last dimension;
+  ``hwspecs.schema.DRAM_PATHS``) cross DRAM at that path's attained bandwidth,
   the rest at memory.dram.bandwidth (the copy's, which contiguous vectorized kernels reach):
   T_dram_bytes = (B_dram - sum_p B_p) / BW + sum_p B_p / BW_p, each path's bytes scaled by the
   share of the executed bytes that DRAM (not L2) serves. FLOPs of a kernel with its own attained

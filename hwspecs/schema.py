@@ -115,7 +115,9 @@ from .host_classes import (  # noqa: F401 - re-exported: part of the spec schema
 #   math library's accurate expf and log1pf, software routines of tens of instructions, and an IEEE divide),
 #   instruction-bound; FLOPs as the cost rule counts them (1 per element, ``conventions.SOFTPLUS``).
 # - DRAM bandwidth of ATen's non-vectorized paths: ``broadcast`` (elementwise_kernel<128, 2|4> over
-#   operands of different shapes), ``cast_copy`` (a dtype-converting copy, unrolled_elementwise_kernel
+#   operands of different shapes, fp32 results), ``broadcast_16bit`` (the same kernel writing 16-bit results:
+#   it is bound by the elements it indexes, not by their bytes, so 16-bit elements move about half the fp32
+#   bandwidth; ``analytic/ops/common/kernels.Kernel`` picks it by the kernel's output size), ``cast_copy`` (a dtype-converting copy, unrolled_elementwise_kernel
 #   <direct_copy>), ``reduction`` (reduce_kernel<512, 1> along the last dimension), ``strided_copy`` (a
 #   same-dtype copy of a strided bf16 view into a contiguous tensor, elementwise_kernel<128, 4,
 #   direct_copy>: mamba-ssm MHA's repeat_interleave of the interleaved KV cache's k and v views),
@@ -146,7 +148,7 @@ COMPUTE_PATHS = ("conv_depthwise", "softplus")
 CHAIN_CLASSES = ("token_recurrent_warp", "chunk_recurrent_cta", "lane_chunk_cta", "state_tile_cta",
                  "lane_state_cta", "lane_state_cta_uneven", "lane_chunk_cta_unaligned",
                  "lane_state_cta_bwd", "lane_chunk_cta_bwd", "lane_chunk_cta_bwd_unaligned")
-DRAM_PATHS = ("broadcast", "cast_copy", "reduction", "strided_copy", "expand_copy")
+DRAM_PATHS = ("broadcast", "cast_copy", "reduction", "strided_copy", "expand_copy", "broadcast_16bit")
 
 
 class Compute(_Strict):

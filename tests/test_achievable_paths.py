@@ -83,28 +83,51 @@ def test_path_bytes_served_by_l2_are_not_charged_at_the_path_bandwidth():
     assert e.times_s["dram"] == pytest.approx(LATENCY + 1e6 / PATH_BW)
 
 
-@pytest.mark.parametrize("op,impl,paths", [
-    ("rmsnorm", "torch_eager", {"dram.cast_copy", "dram.reduction", "dram.broadcast"}),
-    ("layernorm", "torch_eager", {"dram.cast_copy", "dram.reduction", "dram.broadcast"}),
-    ("softmax", "torch_eager", {"dram.reduction", "dram.broadcast"}),
-    ("rmsnorm", "fused", set()),
+@pytest.mark.parametrize("op,impl,dtype,paths", [
+    # bf16: the fp32 statistics' broadcasts on the fp32 path, the 16-bit results' (w * x) on the 16-bit one
+    ("rmsnorm", "torch_eager", "bf16", {"dram.cast_copy", "dram.reduction", "dram.broadcast", "dram.broadcast_16bit"}),
+    ("layernorm", "torch_eager", "bf16",
+     {"dram.cast_copy", "dram.reduction", "dram.broadcast", "dram.broadcast_16bit"}),
+    ("rmsnorm", "torch_eager", "fp32", {"dram.reduction", "dram.broadcast"}),
+    ("softmax", "torch_eager", "bf16", {"dram.reduction", "dram.broadcast_16bit"}),
+    ("softmax", "torch_eager", "fp16", {"dram.reduction", "dram.broadcast_16bit"}),
+    ("softmax", "torch_eager", "fp32", {"dram.reduction", "dram.broadcast"}),
+    ("rmsnorm", "fused", "bf16", set()),
 ])
-def test_eager_norms_and_softmax_name_their_aten_paths(op, impl, paths):
+def test_eager_norms_and_softmax_name_their_aten_paths(op, impl, dtype, paths):
     dims = {"B": 2, "L": 8, "D": 64} if op != "softmax" else {"B": 2, "H": 2, "L": 8, "S": 64}
-    c = case_cost(op, dims, impl=impl, mode="fwd", dtype="bf16")
+    c = case_cost(op, dims, impl=impl, mode="fwd", dtype=dtype)
     assert set(c.path) == paths
     assert sum(v for k, v in c.path.items() if k.startswith("dram.")) <= c.executed_bytes
 
 
 def test_rmsnorm_path_bytes_are_the_kernels_bytes():
     # bf16 x [R, D]: two casts (2 + 4 B each way), mean of the fp32 squares (4 B in, 4 B per row out),
-    # x * rstd (4 + 4 B, 4 B per row) and w * x (2 + 2 B, 2 B per weight element)
+    # x * rstd (4 + 4 B, 4 B per row) and w * x (2 + 2 B, 2 B per weight element: a 16-bit result)
     r, d = 16, 64
     c = case_cost("rmsnorm", {"B": 1, "L": r, "D": d}, impl="torch_eager", mode="fwd", dtype="bf16")
     n = r * d
     assert c.path["dram.cast_copy"] == 2 * 6 * n
     assert c.path["dram.reduction"] == 4 * n + 4 * r
-    assert c.path["dram.broadcast"] == (8 * n + 4 * r) + (4 * n + 2 * d)
+    assert c.path["dram.broadcast"] == 8 * n + 4 * r
+    assert c.path["dram.broadcast_16bit"] == 4 * n + 2 * d
+
+
+def test_a_broadcast_kernel_takes_its_path_variant_from_its_results_element_size():
+    wide, narrow = Tensor("y32", "activations", 8, 4), Tensor("y16", "activations", 8, 2)
+    assert Kernel("aten.mul", (narrow,), (wide,), path="dram.broadcast").path == "dram.broadcast"
+    assert Kernel("aten.mul", (wide,), (narrow,), path="dram.broadcast").path == "dram.broadcast_16bit"
+    assert Kernel("aten.sum", (narrow,), (narrow,), path="dram.reduction").path == "dram.reduction"
+
+
+def test_the_16bit_broadcast_bytes_move_at_their_own_path_rate():
+    c = Cost(read={"activations": 1e9}, write={"activations": 1e9}, launches=1, path={"dram.broadcast_16bit": 2e9})
+    e = estimate(c, path_spec(broadcast="2 TB/s", broadcast_16bit="0.5 TB/s"))
+    assert e.times_s["dram"] == pytest.approx(LATENCY + 2e9 / PATH_BW)
+    assert "memory.dram.path.broadcast_16bit" not in e.not_modelled
+    unknown = estimate(c, path_spec(broadcast="2 TB/s"))  # not in the spec: the copy rate, and named
+    assert unknown.times_s["dram"] == pytest.approx(LATENCY + 2e9 / DRAM_BW)
+    assert "memory.dram.path.broadcast_16bit" in unknown.not_modelled
 
 
 def test_torch_conv_forward_runs_its_conv_on_the_depthwise_path():
@@ -130,7 +153,7 @@ def test_torch_conv_decode_names_its_non_vectorized_kernels():
     b, e, k = 2, 8, 4
     c = case_cost("conv1d", {"B": b, "E": e, "K": k}, impl="torch_conv", mode="decode", dtype="bf16")
     assert c.path == {"dram.strided_copy": 2 * (b * e + b * e),
-                      "dram.broadcast": 2 * (2 * b * e * k + e * k) + 2 * (2 * b * e + e),
+                      "dram.broadcast_16bit": 2 * (2 * b * e * k + e * k) + 2 * (2 * b * e + e),
                       "dram.reduction": 2 * (b * e * k + b * e)}
 
 

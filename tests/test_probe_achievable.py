@@ -183,8 +183,10 @@ def test_a_failed_measurement_is_listed_and_the_others_still_run(monkeypatch):
         ran.append(cls)
 
     monkeypatch.setattr(ach, "per_call_cost", per_call)
-    for name in ("aten_paths", "conv_depthwise", "softplus_rate", "autograd_node_cost", "eager_op_hosts"):
-        monkeypatch.setattr(ach, name, lambda ctx, name=name: ran.append(name))
+    from ssmbench.measure import _probe_paths
+    monkeypatch.setattr(ach, "autograd_node_cost", lambda ctx: ran.append("autograd_node_cost"))
+    for name in ("aten_paths", "conv_depthwise", "softplus_rate", "eager_op_hosts"):
+        monkeypatch.setattr(_probe_paths, name, lambda ctx, name=name: ran.append(name))
     ach.run_achievable(_fake_ctx([]), attempt, ext_future=None)
     assert ran == ["l2", "copy", "mma", "aten_paths", "conv_depthwise", "softplus_rate", "torch_eager", "triton",
                    "triton_autotune", "cublas", "sdpa", "cuda_graph", "autograd", "autograd_node_cost", "eager_op_hosts"]
@@ -245,7 +247,8 @@ def test_achievable_measurements_on_cuda():
     keys = {m["key"] for m in doc["measured"]}
     want = {"memory.dram.latency", "memory.l2.latency", "memory.l2.bandwidth", "launch.host.torch_eager",
             "launch.host.triton", "launch.host.cublas", "launch.host.autograd_node", "launch.timed_call",
-            "memory.dram.path.broadcast", "memory.dram.path.cast_copy", "memory.dram.path.reduction",
+            "memory.dram.path.broadcast", "memory.dram.path.broadcast_16bit", "memory.dram.path.cast_copy",
+            "memory.dram.path.reduction",
             "compute.path.conv_depthwise", "compute.path.softplus"}
     assert want <= keys, doc["failed"]
     assert {c["name"] for c in doc["curves"]} >= {"latency_vs_footprint", "read_bandwidth_vs_footprint",

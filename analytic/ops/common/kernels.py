@@ -54,6 +54,7 @@ from ...cost import PATH_KEYS, Cost
 STREAM_BLOCK = 1024
 # Reductions and row kernels accumulate in fp32 whatever the storage dtype (conventions.py).
 ACC_BYTES = BYTES_PER_ELEMENT[STATE_DTYPE]
+BROADCAST, BROADCAST_16BIT = "dram.broadcast", "dram.broadcast_16bit"
 
 
 @dataclass(frozen=True)
@@ -95,10 +96,15 @@ class Kernel:
     tensor: Mapping[str, Any] = field(default_factory=dict)  # {tensor dtype: FLOPs} per launch
     count: Any = 1
     # the software path it runs through where its attained rate is not the engine's or the memory's
-    # (``cost.PATH_KEYS``): "dram.<p>" puts its bytes, "compute.<p>" its vector FLOPs in Cost.path
+    # (``cost.PATH_KEYS``): "dram.<p>" puts its bytes, "compute.<p>" its vector FLOPs in Cost.path.
+    # A "dram.broadcast" kernel whose results are all 16-bit runs on "dram.broadcast_16bit": ATen's
+    # non-vectorized elementwise kernel is bound by the elements it indexes, so its bandwidth depends on
+    # their size (hwspecs.schema.DRAM_PATHS); rules name the path, the element size picks the variant.
     path: str | None = None
 
     def __post_init__(self):
+        if self.path == BROADCAST and self.writes and all(t.itemsize == 2 for t in self.writes):
+            object.__setattr__(self, "path", BROADCAST_16BIT)
         if self.path is not None and self.path not in PATH_KEYS:
             raise ValueError(f"kernel {self.name}: unknown path {self.path!r}; known: {PATH_KEYS}")
 
