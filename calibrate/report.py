@@ -104,6 +104,18 @@ def _overall_md(o: dict[str, Any] | None, level: int) -> list[str]:
     return lines
 
 
+def _repeat_md(rep: dict[str, Any] | None) -> str:
+    """The model-free repeat errors between sessions (calibrate/sessions.py repeatability), one sentence."""
+    if not rep:
+        return ""
+    parts = [f"{name}: median {s['median_pct']:.1f}%, p90 {s['p90_pct']:.1f}% ({s['n']} session records of "
+             f"{s['n_cases']} cases)" for name, s in (("host-bound", rep["host_bound"]), ("GPU-bound", rep["gpu_bound"]))
+             if s]
+    return (" Each session's time of a case measured in two or more sessions against the median of its other "
+            "sessions (measurement; the error a model that knew each case's typical time exactly would still "
+            "show): " + "; ".join(parts) + ".") if parts else ""
+
+
 def _by_pace_md(bp: dict[str, Any] | None, level: int) -> list[str]:
     if not bp:
         return []
@@ -113,7 +125,7 @@ def _by_pace_md(bp: dict[str, Any] | None, level: int) -> list[str]:
               f" The same host-bound case measured in different sessions moves by a log sd of "
               f"{hs['sigma_log']:.2f} (x{math.exp(hs['sigma_log']):.2f} at one sd; {hs['n_cases']} cases over "
               f"{hs['n_sessions']} sessions, {hs['source']}): a floor that no model of the host can beat on "
-              "these measurements.")
+              "these measurements." + _repeat_md(hs.get("repeatability")))
     lines = ["", "### Per family, by what sets the pace (held-out)", "",
              f"Rule: {bp['rule']}. GPU-bound cases judge the model of the device; host-bound ones the host "
              f"cost per call.{spread} Target (issue #13) judged on the GPU-bound cases: median |err| <= "

@@ -18,6 +18,12 @@ sessions (each case's sample variance of its per-session mean log times, average
 adds it in quadrature to both log bounds of a host-bound prediction's interval:
 log_hi' = sqrt(log_hi^2 + (z sigma)^2), z the normal quantile of the interval's upper end
 (log_lo' likewise, negative).
+
+``repeatability`` puts the same spread in the targets' terms, again without any model: each session's time of
+a case measured in two or more sessions (the geometric mean of its records there) against the median of its
+other sessions' times (on log times: the geometric middle of an even count), |t_s / median_other - 1|, median
+and p90, for host-bound and for GPU-bound cases apart.
+A model that knew every case's typical time exactly would still show these errors on single sessions.
 """
 
 from __future__ import annotations
@@ -51,7 +57,37 @@ def session_spread(cases: list[JoinedCase]) -> dict:
     return {"sigma_log": float(math.sqrt(np.mean(variances))), "n_cases": len(variances),
             "n_sessions": len(sessions),
             "source": "measured: pooled between-session variance of log time of the host-bound cases "
-                      "measured in two or more sessions"}
+                      "measured in two or more sessions",
+            "repeatability": repeatability(cases)}
+
+
+def repeatability(cases: list[JoinedCase]) -> dict:
+    """Model-free repeat errors between sessions (module docstring), by what sets the pace: {"host_bound",
+    "gpu_bound": {"n": session records compared, "n_cases", "median_pct", "p90_pct"} or None, "method"}."""
+    by_key: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    bound: dict[str, bool] = {}
+    for c in cases:
+        by_key[c.key][c.session or c.source_sha256].append(math.log(c.measured_s))
+        bound[c.key] = (c.bounds.achievable or {}).get("bottleneck") == HOST_BOUND
+    errs: dict[bool, list[float]] = {True: [], False: []}
+    n_cases = {True: 0, False: 0}
+    for key, per in by_key.items():
+        if len(per) < 2:
+            continue
+        n_cases[bound[key]] += 1
+        means = {s: float(np.mean(v)) for s, v in per.items()}
+        for s, m in means.items():
+            others = [v for o, v in means.items() if o != s]
+            errs[bound[key]].append(100.0 * abs(math.exp(m - float(np.median(others))) - 1.0))
+
+    def summary(host: bool) -> dict | None:
+        e = errs[host]
+        return None if not e else {"n": len(e), "n_cases": n_cases[host], "median_pct": float(np.median(e)),
+                                   "p90_pct": float(np.percentile(e, 90))}
+    return {"host_bound": summary(True), "gpu_bound": summary(False),
+            "method": "measured: each session's time of a case measured in two or more sessions (geometric mean of "
+                      "its records there) against the median of its other sessions' times, |ratio - 1|; "
+                      "host-bound: the achievable estimate's bottleneck is host/launch"}
 
 
 def widen_for_host(iv: Interval, sigma_log: float) -> Interval:

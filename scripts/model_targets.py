@@ -100,6 +100,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {f['family']:12s} gpu n={g['n']:4d} {_pct(g['median_ape_pct']):>8} {_pct(g['p90_ape_pct']):>8} "
                   f"{_pct(None if g['coverage'] is None else 100 * g['coverage']):>8} {_mark(f['gpu_meets_target'])} | "
                   f"host n={h['n']:4d} {_pct(h['median_ape_pct']):>8} {_pct(h['p90_ape_pct']):>8}")
+        for name, r in ((hs.get("repeatability") or {}).items()):
+            if name != "method" and r:
+                print(f"  [measurement, repeat between sessions, no model] {name.replace('_', '-')}: "
+                      f"{r['n']} session records of {r['n_cases']} cases against their other sessions' median: "
+                      f"median {r['median_pct']:.1f} %, p90 {r['p90_pct']:.1f} %")
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import block_gap

@@ -20,7 +20,7 @@ from ssmbench.calibrate.models import (
     Features,
     RooflineConst,
 )
-from ssmbench.calibrate.sessions import session_spread, widen_for_host
+from ssmbench.calibrate.sessions import repeatability, session_spread, widen_for_host
 from ssmbench.measure.results import ResultFile
 
 
@@ -134,6 +134,25 @@ def test_session_spread_is_measured_from_cases_in_two_sessions():
     assert s["n_cases"] == 2 and s["n_sessions"] == 2 and s["source"].startswith("measured")
     prior = session_spread([_case("k1", "s1", 1e-5)])
     assert prior["sigma_log"] == SESSION_SPREAD_LOG and prior["source"].startswith("prior")
+
+
+def test_repeatability_compares_each_session_with_the_median_of_the_others():
+    # k1 host-bound in three sessions (1, 1, 2 x 10 us; two records in s1 whose geometric mean is 10 us),
+    # k2 GPU-bound in two (1 and 1.1 ms), k3 in one session only (not compared)
+    cases = [_case("k1", "s1", 0.5e-5), _case("k1", "s1", 2e-5), _case("k1", "s2", 1e-5), _case("k1", "s3", 2e-5),
+             _case("k2", "s1", 1e-3, bottleneck="dram"), _case("k2", "s2", 1.1e-3, bottleneck="dram"),
+             _case("k3", "s1", 5e-5)]
+    r = repeatability(cases)
+    # k1 (medians taken on log times: the geometric middle of two): s1 against sqrt(1 x 2) -> 1 / sqrt(2) - 1;
+    # s2 likewise; s3: 2 against 1 -> +100 %
+    low = 100 * (1 - 1 / math.sqrt(2))
+    assert r["host_bound"]["n"] == 3 and r["host_bound"]["n_cases"] == 1
+    assert r["host_bound"]["median_pct"] == pytest.approx(low)
+    assert r["host_bound"]["p90_pct"] == pytest.approx(low + 0.8 * (100 - low))
+    # k2: s1 against 1.1 ms (9.09 %), s2 against 1 ms (10 %)
+    assert r["gpu_bound"]["n"] == 2 and r["gpu_bound"]["median_pct"] == pytest.approx((100 * (1 - 1 / 1.1) + 10) / 2)
+    assert repeatability([_case("k3", "s1", 5e-5)]) == {"host_bound": None, "gpu_bound": None,
+                                                         "method": r["method"]}
 
 
 def test_new_machine_interval_adds_the_spread_in_quadrature():
