@@ -4,11 +4,12 @@ Usage: python scripts/broadcast_path_check.py DIR [DIR ...] [--hw h200-sxm]
 
 For every ok case of the result folders whose cost moves bytes on ATen's broadcast kernels
 (``Cost.path`` keys ``dram.broadcast`` and ``dram.broadcast_16bit``; hwspecs/schema.py DRAM_PATHS), prints
-the measured median beside two achievable estimates (analytic/achievable.py, steady state, spec values):
+the measured median beside two achievable estimates (analytic/achievable.py, steady state, spec values; a case
+timed as CUDA-graph replays is estimated under graph launch):
 - **rule**: 16-bit results at ``memory.dram.path.broadcast_16bit``, fp32 results at ``memory.dram.path.broadcast``
   (the model);
-- **bytes**: every broadcast byte at ``memory.dram.path.broadcast`` whatever the element size (the rule before
-  2026-12-05: the path's bandwidth in bytes, measured on fp32);
+- **bytes**: the same model with every broadcast byte at ``memory.dram.path.broadcast`` whatever the element
+  size (the rule before 2026-12-05: the path's bandwidth in bytes, measured on fp32);
 with their errors (estimate / measured - 1) and the summary per dtype. A benchmark script: it prints figures
 and asserts nothing.
 """
@@ -32,7 +33,7 @@ def _bytes_rule_spec(spec):
 
 def main(argv: list[str] | None = None) -> int:
     from ssmbench.analytic import achievable
-    from ssmbench.analytic.registry import cost
+    from ssmbench.analytic.registry import all_ops, cost
     from ssmbench.hwspecs import load_spec
     from ssmbench.measure.results import latest_by_key, read_dir
 
@@ -48,12 +49,15 @@ def main(argv: list[str] | None = None) -> int:
         for key, c in sorted(latest_by_key(read_dir(d)).items()):
             if c["status"] != "ok":
                 continue
+            if c["op"] not in all_ops():  # whole blocks: their plans, not one op's rule
+                continue
             co = cost(c["op"], dict(c["dims"]), impl=c["impl"], mode=c["mode"], dtype=c["dtype"])
             if not any(float(co.path.get(p, 0)) > 0 for p in BROADCAST_KEYS):
                 continue
             meas = c["time_s"]["median"]
-            new_t = achievable.estimate(co, spec).time_s
-            old_t = achievable.estimate(co, old).time_s
+            launch = "graph" if (c.get("timing") or {}).get("cuda_graph") else "eager"
+            new_t = achievable.estimate(co, spec, launch=launch).time_s
+            old_t = achievable.estimate(co, old, launch=launch).time_s
             rows.append((c["dtype"], key, meas, new_t, old_t))
     if not rows:
         print("no ok case with broadcast-path bytes in " + ", ".join(a.dirs))

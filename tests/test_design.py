@@ -44,13 +44,22 @@ def test_the_base_design_gives_predicts_achievable_estimate(spec, model, phase, 
 
 
 def test_design_points_evaluate_as_specs_with_those_values(h200_dict, write_spec):
-    """A design point (the base with a value replaced) gives what predict gives on a spec file with that value."""
+    """A design point (the base with a value replaced) gives what predict gives on a spec file with that value.
+    The design point keeps the base's software kernel paths at their share of its copy bandwidth
+    (space.Designs: software on the design's memory), so the spec file scales its measured path bandwidths
+    by the same factor (the decode's Mamba-2 A_log upcast runs on memory.dram.path.cast_copy)."""
+    from ssmbench.hwspecs.units import parse
+
     s, m = get_spec("h200-sxm"), get_model("mamba2-2.7b")
     ww = WorkloadWork.of(Workload(m, "decode", 16, 8192), s)
     bw = np.array([2e12, 9e12])
     st = evaluate(ww, space.Designs.of(s, {"memory.dram.bandwidth": bw}), chunk=1)
+    base_bw = parse(next(e["value"] for e in h200_dict["measured"] if e["key"] == "memory.dram.bandwidth"), "bandwidth")
     for i, b in enumerate(bw):
-        d = dict(h200_dict, measured=[e for e in h200_dict["measured"] if e["key"] != "memory.dram.bandwidth"])
+        measured = [e if not e["key"].startswith("memory.dram.path.") else
+                    dict(e, value=f"{parse(e['value'], 'bandwidth') * float(b) / base_bw!r} B/s")
+                    for e in h200_dict["measured"] if e["key"] != "memory.dram.bandwidth"]
+        d = dict(h200_dict, measured=measured)
         d["memory"]["dram"]["bandwidth"] = {"value": f"{float(b)!r} B/s", "source": "nvidia-h200"}
         ach = predict(m, load_spec(write_spec(d)), "decode", 16, 8192, with_searches=False)["total"]["achievable"]
         assert st.time_s[i] == pytest.approx(ach["time_s"], rel=1e-12)

@@ -5,7 +5,8 @@ reads (YAML; ``docs/design.md`` documents every field).
 as plain data; ``read_sheet`` checks a sheet file; ``spec_data`` turns a sheet into the data of a
 hypothetical spec: the base spec's values, each attained (``measured:``) value of the base folded in as
 the design's value (a hypothetical spec has no measurements), and the sheet's design values set, each
-labelled a design assumption whose source is the sheet.
+labelled a design assumption whose source is the sheet; where the sheet grows the copy bandwidth or the
+vector rate, the base's software kernel paths follow it at their share (as ``require`` solved them).
 """
 
 from __future__ import annotations
@@ -150,6 +151,26 @@ def _set(data: dict, key: str, datum: dict) -> None:
     node[parts[-1]] = datum
 
 
+def _software_paths(base: Spec, values: dict) -> dict[str, dict]:
+    """The base's software kernel paths (``memory.dram.path.<p>``, ``compute.path.<p>``) on a grown design: at the
+    base's share of its copy bandwidth (vector rate) times the design's, as ``require`` solved it
+    (``space.Designs``: software on the design's memory and engines). Only for a base rate the sheet changes."""
+    from ...hwspecs.schema import COMPUTE_PATHS, DRAM_PATHS
+
+    out = {}
+    for rate_key, prefix, names, kind in (("memory.dram.bandwidth", "memory.dram.path", DRAM_PATHS, "bandwidth"),
+                                          ("compute.vector.fp32", "compute.path", COMPUTE_PATHS, "flop_rate")):
+        if rate_key not in values:
+            continue
+        factor = units.parse(values[rate_key]["value"], kind) / _known(base, rate_key)
+        for p in names:
+            v = _known(base, f"{prefix}.{p}")
+            if not np.isnan(v) and not np.isnan(factor):
+                out[f"{prefix}.{p}"] = {"value": quantity(v * factor, kind), "source": "requirements",
+                                        "note": f"software path: {base.id}'s share of its {rate_key} at this design's"}
+    return out
+
+
 def spec_data(sheet: dict, sheet_path: str, spec_id: str, name: str | None = None) -> dict:
     """The data of the hypothetical spec a sheet describes (checked by the caller with ``parse_spec``)."""
     base = get_spec(str(sheet["base"]))
@@ -172,6 +193,8 @@ def spec_data(sheet: dict, sheet_path: str, spec_id: str, name: str | None = Non
     for key, v in sheet["design"]["values"].items():
         _set(data, key, {"value": v["value"], "source": "requirements",
                          "note": f"required for {targets}; base {base.id}: {v.get('base')}"})
+    for key, datum in _software_paths(base, sheet["design"]["values"]).items():
+        _set(data, key, datum)
     data.pop("measured", None)
     data.update(id=spec_id, name=name or f"{base.name}, grown to meet {targets} ({what})", hypothetical=True,
                 device_names=[], vendor="design study",

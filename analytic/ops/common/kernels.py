@@ -54,7 +54,7 @@ from ...cost import PATH_KEYS, Cost
 STREAM_BLOCK = 1024
 # Reductions and row kernels accumulate in fp32 whatever the storage dtype (conventions.py).
 ACC_BYTES = BYTES_PER_ELEMENT[STATE_DTYPE]
-BROADCAST, BROADCAST_16BIT = "dram.broadcast", "dram.broadcast_16bit"
+BROADCAST, BROADCAST_16BIT, CAST_COPY = "dram.broadcast", "dram.broadcast_16bit", "dram.cast_copy"
 
 
 @dataclass(frozen=True)
@@ -97,14 +97,24 @@ class Kernel:
     count: Any = 1
     # the software path it runs through where its attained rate is not the engine's or the memory's
     # (``cost.PATH_KEYS``): "dram.<p>" puts its bytes, "compute.<p>" its vector FLOPs in Cost.path.
-    # A "dram.broadcast" kernel whose results are all 16-bit runs on "dram.broadcast_16bit": ATen's
-    # non-vectorized elementwise kernel is bound by the elements it indexes, so its bandwidth depends on
-    # their size (hwspecs.schema.DRAM_PATHS); rules name the path, the element size picks the variant.
+    # Rules name the path of the ATen op; the element sizes pick the kernel PyTorch really runs:
+    # - a "dram.broadcast" kernel whose results are all 16-bit runs on "dram.broadcast_16bit": ATen's
+    #   non-vectorized elementwise kernel is bound by the elements it indexes, so its bandwidth depends on their
+    #   size (hwspecs.schema.DRAM_PATHS);
+    # - a "dram.cast_copy" kernel that narrows (fp32 to a 16-bit type) runs on no special path: PyTorch's copy
+    #   has vectorized float -> bfloat16 / half kernels (aten/src/ATen/native/cuda/Copy.cu,
+    #   bfloat16_copy_kernel_cuda, float16_copy_kernel_cuda), while a widening copy goes through the casting
+    #   unrolled_elementwise_kernel<direct_copy>. Measured in the HF models' profiles on the H200
+    #   (results/h200/2026-12-03/models, qwen2.5-0.5b prefill at 1 x 2048: 51 float -> bf16 copies of 11 MB at
+    #   2.77 us each, ~4.0 TB/s with the launch in it; 51 bf16 -> float copies at 5.77 us, 1.9 TB/s).
     path: str | None = None
 
     def __post_init__(self):
         if self.path == BROADCAST and self.writes and all(t.itemsize == 2 for t in self.writes):
             object.__setattr__(self, "path", BROADCAST_16BIT)
+        if (self.path == CAST_COPY and self.reads and self.writes
+                and max(t.itemsize for t in self.writes) < min(t.itemsize for t in self.reads)):
+            object.__setattr__(self, "path", None)
         if self.path is not None and self.path not in PATH_KEYS:
             raise ValueError(f"kernel {self.name}: unknown path {self.path!r}; known: {PATH_KEYS}")
 

@@ -11,7 +11,9 @@ Each is one or a few aten kernels; what they cost is exactly what their eager re
   a split's gradients), so they never have an autograd backward of their own.
 - ``cast`` (B, L, D): ``to_fp32``: ``x.to(torch.float32)`` of an activation, one kernel reading n at
   e and writing n at 4 bytes; backward (autograd's ``ToCopyBackward``) casts the fp32 gradient back,
-  reading 4n and writing e*n. At fp32 both are no-ops (``.to`` returns its input): nothing runs.
+  reading 4n and writing e*n. At fp32 both are no-ops (``.to`` returns its input): nothing runs. The widening
+  copy is ATen's casting copy (``Cost.path`` ``dram.cast_copy``); the narrowing one is PyTorch's vectorized
+  float -> bfloat16 / half copy, at the copy bandwidth (``common/kernels.Kernel``).
   ``param_to_fp32``: ``bias.float()`` of a parameter at the dtype (Mamba-1's ``dt_proj.bias``), the
   same kernel with the input in class ``weights``.
 - ``add`` (B, L, D): the residual add ``x + block(x)``: 1 vector FLOP per element. ``torch_eager``:
@@ -42,7 +44,7 @@ from ...conventions import EXP, nbytes
 from ...cost import Cost
 from ...registry import Impl, Op, register
 from ...symbols import B, D, E, L, N
-from ..common.kernels import Kernel, Tensor, kernel_chain
+from ..common.kernels import CAST_COPY, Kernel, Tensor, kernel_chain
 
 F32 = 4
 ELEMENTS = B * L * D  # [B, L, D]
@@ -78,10 +80,10 @@ def _cast_rule(cls: str):
         if mode == "fwd":
             x, y = _t("x", cls, ELEMENTS, e), _t("x_fp32", "activations" if cls == "activations" else "intermediates",
                                                  ELEMENTS, F32)
-            return kernel_chain([Kernel("aten._to_copy", (x,), (y,))], [x], [y])
+            return kernel_chain([Kernel("aten._to_copy", (x,), (y,), path=CAST_COPY)], [x], [y])
         if mode == "bwd":
             dy, dx = _t("dy_fp32", "activations", ELEMENTS, F32), _t("dx", "activations", ELEMENTS, e)
-            return kernel_chain([Kernel("aten._to_copy", (dy,), (dx,))], [dy], [dx])
+            return kernel_chain([Kernel("aten._to_copy", (dy,), (dx,), path=CAST_COPY)], [dy], [dx])
         raise ValueError(mode)
     return rule
 
@@ -108,7 +110,7 @@ def _a_from_log_rule(cast: bool):
             kernels, src = [], a_log
             if casting:
                 src = _t("A_log_fp32", "intermediates", n, F32)
-                kernels.append(Kernel("aten._to_copy", (a_log,), (src,)))
+                kernels.append(Kernel("aten._to_copy", (a_log,), (src,), path=CAST_COPY))
             ex = _t("exp_A_log", "intermediates", n, F32)
             kernels += [Kernel("aten.exp", (src,), (ex,), EXP[0] * n, EXP[1] * n), Kernel("aten.neg", (ex,), (a,), n)]
             return kernel_chain(kernels, [a_log], [a], stream_working_sets=False)
@@ -120,7 +122,7 @@ def _a_from_log_rule(cast: bool):
             out = dlog
             if casting:
                 out = _t("dA_log", "weights", n, nbytes(dtype))
-                kernels.append(Kernel("aten._to_copy", (dlog,), (out,)))
+                kernels.append(Kernel("aten._to_copy", (dlog,), (out,), path=CAST_COPY))
             return kernel_chain(kernels, [da, ex], [out], stream_working_sets=False)
         raise ValueError(mode)
     return rule

@@ -39,7 +39,9 @@ Implementations:
   same kind, longer) are not modelled (asking for them is an error). Each kernel names its ATen path where it is not a contiguous vectorized one
   (``CAST``, ``REDUCE``, ``BCAST``): on the H200 these ran 1.35-1.56x over their DRAM bytes at copy
   bandwidth (calibration-torchref of 2026-12-02), the achievable model times their bytes at the
-  path's probed bandwidth. ``F.layer_norm`` is a single native kernel: its bytes are ``fused``'s.
+  path's probed bandwidth. The element sizes pick the kernel (``common/kernels.Kernel``): the weight
+  multiply with 16-bit results is the 16-bit broadcast, the downcast to the storage dtype is PyTorch's
+  vectorized float -> bfloat16 / half copy (no path), the upcast is the casting copy. ``F.layer_norm`` is a single native kernel: its bytes are ``fused``'s.
 
 Decode is the forward with L = 1. Not counted: eps handling beyond the one add, groups in
 RMSNormGated (``group_size`` < D adds one rsqrt per group and per row, nothing else), address
