@@ -29,6 +29,7 @@ import json
 import sys
 from pathlib import Path
 
+PACE_NAMES = {"host_bound": "host-bound", "gpu_bound": "GPU-bound"}  # calibrate/sessions.py repeatability's keys
 TARGETS = {"achievable_median": 25.0, "cal_median": 5.0, "cal_p90": 15.0, "coverage": (0.75, 0.90), "blocks": 10.0}
 
 
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"host n={h['n']:4d} {_pct(h['median_ape_pct']):>8} {_pct(h['p90_ape_pct']):>8}")
         for name, r in ((hs.get("repeatability") or {}).items()):
             if name != "method" and r:
-                print(f"  [measurement, repeat between sessions, no model] {name.replace('_', '-')}: "
+                print(f"  [measurement, repeat between sessions, no model] {PACE_NAMES[name]}: "
                       f"{r['n']} session records of {r['n_cases']} cases against their other sessions' median: "
                       f"median {r['median_pct']:.1f} %, p90 {r['p90_pct']:.1f} %")
 
