@@ -108,9 +108,9 @@ def _repeat_md(rep: dict[str, Any] | None) -> str:
     """The model-free repeat errors between sessions (calibrate/sessions.py repeatability), one sentence."""
     if not rep:
         return ""
+    paces = (("host-bound", rep["host_bound"]), ("GPU-bound", rep["gpu_bound"]))
     parts = [f"{name}: median {s['median_pct']:.1f}%, p90 {s['p90_pct']:.1f}% ({s['n']} session records of "
-             f"{s['n_cases']} cases)" for name, s in (("host-bound", rep["host_bound"]), ("GPU-bound", rep["gpu_bound"]))
-             if s]
+             f"{s['n_cases']} cases)" for name, s in paces if s]
     return (" Each session's time of a case measured in two or more sessions against the median of its other "
             "sessions (measurement; the error a model that knew each case's typical time exactly would still "
             "show): " + "; ".join(parts) + ".") if parts else ""

@@ -117,9 +117,10 @@ from .host_classes import (  # noqa: F401 - re-exported: part of the spec schema
 # - DRAM bandwidth of ATen's non-vectorized paths: ``broadcast`` (elementwise_kernel<128, 2|4> over
 #   operands of different shapes, fp32 results), ``broadcast_16bit`` (the same kernel writing 16-bit results:
 #   it is bound by the elements it indexes, not by their bytes, so 16-bit elements move about half the fp32
-#   bandwidth; ``analytic/ops/common/kernels.Kernel`` picks it by the kernel's output size), ``cast_copy`` (a dtype-converting copy, unrolled_elementwise_kernel
-#   <direct_copy>), ``reduction`` (reduce_kernel<512, 1> along the last dimension), ``strided_copy`` (a
-#   same-dtype copy of a strided bf16 view into a contiguous tensor, elementwise_kernel<128, 4,
+#   bandwidth; ``analytic/ops/common/kernels.Kernel`` picks it by the kernel's output size), ``cast_copy`` (a
+#   widening dtype-converting copy, unrolled_elementwise_kernel<direct_copy>; a narrowing fp32 -> 16-bit copy is
+#   PyTorch's vectorized one, no path), ``reduction`` (reduce_kernel<512, 1> along the last dimension),
+#   ``strided_copy`` (a same-dtype copy of a strided bf16 view into a contiguous tensor, elementwise_kernel<128, 4,
 #   direct_copy>: mamba-ssm MHA's repeat_interleave of the interleaved KV cache's k and v views),
 #   ``expand_copy`` (the same kernel copying an expanded view, each source row written to several heads:
 #   Hugging Face's repeat_kv); contiguous

@@ -28,7 +28,8 @@ def _bytes_rule_spec(spec):
     """``spec`` with memory.dram.path.broadcast_16bit set to the fp32 path's measured value (the bytes rule)."""
     measured = [m for m in spec.measured if m.key != "memory.dram.path.broadcast_16bit"]
     fp32 = next(m for m in measured if m.key == "memory.dram.path.broadcast")
-    return spec.model_copy(update={"measured": [*measured, fp32.model_copy(update={"key": "memory.dram.path.broadcast_16bit"})]})
+    as_16bit = fp32.model_copy(update={"key": "memory.dram.path.broadcast_16bit"})
+    return spec.model_copy(update={"measured": [*measured, as_16bit]})
 
 
 def main(argv: list[str] | None = None) -> int:

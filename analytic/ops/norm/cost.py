@@ -41,7 +41,8 @@ Implementations:
   bandwidth (calibration-torchref of 2026-12-02), the achievable model times their bytes at the
   path's probed bandwidth. The element sizes pick the kernel (``common/kernels.Kernel``): the weight
   multiply with 16-bit results is the 16-bit broadcast, the downcast to the storage dtype is PyTorch's
-  vectorized float -> bfloat16 / half copy (no path), the upcast is the casting copy. ``F.layer_norm`` is a single native kernel: its bytes are ``fused``'s.
+  vectorized float -> bfloat16 / half copy (no path), the upcast is the casting copy. ``F.layer_norm`` is
+  a single native kernel: its bytes are ``fused``'s.
 
 Decode is the forward with L = 1. Not counted: eps handling beyond the one add, groups in
 RMSNormGated (``group_size`` < D adds one rsqrt per group and per row, nothing else), address
