@@ -269,17 +269,33 @@ def path_issue_seconds(work: np.ndarray, spec: Spec, prefer: Prefer = "measured"
     SMs draw ``energy.path_power`` over that extra time, power the per-FLOP and per-byte terms do not
     see. 0 for a path whose rate the spec does not know (the time model then times its work at the
     base rate: no extra time), or that is not slower than its base."""
-    from .achievable import path_spec_key
-    from .cost import PATH_KEYS
+    from ..hwspecs.schema import COMPUTE_PATHS, DRAM_PATHS
 
-    out = 0.0 * np.asarray(work[0], dtype=float)
-    for k in PATH_KEYS:
-        n = work[COL[f"path.{k}"]]
-        rate = spec_ceiling(spec, path_spec_key(k), prefer).value
-        base = spec_ceiling(spec, "memory.dram.bandwidth" if k.startswith("dram.") else "compute.vector.fp32",
-                            prefer).value
-        if rate and base and float(rate) < float(base):
-            out = out + n * (1.0 / float(rate) - 1.0 / float(base))
+    def value(key: str) -> float:
+        v = spec_ceiling(spec, key, prefer).value
+        return np.nan if v is None else float(v)
+
+    return path_issue_at(work, np.array([[value(f"memory.dram.path.{p}") for p in DRAM_PATHS]]),
+                         np.array([[value(f"compute.path.{p}") for p in COMPUTE_PATHS]]),
+                         np.array([value("memory.dram.bandwidth")]), np.array([value("compute.vector.fp32")]))[0]
+
+
+def path_issue_at(work: np.ndarray, path_bw: np.ndarray | None, path_rate: np.ndarray | None, dram_bw: np.ndarray,
+                  vector_rate: np.ndarray) -> np.ndarray:
+    """``path_issue_seconds`` on S sets of rates at once ([S, *work shape]): path_bw [S, len(DRAM_PATHS)],
+    path_rate [S, len(COMPUTE_PATHS)] (None: all unknown), dram_bw and vector_rate [S]; NaN: unknown."""
+    from ..hwspecs.schema import COMPUTE_PATHS, DRAM_PATHS
+
+    out = np.zeros((len(dram_bw),) + np.shape(work)[1:])
+    for engine, names, rates, base in (("dram", DRAM_PATHS, path_bw, dram_bw),
+                                       ("compute", COMPUTE_PATHS, path_rate, vector_rate)):
+        if rates is None:
+            continue
+        for i, p in enumerate(names):
+            rate = rates[:, i]
+            slower = ~np.isnan(rate) & ~np.isnan(base) & (rate > 0) & (rate < base)
+            extra = np.where(slower, 1.0 / np.where(slower, rate, 1.0) - 1.0 / np.where(slower, base, 1.0), 0.0)
+            out = out + extra.reshape((-1,) + (1,) * (np.ndim(work) - 1)) * work[COL[f"path.{engine}.{p}"]]
     return out
 
 

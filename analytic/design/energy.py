@@ -33,9 +33,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import UserError
-from ...hwspecs.schema import COMPUTE_PATHS, DRAM_PATHS
 from ..achievable import achievable_work
-from ..energy import NO_ESTIMATE, TERMS, EnergyTable, counts, label, power_limit_stretch
+from ..energy import (
+    NO_ESTIMATE,
+    TERMS,
+    EnergyTable,
+    counts,
+    label,
+    path_issue_at,
+    power_limit_stretch,
+)
 from ..roofline import COL, TENSOR_DTYPES
 
 AVAILABLE = True
@@ -94,7 +101,8 @@ def _counts(ww, designs) -> dict[str, np.ndarray]:
     bw = designs.get(level and f"memory.{level}.bandwidth")
     resident = (ww.state_bytes > 0) & ~np.isnan(bw) & (ww.state_bytes <= cap)
     kw = {"tf32": ww.tf32, "serial": ww.serial, "launch": ww.launch, "graph_replays": 0.0, "mma_sync": ww.mma_sync}
-    a = achievable_work(ww.work, designs.table(), **kw)
+    table = designs.table()
+    a = achievable_work(ww.work, table, **kw)
     l2, dram = np.array(a.l2_bytes), np.array(a.dram_bytes)  # [n, n_calls]
     on_chip = np.zeros_like(dram)
     if resident.any():
@@ -105,26 +113,9 @@ def _counts(ww, designs) -> dict[str, np.ndarray]:
         l2[resident], dram[resident] = b.l2_bytes, b.dram_bytes
         on_chip[resident] = ww.state_executed
     c = counts(ww.work, l2, dram, tf32=ww.tf32, on_chip_bytes=on_chip, mma_sync=ww.mma_sync, l2_reread=ww.l2_reread,
-               path_issue_s=_path_issue(ww.work, designs.table()))
+               path_issue_s=path_issue_at(ww.work, table.path_bw, table.path_rate, table.dram_bw,
+                                           table.rate_vector))
     return {t: np.broadcast_to(np.asarray(v, dtype=float), dram.shape).sum(axis=1) for t, v in c.items()}
-
-
-def _path_issue(work: np.ndarray, table) -> np.ndarray:
-    """[n, n_calls] seconds the calls' software-path kernels spend beyond their bytes at each design's DRAM
-    bandwidth or their FLOPs at its vector rate: ``energy.path_issue_seconds`` on the design points' path rates
-    (``space.Designs`` keeps the base's share of its copy bandwidth and vector rate)."""
-    out = np.zeros((len(table.spec_ids),) + work.shape[1:])
-    for names, rates, base in ((DRAM_PATHS, table.path_bw, table.dram_bw), (COMPUTE_PATHS, table.path_rate,
-                                                                             table.rate_vector)):
-        if rates is None:
-            continue
-        engine = "dram" if names is DRAM_PATHS else "compute"
-        for i, p in enumerate(names):
-            rate = rates[:, i]
-            slower = ~np.isnan(rate) & ~np.isnan(base) & (rate > 0) & (rate < base)
-            extra = np.where(slower, 1.0 / np.where(slower, rate, 1.0) - 1.0 / np.where(slower, base, 1.0), 0.0)
-            out = out + extra.reshape((-1,) + (1,) * (work.ndim - 1)) * work[COL[f"path.{engine}.{p}"]]
-    return out
 
 
 def step_energy(work, designs, time_s: np.ndarray) -> StepEnergy:
