@@ -80,6 +80,7 @@ from typing import Any
 from ..analytic.runtime import FORWARD_PHASES, RUNTIMES
 from ..hwspecs.schema import Spec
 from ..hwspecs.units import format_quantity, parse
+from ..measure.models.kernel_map import reclassified
 
 HOST_BOUND_SHARE = 0.5  # GPU idle for at least half the step: the host sets the pace
 FIXED_BOUND_SHARE = 0.5  # the plan's latency class at least half the step's device time: fixed costs set it
@@ -143,7 +144,8 @@ def rows_of(records: list[dict], spec_for: Callable[[dict], Spec]) -> list[dict[
         if r["runtime"] not in MODULE_KEY and r["runtime"] != "cuda-graph":
             continue
         p = predict_record(r, spec)
-        a, prof, t = p["total"]["achievable"], r["profile"], float(r["time_s"]["median"])
+        # parts under the current kernel table (kernel_map.reclassified: a rule added since the run applies)
+        a, prof, t = p["total"]["achievable"], reclassified(r["profile"]), float(r["time_s"]["median"])
         row = {"key": r["key"], "model": r["model"], "runtime": r["runtime"], "phase": r["phase"], "file": r["_file"],
                "date": str(r.get("started_utc") or "")[:10], "spec": spec.id, "measured_s": t,
                "busy_s": prof["busy_s"], "host_idle_share": prof["host_idle_s"] / t,

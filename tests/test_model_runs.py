@@ -33,6 +33,12 @@ KERNELS = {  # names as torch.profiler reports them (H200, torch 2.11) -> expect
     "_layer_norm_fwd_1pass_kernel": "norm",
     "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4> >(pytorch_flash::Flash_fwd_params)": "attention",
     "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x128x128_4x1x1_kernel0_0": "attention",
+    # cuDNN SDPA's helper kernels, as the whole-model profiles of 2026-12-03/04 name them
+    "void cudnn::fusion::lean_reduction_kernel<false, false, false>(void*, float*, float*, float*, float*, "
+    "float const*, float*, float*, float*, float*, float*, unsigned int, unsigned int)": "attention",
+    "void cudnn::fusion::compute_dot_do_o_specialized<true, 64>(void const*, void const*, void*, void*, "
+    "unsigned int)": "attention",
+    "void cudnn::fusion::convert_dq_to_16bits<true>(void const*, void*, unsigned int, unsigned int)": "attention",
     "void at::native::(anonymous namespace)::indexSelectLargeIndex<c10::BFloat16, long, unsigned int, 2, 2, -2, true>": "embedding",
     "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>, at::detail::Array<char*, 3> >": "elementwise",
     "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, at::native::(anonymous namespace)::LogSoftMaxForwardEpilogue>": "loss",
@@ -53,6 +59,23 @@ def test_unknown_kernels_are_reported_unmapped_with_their_share():
     assert b["busy_s"] == pytest.approx(3e-3) and b["launches"] == pytest.approx(1.5)
     assert b["parts"]["gemm"]["share"] == pytest.approx(5 / 6)
     assert b["unmapped"]["names"] == ["mystery_kernel_xyz"] and b["unmapped"]["share"] == pytest.approx(1 / 6)
+
+
+def test_stored_profiles_are_reclassified_with_the_current_table():
+    # a profile stored when cuDNN's reduction kernel was unmapped: its rows (per step) give the parts again
+    lean = "void cudnn::fusion::lean_reduction_kernel<false, false, false>(void*)"
+    stored = {"busy_s": 9e-6, "launches": 2.0, "host_idle_s": 1e-6,
+              "parts": {"attention": {"time_s": 7e-6, "share": 7 / 9, "launches": 1.0}},
+              "kernels": [{"name": "cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16", "part": "attention",
+                           "op": "attention_causal", "time_s": 7e-6, "count": 1.0},
+                          {"name": lean, "part": "unmapped", "op": None, "time_s": 2e-6, "count": 1.5}],
+              "unmapped": {"time_s": 2e-6, "share": 2 / 9, "names": [lean]}}
+    fresh = kernel_map.reclassified(stored)
+    assert fresh["parts"]["attention"]["time_s"] == pytest.approx(9e-6)
+    assert fresh["parts"]["attention"]["launches"] == pytest.approx(2.5)
+    assert fresh["unmapped"] == {"time_s": 0.0, "share": 0.0, "names": []}
+    assert fresh["host_idle_s"] == stored["host_idle_s"] and fresh["busy_s"] == stored["busy_s"]
+    assert kernel_map.reclassified({"busy_s": 1.0}) == {"busy_s": 1.0}  # no per-kernel rows: unchanged
 
 
 def test_every_registered_op_has_a_part():
