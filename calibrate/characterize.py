@@ -45,8 +45,9 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..errors import UserError
+from ..measure.models.kernel_map import reclassified
 from .runtime_host import FORWARD_KEYS, HOST_BOUND_SHARE, KEYS
-from .runtime_step import device_s
+from .runtime_step import device_s, replays_graph
 
 LABEL_MEASURED = "measurement"
 # A part runs "at" a roof when it reaches at least this fraction of that resource's attained rate.
@@ -109,12 +110,13 @@ def _predicted_parts(r: dict) -> dict[str, dict[str, Any]]:
     from ..measure.models.kernel_map import part_of_op
 
     parts: dict[str, dict[str, Any]] = {}
+    graph = replays_graph(r)
     for o in r["ops"]:
         p = parts.setdefault(part_of_op(o["op"], o.get("impl")), {"gpu_s": 0.0, "class_s": 0.0, "calibrated_ops": 0,
                                                                   "bounds": {k: 0.0 for k in ROOF_RESOURCES}, "ops": []})
         p["gpu_s"] += float(o["achievable"]["gpu_s"])
         cal = o.get("calibrated")
-        p["class_s"] += device_s(o) if cal else float(o["achievable"]["gpu_s"])
+        p["class_s"] += device_s(o, graph) if cal else float(o["achievable"]["gpu_s"])
         p["calibrated_ops"] += 1 if cal else 0
         for k in ROOF_RESOURCES:
             p["bounds"][k] += float((o.get("bound_s") or {}).get(k) or 0.0) * (
@@ -131,7 +133,8 @@ def characterize_record(rec: dict, prediction: dict) -> dict[str, Any]:
     ach = t["achievable"]
     meas = float(rec["time_s"]["median"])
     pred_parts = _predicted_parts(prediction)
-    prof = rec.get("profile") or {}
+    # the measured parts under the current kernel table (a rule added since the run applies to it too)
+    prof = reclassified(rec.get("profile") or {})
     m_parts = {k: dict(v) for k, v in (prof.get("parts") or {}).items()}
     if prof.get("unmapped", {}).get("time_s"):
         m_parts["unmapped"] = {"time_s": prof["unmapped"]["time_s"]}

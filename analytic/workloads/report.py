@@ -314,7 +314,7 @@ def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dic
         elif runtime is not None and h >= g:
             cls = "host/launch"
         ops[i]["achievable"] = {"label": ACH_LABEL, "time_s": max(h, g), "host_s": h, "gpu_s": g, "bottleneck": cls,
-                                "host_eager_s": eager_parts[-1][0],
+                                "host_eager_s": eager_parts[-1][0], "fixed_s": float(a.fixed[0, 0, 0]),
                                 "l2_bytes": float(a.l2_bytes[0, 0, 0]), "dram_bytes": float(a.dram_bytes[0, 0, 0]),
                                 "dram_path_factor": _dram_path_factor(a, w, table),
                                 "on_chip_bytes": state_bytes}
