@@ -32,6 +32,9 @@ from . import records as rec_mod
 from .kernel_map import breakdown
 from .suite import Case, load_suite
 
+AUTOTUNE_METHOD = ("triton.runtime.autotuner.Autotuner.cache of the loaded mamba_ssm and fla modules after the "
+                   "record's profiled steps: every key this process has tuned so far, with the configuration kept, and "
+                   "the timings (ms) of the last tuning each autotuner ran (measure/autotune_picks.py)")
 CASE_RESERVE_S = 20.0  # a case is not started with less time than this left before the deadline
 
 
@@ -40,6 +43,7 @@ def _measure(case: Case, built, suite, device, nv, idle_w, record: dict) -> None
 
     from .. import energy as energy_mod
     from .._probe_achievable import profile_gpu
+    from ..autotune_picks import autotune_picks
     from ..timing import TimingSettings, make_timed_callable, time_call
     from . import host_api, steps
     from .host_reference import METHOD as HOST_REFERENCE_METHOD
@@ -86,6 +90,9 @@ def _measure(case: Case, built, suite, device, nv, idle_w, record: dict) -> None
                           "per step; parts by measure/models/kernel_map.py; host_idle_s = timed median - busy_s; "
                           f"runtime_api, syncs: {host_api.METHOD}")
         record["profile"] = prof
+        picks = autotune_picks()
+        if picks:  # the Triton configurations this process runs (measure/autotune_picks.py says why)
+            record["autotune_picks"] = {"method": AUTOTUNE_METHOD, "kernels": picks}
         del keep
     record["status"] = "ok"
 

@@ -1,0 +1,65 @@
+"""The configurations Triton's autotuners picked in this process, for the records of a run.
+
+Why: mamba-ssm's and fla's Triton kernels are wrapped in ``triton.autotune``. The autotuner times its
+configurations once per process and key (the first call at a new shape) and keeps the fastest. When two
+configurations time close to each other, another process can keep another one, and the kernel's device
+time then moves between sessions at the same shape: the whole-model profiles of 2026-12-03/04 show
+``_chunk_scan_fwd_kernel`` at 303, 395 and 619 us per call at one shape (mamba2-130m prefill, B = 16,
+L = 2048) in three sessions, where cuBLAS, cuDNN and the CUDA-extension kernels of the same steps repeat
+within a few percent (``scripts/kernel_repeat.py``). Recording the pick beside the measurement tells a
+configuration change from a device change.
+
+What is read (``triton.runtime.autotuner.Autotuner``, Triton 3.x): ``cache`` ({key tuple: Config}, one entry
+per tuned key), ``configs_timings`` ({Config: timings in ms} of the last tuning it ran, where present) and
+``base_fn.__name__``. The autotuners are found as module attributes of the loaded packages named in
+``packages``, following ``.fn`` through wrappers (``triton.heuristics``). Duck-typed on those attributes and the
+class name, so this module imports neither Triton nor torch and runs on a machine without them.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+PACKAGES = ("mamba_ssm", "fla")
+MAX_WRAPPERS = 4  # .fn links followed from a module attribute to an autotuner
+
+
+def _autotuner(obj: Any) -> Any | None:
+    """The autotuner ``obj`` is or wraps (``.fn`` links), or None."""
+    for _ in range(MAX_WRAPPERS + 1):
+        if obj is None:
+            return None
+        if type(obj).__name__ == "Autotuner" and isinstance(getattr(obj, "cache", None), dict):
+            return obj
+        obj = getattr(obj, "fn", None)
+    return None
+
+
+def _name(tuner: Any) -> str:
+    fn = getattr(tuner, "base_fn", None) or getattr(tuner, "fn", None)
+    return getattr(fn, "__name__", None) or type(tuner).__name__
+
+
+def autotune_picks(packages: Iterable[str] = PACKAGES) -> dict[str, dict[str, Any]]:
+    """{"module.kernel": {"picks": [{"key": [...], "config": str}], "last_timings_ms": {config: [...]} or None}}
+    for every autotuner of the loaded ``packages`` that has tuned at least one key; {} when none has."""
+    prefixes = tuple(packages)
+    seen: set[int] = set()
+    out: dict[str, dict[str, Any]] = {}
+    for mod_name, mod in sorted(sys.modules.items(), key=lambda kv: kv[0]):
+        if mod is None or mod_name.split(".")[0] not in prefixes:
+            continue
+        for value in list(vars(mod).values()):
+            tuner = _autotuner(value)
+            if tuner is None or id(tuner) in seen or not tuner.cache:
+                continue
+            seen.add(id(tuner))
+            timings = getattr(tuner, "configs_timings", None)
+            out[f"{mod_name}.{_name(tuner)}"] = {
+                "picks": [{"key": [str(k) for k in key], "config": str(cfg)} for key, cfg in tuner.cache.items()],
+                "last_timings_ms": ({str(c): [float(t) for t in (ts if isinstance(ts, (list, tuple)) else [ts])]
+                                     for c, ts in timings.items()} if isinstance(timings, dict) else None),
+            }
+    return out
