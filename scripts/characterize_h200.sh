@@ -6,7 +6,9 @@
 # achievable estimate of h200-sxm and the calibrated estimate of
 # results/h200/2026-12-02/calibration/profile.json, as Markdown, JSON and a plot; and the same
 # characterization with the spec's own (in-sample) values; and whether the host reference beside the host-bound
-# records explains their distance from the estimate (scripts/host_reference_check.py). The model runs are both calls of 2026-12-03
+# records explains their distance from the estimate (scripts/host_reference_check.py); and two tables of the profiled
+# kernels: how far each library's kernel times move between sessions (scripts/kernel_repeat.py) and the SSD's five
+# kernels against their stages' achievable estimates (scripts/ssd_stage_gap.py). The model runs are both calls of 2026-12-03
 # (models, models-b) and the calls of 2026-12-04 (host-noise*, prefill-check, host-sync: a key measured three
 # times or more stands for the median of its records, measure/models/records.standing_records) unless RUNS
 # names other folders.
@@ -20,7 +22,8 @@ PROFILE=results/h200/2026-12-02/calibration/profile.json
 OUT=$RUN/characterize
 mkdir -p "$OUT"
 rm -f "$OUT"/characterize*.md "$OUT"/characterize*.json "$OUT/characterize.png" "$OUT/hf_module.md" "$OUT/hf_module.json" \
-    "$OUT"/measured-*.yaml "$OUT"/runtime_terms.* "$OUT/host_reference_check.md"
+    "$OUT"/measured-*.yaml "$OUT"/runtime_terms.* "$OUT/host_reference_check.md" "$OUT"/kernel_repeat.* \
+    "$OUT"/ssd_stage_gap.*
 # shellcheck disable=SC2086
 "${PYTHON:-python}" scripts/model_host_cost.py --results $RUNS --block-results $BLOCKS --out "$OUT"
 # shellcheck disable=SC2086
@@ -33,3 +36,9 @@ ssmbench characterize --results $RUNS --calibration "$PROFILE" --format md --out
 # shellcheck disable=SC2086
 "${PYTHON:-python}" scripts/host_reference_check.py $RUNS > "$OUT/host_reference_check.md"
 echo "wrote $OUT/host_reference_check.md"
+# shellcheck disable=SC2086
+"${PYTHON:-python}" scripts/kernel_repeat.py $RUNS --json "$OUT/kernel_repeat.json" > "$OUT/kernel_repeat.md"
+echo "wrote $OUT/kernel_repeat.md"
+# shellcheck disable=SC2086
+"${PYTHON:-python}" scripts/ssd_stage_gap.py $RUNS --json "$OUT/ssd_stage_gap.json" > "$OUT/ssd_stage_gap.md"
+echo "wrote $OUT/ssd_stage_gap.md"
