@@ -13,6 +13,14 @@ then opens a profiling window (``cudaProfilerStart``; ncu runs with ``--profile-
 calls ``run()`` once, launches a marker kernel (``torch.cuda._sleep``: ncu names it
 ``spin_kernel``) and closes the window. In ncu's CSV the kernels between two markers are one case.
 
+``--sections`` adds ncu sections (``SECTIONS``: SpeedOfLight, Occupancy, LaunchStats, WarpStateStats, ...) to the
+same profiled calls: each kernel's throughput of each unit as a share of its peak, its achieved occupancy and
+what limits it, its grid and block, registers and shared memory, and where its warps stall. That is the
+evidence for a kernel the achievable model misses without a resource that explains it (the SSD's
+``_chunk_scan_fwd_kernel`` at ~4x its stage estimate, FlashAttention-2's backward at ~2x: scripts/ssd_stage_gap.py,
+scripts/model_tail.py): which unit is busy, or that none is and the warps wait. Stored per kernel under
+``measured.per_kernel`` as "Section: Metric" values.
+
 Only fwd and decode cases are audited by default (one call = one forward or one decode step);
 block cases have no analytic cost and are skipped. Measured bytes are labelled "measurement
 (ncu)"; analytic ones "analytic count". Usage (GPU machine, ncu on PATH):
@@ -40,6 +48,12 @@ from ..errors import UserError
 
 METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum")
 MARKER = "spin_kernel"  # the kernel torch.cuda._sleep launches
+# ncu's section identifiers (``ncu --list-sections``) that ``--sections`` may add: what a kernel's time goes to
+# beside its bytes (throughput as % of peak per unit, achieved occupancy and its limiters, launch shape,
+# registers and shared memory per block, warp stall reasons, pipe utilisation)
+SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "WarpStateStats", "ComputeWorkloadAnalysis",
+            "MemoryWorkloadAnalysis", "SchedulerStats", "InstructionStats")
+COMMAND_LINE_SECTION = "Command line profiler metrics"  # ncu's section name of the --metrics values
 
 
 def backend_selected(backend: str, patterns: tuple[str, ...] | None, exclude: tuple[str, ...] = ()) -> bool:
@@ -69,10 +83,21 @@ def select_cases(suite_paths: str | list[str], per_backend: int, modes: tuple[st
     return [c for lst in picked.values() for c in lst]
 
 
+def sections_of(text: str | None) -> tuple[str, ...]:
+    """The ``--sections`` value as ncu section identifiers (comma-separated; every one in ``SECTIONS``)."""
+    names = tuple(x.strip() for x in (text or "").split(",") if x.strip())
+    bad = [x for x in names if x not in SECTIONS]
+    if bad:
+        raise UserError(f"--sections: {', '.join(bad)} not an ncu section this audit reads; expected a comma-separated "
+                        f"list of {', '.join(SECTIONS)}")
+    return names
+
+
 def parse_ncu_csv(text: str) -> list[dict[str, Any]]:
-    """Kernel rows of ``ncu --csv --print-units base`` output: [{id, name, metrics: {name: value}}]
+    """Kernel rows of ``ncu --csv --print-units base`` output: [{id, name, block, grid, metrics: {name: value}}]
     in launch order. Lines before the CSV header (ncu's ==PROF== lines, the program's output) are
-    skipped; values may carry thousands separators."""
+    skipped; values may carry thousands separators. A section's value is keyed "Section: Metric" (the same
+    metric name appears in several sections); the ``--metrics`` values keep their own names."""
     lines = text.splitlines()
     start = next((i for i, ln in enumerate(lines) if ln.startswith('"ID"')), None)
     if start is None:
@@ -84,13 +109,16 @@ def parse_ncu_csv(text: str) -> list[dict[str, Any]]:
             continue
         k = row["ID"]
         if k not in kernels:
-            kernels[k] = {"id": int(k), "name": row.get("Kernel Name", ""), "metrics": {}}
+            kernels[k] = {"id": int(k), "name": row.get("Kernel Name", ""), "block": row.get("Block Size"),
+                          "grid": row.get("Grid Size"), "metrics": {}}
             order.append(k)
+        section = row.get("Section Name") or COMMAND_LINE_SECTION
+        name = row["Metric Name"] if section == COMMAND_LINE_SECTION else f"{section}: {row['Metric Name']}"
         raw = (row.get("Metric Value") or "").replace(",", "")
         try:
-            kernels[k]["metrics"][row["Metric Name"]] = float(raw)
+            kernels[k]["metrics"][name] = float(raw)
         except ValueError:
-            kernels[k]["metrics"][row["Metric Name"]] = None
+            kernels[k]["metrics"][name] = None
     return [kernels[k] for k in order]
 
 
@@ -153,12 +181,19 @@ def _analytic(case: dict[str, Any]) -> dict[str, Any] | None:
             "bytes_read": float(c.bytes_read), "bytes_written": float(c.bytes_written), "launches": float(c.launches)}
 
 
-def audit(cases: list[dict[str, Any]], ncu: str, timeout_s: float, workdir: Path) -> dict[str, Any]:
+def ncu_command(ncu: str, log: Path, cases_file: Path, sidecar: Path, sections: tuple[str, ...] = ()) -> list[str]:
+    """The ncu command line: the DRAM byte metrics, and each of ``sections`` (``SECTIONS``)."""
+    return [ncu, "--clock-control", "none", "--profile-from-start", "off", "--metrics", ",".join(METRICS),
+            *[a for s in sections for a in ("--section", s)],
+            "--csv", "--print-units", "base", "--log-file", str(log),
+            sys.executable, "-m", "ssmbench.measure.byte_audit", "_child", str(cases_file), str(sidecar)]
+
+
+def audit(cases: list[dict[str, Any]], ncu: str, timeout_s: float, workdir: Path,
+          sections: tuple[str, ...] = ()) -> dict[str, Any]:
     cases_file, sidecar, log = workdir / "audit_cases.json", workdir / "audit_status.json", workdir / "ncu.csv"
     cases_file.write_text(json.dumps(cases))
-    cmd = [ncu, "--clock-control", "none", "--profile-from-start", "off", "--metrics", ",".join(METRICS),
-           "--csv", "--print-units", "base", "--log-file", str(log),
-           sys.executable, "-m", "ssmbench.measure.byte_audit", "_child", str(cases_file), str(sidecar)]
+    cmd = ncu_command(ncu, log, cases_file, sidecar, sections)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     secs = time.perf_counter() - t0
@@ -175,13 +210,14 @@ def audit(cases: list[dict[str, Any]], ncu: str, timeout_s: float, workdir: Path
             a = _analytic(case)
             rec["measured"] = {"label": "measurement (ncu, cold caches)", "dram_read_bytes": rd,
                                "dram_write_bytes": wr, "dram_bytes": rd + wr, "kernels": len(kernels),
-                               "per_kernel": [{"name": k["name"][:120], **k["metrics"]} for k in kernels]}
+                               "per_kernel": [{"name": k["name"][:120], "block": k["block"], "grid": k["grid"],
+                                               **k["metrics"]} for k in kernels]}
             rec["analytic"] = a
             rec["ratio_measured_to_compulsory"] = (rd + wr) / a["bytes"] if a["bytes"] else None
             rec["ratio_measured_to_executed"] = (rd + wr) / a["executed_bytes"] if a["executed_bytes"] else None
         out.append(rec)
-    return {"schema_version": 1, "tool": "ncu", "metrics": list(METRICS), "ncu_seconds": secs,
-            "command": " ".join(cmd[:12]) + " ...", "cases": out}
+    return {"schema_version": 1, "tool": "ncu", "metrics": list(METRICS), "sections": list(sections),
+            "ncu_seconds": secs, "command": " ".join(cmd[:cmd.index("--csv")]) + " ...", "cases": out}
 
 
 def print_summary(result: dict[str, Any]) -> None:
@@ -224,19 +260,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--backends", help="comma-separated shell-style patterns of backend names to audit, "
                                       "e.g. 'torch*,fla.*' (default: every backend)")
     p.add_argument("--exclude-backends", default="", help="comma-separated patterns of backend names to leave out")
+    p.add_argument("--sections", default="",
+                   help=f"comma-separated ncu sections to collect too, per kernel ({', '.join(SECTIONS)}); "
+                        "each adds replays of every profiled kernel")
     args = p.parse_args(argv)
     patterns = tuple(x for x in args.backends.split(",") if x) if args.backends else None
     exclude = tuple(x for x in args.exclude_backends.split(",") if x)
     try:
         if Path(args.out).exists():
             raise UserError(f"--out {args.out}: file exists; the audit never overwrites a file (choose a new name)")
+        if not Path(args.out).resolve().parent.is_dir():
+            raise UserError(f"--out {args.out}: no such folder {Path(args.out).parent}")
+        sections = sections_of(args.sections)
         cases = select_cases(args.suite, args.per_backend, tuple(args.modes), patterns, exclude)
         if not cases:
             raise UserError(f"{', '.join(args.suite)}: no kernel case in modes {args.modes} of the selected backends "
                             f"(--backends {args.backends or '*'}, --exclude-backends {args.exclude_backends or '-'})")
         meta = _meta(argv)
         with tempfile.TemporaryDirectory() as tmp:
-            result = audit(cases, args.ncu, args.timeout, Path(tmp))
+            result = audit(cases, args.ncu, args.timeout, Path(tmp), sections)
         result["suite"] = args.suite
         result["meta"] = {**meta, "selection": {"per_backend": args.per_backend, "modes": args.modes,
                                                 "backends": args.backends, "exclude_backends": args.exclude_backends}}

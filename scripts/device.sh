@@ -28,6 +28,11 @@ spec, --probe, --byte-audit's first part, the --suite and --gpu-tests steps in t
   --byte-audit        the ncu byte audit of the suites' backends: those that need no extension while the
                       builds run ($OUT/byte_audit_noext.json), the rest after the suites
                       ($OUT/byte_audit_ext.json)
+  --audit-sections L  ncu sections the byte audit collects too, comma-separated (SpeedOfLight, Occupancy,
+                      LaunchStats, WarpStateStats, ComputeWorkloadAnalysis, MemoryWorkloadAnalysis,
+                      SchedulerStats, InstructionStats): per kernel, where its time goes
+  --audit-modes L     the modes the byte audit profiles, comma-separated (fwd, bwd, fwdbwd, decode; default
+                      fwd,decode)
   --probe             measure this device's attained ceilings ($OUT/probe-<spec>.yaml) unless a
                       --resume folder holds them
   --deadline S        the whole call ends within S seconds (default 555; the device tool allows 600)
@@ -64,14 +69,25 @@ resolve_suite() {  # a suite file by path, or by name in measure/suites/
   else bad "--suite $1: no such file, and no measure/suites/$1.yaml"; fi
 }
 
-STEP_KIND=() STEP_ARG=() STEP_CASE_S=() SUITES=() BUILD_MODS=()
+AUDIT_SECTION_NAMES="SpeedOfLight Occupancy LaunchStats WarpStateStats ComputeWorkloadAnalysis MemoryWorkloadAnalysis SchedulerStats InstructionStats"
+AUDIT_MODE_NAMES="fwd bwd fwdbwd decode"
+
+listed() {  # $1: option, $2: its comma-separated value, $3: the names allowed (space-separated)
+  local x
+  [ -n "$2" ] || bad "$1 needs a comma-separated list of: $3"
+  for x in ${2//,/ }; do
+    [[ " $3 " == *" $x "* ]] || bad "$1: '$x' is not one of: $3"
+  done
+}
+
+STEP_KIND=() STEP_ARG=() STEP_CASE_S=() SUITES=() BUILD_MODS=() AUDIT_EXTRA=()
 CASE_S=150 CASE_S_USED=1 PROBE='' AUDIT=''
 ARGS="$*"
 while [ $# -gt 0 ]; do
   opt=$1
   case "$opt" in
     --help|-h) usage; exit 0 ;;
-    --suite|--case-timeout|--resume|--build|--deadline)
+    --suite|--case-timeout|--resume|--build|--deadline|--audit-sections|--audit-modes)
       [ $# -ge 2 ] || bad "$opt needs a value"
       val=$2; shift ;;
   esac
@@ -86,6 +102,9 @@ while [ $# -gt 0 ]; do
     --deadline) seconds "$opt" "$val"; DEADLINE_S=$val ;;
     --gpu-tests) STEP_KIND+=(gpu-tests); STEP_ARG+=(""); STEP_CASE_S+=("") ;;
     --byte-audit) AUDIT=1 ;;
+    --audit-sections) listed "$opt" "$val" "$AUDIT_SECTION_NAMES"; AUDIT_EXTRA+=(--sections "$val") ;;
+    --audit-modes) listed "$opt" "$val" "$AUDIT_MODE_NAMES"; read -ra modes <<< "${val//,/ }"
+                   AUDIT_EXTRA+=(--modes "${modes[@]}") ;;
     --probe) PROBE=1 ;;
     *) bad "unknown option '$opt'" ;;
   esac
@@ -94,6 +113,7 @@ done
 [ -n "$CASE_S_USED" ] || bad "--case-timeout applies to the suites named after it, and no --suite follows it"
 [ ${#STEP_KIND[@]} -gt 0 ] || [ -n "$PROBE" ] || bad "nothing to do: give --suite, --gpu-tests or --probe"
 [ -z "$AUDIT" ] || [ ${#SUITES[@]} -gt 0 ] || bad "--byte-audit audits the suites' backends: give --suite"
+[ -n "$AUDIT" ] || [ ${#AUDIT_EXTRA[@]} -eq 0 ] || bad "--audit-sections and --audit-modes apply to --byte-audit: give it"
 
 keep_after() {  # $1: a step's index (-1: before the first). Seconds kept for what comes after it.
   local keep=$(( (${#STEP_KIND[@]} - 1 - $1) * KEEP_PER_STEP_S ))
@@ -117,14 +137,15 @@ check_imports
 AUDIT_SUITES=()
 for s in "${SUITES[@]}"; do AUDIT_SUITES+=(--suite "$s"); done
 [ -n "$AUDIT" ] && run_byte_audit "$OUT/byte_audit_noext.json" 150 "$(keep_after -1)" "${AUDIT_SUITES[@]}" \
-    --exclude-backends "$NO_BUILD_BACKENDS"
+    --exclude-backends "$NO_BUILD_BACKENDS" "${AUDIT_EXTRA[@]}"
 for i in "${!STEP_KIND[@]}"; do
   case "${STEP_KIND[$i]}" in
     suite) run_sweep "${STEP_ARG[$i]}" "${STEP_CASE_S[$i]}" "$(keep_after "$i")" ;;
     gpu-tests) run_gpu_tests "$(keep_after "$i")" ;;
   esac
 done
-[ -n "$AUDIT" ] && run_byte_audit "$OUT/byte_audit_ext.json" 200 0 "${AUDIT_SUITES[@]}" --backends "$EXT_BACKENDS"
+[ -n "$AUDIT" ] && run_byte_audit "$OUT/byte_audit_ext.json" 200 0 "${AUDIT_SUITES[@]}" --backends "$EXT_BACKENDS" \
+    "${AUDIT_EXTRA[@]}"
 collect_build_logs
 [ ${#SUITES[@]} -gt 0 ] && summary
 end_call

@@ -101,3 +101,38 @@ def test_byte_audit_cli_rejects_an_existing_out_file(tmp_path, capsys):
     out.write_text("{}")
     assert main(["--suite", str(REPO / "measure" / "suites" / "default_h200_a.yaml"), "--out", str(out)]) == 2
     assert "file exists" in capsys.readouterr().err and out.read_text() == "{}"
+
+
+# ncu's CSV with a section beside the --metrics values: one row per (kernel, metric), the launch shape and the
+# section on every row
+NCU_SECTION_CSV = '''==PROF== Connected to process 1
+"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
+"0","1","python3","h","_chunk_scan_fwd_kernel","1","7","(128, 1, 1)","(4, 128, 24)","0","9.0","Command line profiler metrics","dram__bytes_read.sum","byte","1,048,576"
+"0","1","python3","h","_chunk_scan_fwd_kernel","1","7","(128, 1, 1)","(4, 128, 24)","0","9.0","GPU Speed Of Light Throughput","Duration","nsecond","303,100"
+"0","1","python3","h","_chunk_scan_fwd_kernel","1","7","(128, 1, 1)","(4, 128, 24)","0","9.0","Occupancy","Achieved Occupancy","%","21.5"
+"0","1","python3","h","_chunk_scan_fwd_kernel","1","7","(128, 1, 1)","(4, 128, 24)","0","9.0","Occupancy","Block Limit Registers","block","n/a"
+'''
+
+
+def test_byte_audit_reads_sections_per_kernel_with_the_launch_shape():
+    from ssmbench.measure.byte_audit import ncu_command, parse_ncu_csv
+
+    [k] = parse_ncu_csv(NCU_SECTION_CSV)
+    assert k["block"] == "(128, 1, 1)" and k["grid"] == "(4, 128, 24)"
+    assert k["metrics"] == {"dram__bytes_read.sum": 1048576.0, "GPU Speed Of Light Throughput: Duration": 303100.0,
+                            "Occupancy: Achieved Occupancy": 21.5, "Occupancy: Block Limit Registers": None}
+    cmd = ncu_command("ncu", Path("log.csv"), Path("cases.json"), Path("side.json"), ("SpeedOfLight", "Occupancy"))
+    assert cmd[cmd.index("--metrics") + 2:cmd.index("--csv")] == ["--section", "SpeedOfLight", "--section", "Occupancy"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--sections", "SpeedOfLight,Roofline"], "Roofline not an ncu section"),
+    (["--out", "no/such/dir/audit.json"], "no such folder"),
+])
+def test_byte_audit_cli_rejects_unknown_sections_and_output_folders(tmp_path, capsys, monkeypatch, args, message):
+    from ssmbench.measure.byte_audit import main
+
+    monkeypatch.chdir(tmp_path)
+    argv = ["--suite", str(REPO / "measure" / "suites" / "default_h200_a.yaml"), "--out", "audit.json", *args]
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err and not (tmp_path / "audit.json").exists()

@@ -12,8 +12,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "scripts"
 DEVICE = SCRIPTS / "device.sh"
-OPTIONS = ("--suite", "--resume", "--build", "--gpu-tests", "--byte-audit", "--probe", "--case-timeout",
-           "--deadline", "--help")
+OPTIONS = ("--suite", "--resume", "--build", "--gpu-tests", "--byte-audit", "--audit-sections", "--audit-modes",
+           "--probe", "--case-timeout", "--deadline", "--help")
 
 
 def _device(*args, env=None, cwd=None):
@@ -37,6 +37,10 @@ def test_help_lists_every_option():
     (["--build", "flash_attn_cuda", "--suite", "cpu_smoke"], "not one of"),
     (["--resume", "no/such/folder", "--probe"], "no such folder"),
     (["--byte-audit", "--probe"], "give --suite"),
+    (["--byte-audit", "--suite", "cpu_smoke", "--audit-sections", "SpeedOfLight,Roofline"], "'Roofline' is not one of"),
+    (["--byte-audit", "--suite", "cpu_smoke", "--audit-modes", "fwd,sideways"], "'sideways' is not one of"),
+    (["--suite", "cpu_smoke", "--audit-sections", "Occupancy"], "apply to --byte-audit"),
+    (["--suite", "cpu_smoke", "--audit-modes"], "--audit-modes needs a value"),
     ([], "nothing to do"),
 ])
 def test_bad_options_exit_2_before_any_gpu_work(tmp_path, args, message):
@@ -163,6 +167,16 @@ def test_steps_run_in_order_with_resume_and_watchdogs(fake_device, tmp_path):
     audits = [c for c in calls if "byte_audit" in c]
     assert len(audits) == 2 and "--exclude-backends" in audits[0] and "--backends mamba_ssm" in audits[1]
     assert (tmp_path / "out" / "device.log").exists()
+
+
+def test_audit_sections_and_modes_reach_both_byte_audits(fake_device):
+    r, calls = fake_device("--byte-audit", "--audit-sections", "SpeedOfLight,Occupancy", "--audit-modes", "fwd,bwd",
+                           "--suite", "default_h200_a")
+    assert r.returncode == 0, r.stdout + r.stderr
+    audits = [c for c in calls if "byte_audit" in c]
+    assert len(audits) == 2
+    for a in audits:
+        assert "--sections SpeedOfLight,Occupancy" in a and a.endswith("--modes fwd bwd")
 
 
 def test_builds_default_to_what_the_suites_import(fake_device):
