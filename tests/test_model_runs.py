@@ -177,6 +177,14 @@ def test_model_run_files_match_their_schema(tmp_path):
     assert not list(v.iter_errors(dict(doc, records=[dict(r0, profile={**r0["profile"], **api})])))
     for broken in ({"runtime_api": {"cudaMalloc": {"calls": 1.0}}}, {"syncs": {"count": 1}}):
         assert list(v.iter_errors(dict(doc, records=[dict(r0, profile={**r0["profile"], **broken})])))
+    # the autotuners' picks (measure/autotune_picks.py), optional: records before 2026-12-05 lack them
+    picks = {"method": "m", "kernels": {"mamba_ssm.ops.triton.ssd_chunk_scan._chunk_scan_fwd_kernel": {
+        "picks": [{"key": ["256", "64", "128", "True", "torch.bfloat16"], "config": "BLOCK_SIZE_M: 64, num_warps: 4"}],
+        "last_timings_ms": {"BLOCK_SIZE_M: 64, num_warps: 4": [0.30, 0.29, 0.31]}}}}
+    assert not list(v.iter_errors(dict(doc, records=[dict(r0, autotune_picks=picks)])))
+    kernel = picks["kernels"]["mamba_ssm.ops.triton.ssd_chunk_scan._chunk_scan_fwd_kernel"]
+    for broken in ({"method": "m"}, {**picks, "kernels": {"k": {**kernel, "picks": [{"key": ["1"]}]}}}):
+        assert list(v.iter_errors(dict(doc, records=[dict(r0, autotune_picks=broken)])))
 
 
 def test_runtime_api_summary_per_step():
