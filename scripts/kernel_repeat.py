@@ -28,16 +28,20 @@ import statistics
 import sys
 from pathlib import Path
 
-from ssmbench.measure.models.records import ModelRecordError, find_model_runs, read_model_run
+from ssmbench.measure.models.records import (
+    ModelRecordError,
+    find_model_runs,
+    read_model_run,
+)
 
 # mamba-ssm's Triton kernels wrapped in triton.autotune (mamba_ssm/ops/triton/ssd_*.py, layer_norm.py,
 # layernorm_gated.py has none) and fla's chunked kernels; the other underscore-named Triton kernels are plain
 AUTOTUNED = re.compile(r"^_(chunk_scan|chunk_state|bmm_chunk|chunk_cumsum|state_passing|layer_norm_(fwd|bwd))"
                        r"|^chunk_(gated_delta|fwd|bwd)")
 LIBRARIES = (
-    ("cuBLAS", re.compile(r"nvjet|cublas|gemm|gemv|xmma|cutlass", re.I)),
-    ("cuDNN", re.compile(r"cudnn", re.I)),
-    ("CUDA extension", re.compile(r"causal_conv1d|selective_scan_(fwd|bwd)_kernel|flash_fwd|flash_bwd", re.I)),
+    ("cuBLAS", re.compile(r"nvjet|cublas|gemm|gemv|xmma|cutlass", re.IGNORECASE)),
+    ("cuDNN", re.compile(r"cudnn", re.IGNORECASE)),
+    ("CUDA extension", re.compile(r"causal_conv1d|selective_scan_(fwd|bwd)_kernel|flash_fwd|flash_bwd", re.IGNORECASE)),
     ("Triton, autotuned", AUTOTUNED),
     ("Triton", re.compile(r"^_|^triton_|_kernel$")),
     ("ATen", re.compile(r"at::native|at::cuda|^void at::")),

@@ -28,9 +28,14 @@ from pathlib import Path
 from ssmbench.analytic.registry import get_op
 from ssmbench.analytic.workloads.models import get_model
 from ssmbench.calibrate.join import resource_bounds
-from ssmbench.errors import UserError
 from ssmbench.hwspecs.loader import get_spec
-from ssmbench.measure.models.records import ModelRecordError, find_model_runs, read_model_run
+from ssmbench.measure.models.records import (
+    ModelRecordError,
+    find_model_runs,
+    read_model_run,
+)
+
+from ssmbench.errors import UserError
 
 STAGE_OF_KERNEL = {
     "_chunk_cumsum_fwd_kernel": "ssd_chunk_cumsum",
