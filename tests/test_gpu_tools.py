@@ -103,15 +103,14 @@ def test_byte_audit_cli_rejects_an_existing_out_file(tmp_path, capsys):
     assert "file exists" in capsys.readouterr().err and out.read_text() == "{}"
 
 
-# ncu's CSV with a section beside the --metrics values: one row per (kernel, metric), the launch shape and the
-# section on every row
-NCU_SECTION_CSV = '''==PROF== Connected to process 1
-"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
-"0","1","python3","h","_chunk_scan_fwd_kernel","1","7","(128, 1, 1)","(4, 128, 24)","0","9.0","Command line profiler metrics","dram__bytes_read.sum","byte","1,048,576"
-"0","1","python3","h","_chunk_scan_fwd_kernel","1","7","(128, 1, 1)","(4, 128, 24)","0","9.0","GPU Speed Of Light Throughput","Duration","nsecond","303,100"
-"0","1","python3","h","_chunk_scan_fwd_kernel","1","7","(128, 1, 1)","(4, 128, 24)","0","9.0","Occupancy","Achieved Occupancy","%","21.5"
-"0","1","python3","h","_chunk_scan_fwd_kernel","1","7","(128, 1, 1)","(4, 128, 24)","0","9.0","Occupancy","Block Limit Registers","block","n/a"
-'''
+# ncu's CSV with sections beside the --metrics values (NCU_CSV's header): one row per (kernel, metric), the launch
+# shape and the section on every row
+_SCAN_ROW = '"0","1","python3","h","_chunk_scan_fwd_kernel","1","7","(128, 1, 1)","(4, 128, 24)","0","9.0",'
+NCU_SECTION_CSV = "\n".join([NCU_CSV.splitlines()[1]] + [_SCAN_ROW + row for row in (
+    '"Command line profiler metrics","dram__bytes_read.sum","byte","1,048,576"',
+    '"GPU Speed Of Light Throughput","Duration","nsecond","303,100"',
+    '"Occupancy","Achieved Occupancy","%","21.5"',
+    '"Occupancy","Block Limit Registers","block","n/a"')]) + "\n"
 
 
 def test_byte_audit_reads_sections_per_kernel_with_the_launch_shape():
