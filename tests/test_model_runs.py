@@ -73,9 +73,15 @@ def test_stored_profiles_are_reclassified_with_the_current_table():
     fresh = kernel_map.reclassified(stored)
     assert fresh["parts"]["attention"]["time_s"] == pytest.approx(9e-6)
     assert fresh["parts"]["attention"]["launches"] == pytest.approx(2.5)
-    assert fresh["unmapped"] == {"time_s": 0.0, "share": 0.0, "names": []}
+    assert fresh["unmapped"]["time_s"] == pytest.approx(0.0) and fresh["unmapped"]["names"] == []
     assert fresh["host_idle_s"] == stored["host_idle_s"] and fresh["busy_s"] == stored["busy_s"]
     assert kernel_map.reclassified({"busy_s": 1.0}) == {"busy_s": 1.0}  # no per-kernel rows: unchanged
+    # a record keeps its longest kernels only: the time of those it left out stays in the parts it was counted in
+    truncated = {**stored, "busy_s": 10e-6, "parts": {"attention": {"time_s": 7e-6, "share": 0.7, "launches": 1.0},
+                                                      "gemm": {"time_s": 1e-6, "share": 0.1, "launches": 1.0}}}
+    fresh = kernel_map.reclassified(truncated)
+    assert fresh["parts"]["gemm"] == {"time_s": 1e-6, "share": pytest.approx(0.1), "launches": 1.0}
+    assert fresh["parts"]["attention"]["share"] == pytest.approx(0.9)
 
 
 def test_every_registered_op_has_a_part():

@@ -136,16 +136,43 @@ def part_of_op(op: str, impl: str | None = None) -> str:
 
 
 def reclassified(profile: dict) -> dict:
-    """``profile`` (a record's ``breakdown``, as stored) with its parts and unmapped kernels derived again from
-    its per-kernel rows under the current table: a result file keeps the parts of the table it was measured
-    with, and a rule added since (a library's kernel that was unmapped) applies to stored profiles too.
-    Profiles without per-kernel rows come back unchanged."""
+    """``profile`` (a record's ``breakdown``, as stored) with its kernel rows classified again under the current
+    table and their time and launches moved between parts where the class changed: a result file keeps the parts
+    of the table it was measured with, and a rule added since (a library's kernel that was unmapped) applies to
+    stored profiles too. Only the stored rows move (a record keeps its longest ``profile_top`` kernels; the rest
+    stay in the parts they were counted in); profiles without per-kernel rows come back unchanged."""
     rows = profile.get("kernels")
     if not rows:
         return profile
-    steps_rows = [(r["name"], float(r["time_s"]), float(r["count"])) for r in rows]
-    fresh = breakdown(steps_rows, 1)
-    return {**profile, "parts": fresh["parts"], "kernels": fresh["kernels"], "unmapped": fresh["unmapped"]}
+    parts = {k: dict(v) for k, v in (profile.get("parts") or {}).items()}
+    unmapped = dict(profile.get("unmapped") or {"time_s": 0.0, "share": None, "names": []})
+    moved_names, fresh_rows = set(), []
+    for r in rows:
+        rule = classify(r["name"])
+        part, op = (rule.part, rule.op) if rule else (UNMAPPED, None)
+        if part != r.get("part"):
+            t, n = float(r["time_s"]), float(r["count"])
+            if r.get("part") == UNMAPPED:
+                unmapped["time_s"] = unmapped["time_s"] - t
+                moved_names.add(r["name"])
+            elif r.get("part") in parts:
+                parts[r["part"]]["time_s"] -= t
+                parts[r["part"]]["launches"] -= n
+            if part == UNMAPPED:
+                unmapped["time_s"] = unmapped["time_s"] + t
+                unmapped["names"] = list(unmapped.get("names") or []) + [r["name"]]
+            else:
+                dst = parts.setdefault(part, {"time_s": 0.0, "launches": 0.0})
+                dst["time_s"] += t
+                dst["launches"] += n
+        fresh_rows.append({**r, "part": part, "op": op})
+    busy = float(profile.get("busy_s") or 0.0)
+    for p in parts.values():
+        p["share"] = p["time_s"] / busy if busy > 0 else None
+    unmapped["names"] = [n for n in (unmapped.get("names") or []) if n not in moved_names]
+    unmapped["share"] = unmapped["time_s"] / busy if busy > 0 else None
+    return {**profile, "parts": {k: v for k, v in parts.items() if v["launches"] > 0 or v["time_s"] > 0},
+            "kernels": fresh_rows, "unmapped": unmapped}
 
 
 def breakdown(kernels: Iterable[Sequence], steps: int) -> dict:
