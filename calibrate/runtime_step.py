@@ -23,8 +23,11 @@ fixed term gives way to the achievable model's fixed time (its ``fixed_s``: grap
 fixed times and a DRAM latency per kernel, read off the CUDA-graph profiles): that term, fitted on isolated eager
 calls, also holds their gaps between kernels, which a replay does not leave (mamba2-130m's CUDA-graph decode at
 B = 32: the state update's group fits 5.8 us per call of fixed time where the graph's nodes take ~2.9 us, and the
-step came out 7 % over the measurement with it, -4 % without; the eager training steps, whose kernels do leave
-gaps, keep the term). The achievable device time can sit under the host
+step came out 7 % over the measurement with it, -4 % without). Eager steps keep the term: their kernels do leave
+gaps where the host issues more slowly than the device runs, which max(host, device) below does not see
+(Transformer++ 125M's training step at B = 8, L = 2048: the GPU idle 8.0 of 48.8 ms in its profile though its
+planned host time, 35.0 ms, is not above its device time, 34.5 ms; with the achievable fixed time the eager
+training steps' median error went from 11.6 to 14.0 %). The achievable device time can sit under the host
 time where the device actually binds: mamba-ssm's chunked SSD at B = 4, L = 32768 on the H200 plans
 0.71 ms of device time per call against 0.84 ms of host, but the calibrated model fits 1.12 ms of DRAM
 time per call (the group's DRAM efficiency 0.62; the profiled kernels took 2.0 ms), and scaling its
