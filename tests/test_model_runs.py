@@ -39,6 +39,16 @@ KERNELS = {  # names as torch.profiler reports them (H200, torch 2.11) -> expect
     "void cudnn::fusion::compute_dot_do_o_specialized<true, 64>(void const*, void const*, void*, void*, "
     "unsigned int)": "attention",
     "void cudnn::fusion::convert_dq_to_16bits<true>(void const*, void*, unsigned int, unsigned int)": "attention",
+    # nn.Embedding's backward for many indices (sort, then PyTorch's segment kernels and cub's unique), and the
+    # generic scans and roll of the training steps
+    "void at::native::(anonymous namespace)::krn_partials_per_segment<long>(long*, long const*, long const*, long)":
+        "embedding",
+    "void at_cuda_detail::cub::detail::unique_by_key::DeviceUniqueByKeySweepKernel<at_cuda_detail::cub::detail::"
+    "unique_by_key::policy_hub<long, int>::Policy1000, long const*>": "embedding",
+    "void at_cuda_detail::cub::detail::scan::DeviceScanKernel<at_cuda_detail::cub::detail::scan::policy_hub<long, "
+    "long, long, unsigned int>::Policy1000, long const*, long*>": "elementwise",
+    "void at::native::tensor_kernel_scan_innermost_dim<float, std::plus<float> >(float*, float const*)": "elementwise",
+    "void at::native::roll_cuda_kernel<long>(long const*, long*, long, long, long, long, long, long)": "elementwise",
     "void at::native::(anonymous namespace)::indexSelectLargeIndex<c10::BFloat16, long, unsigned int, 2, 2, -2, true>": "embedding",
     "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>, at::detail::Array<char*, 3> >": "elementwise",
     "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, at::native::(anonymous namespace)::LogSoftMaxForwardEpilogue>": "loss",

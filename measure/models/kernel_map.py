@@ -78,12 +78,15 @@ KERNEL_PARTS: tuple[KernelRule, ...] = (
     KernelRule(r"softmax", "attention", "softmax", "eager attention's softmax"),
     KernelRule(r"layer_norm|rms_norm|rmsnorm|layernorm|_norm_(fwd|bwd)", "norm", "rmsnorm",
                "mamba-ssm Triton (fused add-)norms, RMSNormGated, PyTorch layer norm"),
-    KernelRule(r"embedding|index_select|indexselect|indexing_backward", "embedding", "embedding",
-               "nn.Embedding forward (gather) and backward (sort + scatter-add)"),
+    KernelRule(r"embedding|index_select|indexselect|indexing_backward|krn_partial|partials_per_segment|"
+               r"num_of_partial_segments|unique_by_key", "embedding", "embedding",
+               "nn.Embedding forward (gather) and backward (sort + scatter-add: PyTorch's segment kernels "
+               "krn_partials_per_segment, compute_num_of_partial_segments, ... and cub's unique_by_key)"),
     KernelRule(r"gemm|gemv|nvjet|xmma|cutlass|cublas|splitkreduce|kernel2|sm90_|sm80_|dot_kernel", "gemm", "linear",
                "cuBLAS / cuBLASLt / CUTLASS matrix products"),
     KernelRule(r"elementwise|vectorized|unrolled|reduce_kernel|catarray|copy|fill|_swiglu|silu|gelu|softplus|"
                r"where|clamp|index_put|scatter|gather|triu|tril|arange|pow|rsqrt|mul|add|exp|neg|cumsum|sort|"
+               r"scan_innermost|DeviceScan|DeviceCompact|roll_cuda|"
                r"radix|compare|uniform|normal|distribution|cast|to_copy|triton_(poi|red|per)_", "elementwise", "elementwise",
                "PyTorch eager elementwise, reduction, copy and indexing kernels; Inductor's fused Triton kernels"),
 )
