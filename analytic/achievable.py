@@ -93,6 +93,9 @@ Terms, for one call of an op whose kernels launch back to back (``launches`` = n
   phases run one after another on the same warps (FlashAttention-2's softmax between its two GEMMs;
   the selective scan's B/C loads, exponentials and block scan between barriers;
   ``execution.Traits.engines``) those times add: max(T_tensor + T_vector + T_sfu + T_reread, T_mem, T_l2).
+  For a kernel whose asynchronous GEMMs wait on a softmax phase run by the same warpgroup (cuDNN's Hopper
+  attention, ``engines="phased"``) the tensor phase and that phase add, the phase's special-function and
+  CUDA-core work side by side: max(T_tensor + max(T_vector, T_sfu), T_mem, T_l2).
 - **Host time** (eager launch regime): T_host = sum over backend classes c of calls_c x
   launch.host.<c>, the CPU time to issue the calls (eager PyTorch op, Triton launcher, CUDA
   extension, cuBLAS, cuDNN). The host issues asynchronously, so back-to-back calls take
@@ -320,8 +323,9 @@ def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarra
                     dram_path: np.ndarray | int = -1) -> Achieved:
     """Achievable time of ``work`` [len(WORK_COLUMNS), *shape] on every spec of ``table``.
 
-    ``tf32``: where fp32 matmul FLOPs run on TF32 tensor cores; ``serial``: where the engine times
-    (tensor, vector, special function) add instead of overlapping (``execution.Traits.engines``).
+    ``tf32``: where fp32 matmul FLOPs run on TF32 tensor cores; ``serial``: how the engine times (tensor,
+    vector, special function) combine (``execution.ENGINE_CODES`` of ``execution.Traits.engines``): 0 / False
+    overlap (the largest), 1 / True serial (they add), 2 phased (T_tensor + max(T_vector, T_sfu)).
     ``mma_sync``: where the tensor FLOPs are issued as mma.sync (``execution.Traits.tensor_instr``);
     ``l2_reread``: bytes re-read from the device-wide cache (``execution.l2_reread_bytes``);
     ``chain``: the sequential chain of the work's kernel (``execution.chain_of``), one for all elements;
@@ -393,11 +397,14 @@ def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarra
     shape = np.broadcast_shapes(*(np.shape(t) for t in times.values()), np.shape(reread),
                                 (len(table.spec_ids),) + work.shape[1:])
     stacked = np.stack([np.broadcast_to(times[r], shape) for r in GPU_RESOURCES])
-    serial = np.broadcast_to(np.asarray(serial, dtype=bool), shape)
+    mode = np.broadcast_to(np.asarray(serial, dtype=int), shape)
     reread = np.broadcast_to(reread, shape)
     # tensor + vector + special_function (+ the re-read phase), when they run one after another
     engines = stacked[:3].sum(axis=0) + reread
-    top = np.where(serial, np.maximum(engines, np.maximum(stacked[3], stacked[4] - reread)), stacked.max(axis=0))
+    # the tensor phase, then one whose special-function and CUDA-core work run side by side
+    phased = stacked[0] + np.maximum(stacked[1], stacked[2])
+    top = np.where(mode == 1, np.maximum(engines, np.maximum(stacked[3], stacked[4] - reread)),
+                   np.where(mode == 2, np.maximum(phased, np.maximum(stacked[3], stacked[4])), stacked.max(axis=0)))
     if chain is not None:
         chain_s = np.broadcast_to(chain_time(chain, ps(table.sm_count), lambda link: ps(chain_step_time(link, table))),
                                   shape)
@@ -451,7 +458,7 @@ class Estimate:
                 "launch_regime": self.launch_regime, "not_modelled": self.not_modelled, "chain_s": self.chain_s}
 
 
-def estimate(cost: Cost, spec: Spec, *, tf32: bool = False, serial: bool = False, launch: str = "eager",
+def estimate(cost: Cost, spec: Spec, *, tf32: bool = False, serial: bool | int = False, launch: str = "eager",
              prefer: Prefer = "measured", mma_sync: bool = False, l2_reread: float = 0.0,
              chain: Chain | None = None, dram_path: int = -1) -> Estimate:
     """The achievable time of one numeric Cost on one spec, with its terms and what is not modelled

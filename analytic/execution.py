@@ -14,8 +14,15 @@ These traits feed the achievable-time model (``achievable.py``), not the rooflin
   FlashAttention-2 the softmax exponentials of a tile run on the same warps between its two GEMMs;
   FlashAttention-3 (Shah et al. 2024, Sec. 3.1) was built to overlap them because on Hopper the
   exp throughput (3.9 TFLOPS vs 989 TFLOPS of matmul on the H100 SXM5) makes them take a large
-  share of the cycle. FA2 engine times therefore add ("serial"); cuDNN's Hopper attention kernels
-  and FA3 overlap them.
+  share of the cycle. FA2 engine times therefore add ("serial"); FA3 overlaps them. cuDNN's Hopper
+  attention kernels issue their GEMMs as asynchronous wgmma but run the softmax between them ("phased"):
+  the tile's GEMMs, then its softmax, whose exponentials (special-function units) and FMAs (CUDA cores)
+  proceed side by side on their own pipes, T = T_tensor + max(T_sfu, T_vector). Evidence (H200,
+  measurement against the achievable estimate's terms): the SDPA cuDNN forward at L = S >= 4096 took
+  0.97-1.09x T_tensor + T_sfu over 20 causal and non-causal cases at head dims 64 and 128, where the
+  overlapped estimate T_tensor was 0.56-0.79x of it (head dim 64: 0.56-0.59, its exponentials per FLOP
+  twice those of 128), and T_tensor + T_sfu + T_vector 1.14-1.19x; FA3 at the same shapes took 1.16x
+  (head dim 128) and 1.48x (64) its T_tensor, between the two, as its ping-pong schedule intends.
 - ``fp32_matmul``: where fp32 x fp32 matmul FLOPs run. PyTorch keeps TF32 off by default
   (``torch.backends.cuda.matmul.allow_tf32 = False``), so cuBLAS fp32 GEMMs run on the CUDA cores
   ("vector"); Triton's ``tl.dot`` on fp32 operands uses TF32 tensor cores by default
@@ -82,8 +89,9 @@ class Traits:
     fp32_matmul: Fp32Matmul = "vector"
     # "overlap": the kernel's engines work at the same time (warp specialisation, several resident
     # warps in different phases), so its engine time is the largest engine's; "serial": the same warps
-    # run one engine's phase after another's with nothing else to hide it, so engine times add.
-    engines: Literal["overlap", "serial"] = "overlap"
+    # run one engine's phase after another's with nothing else to hide it, so engine times add; "phased":
+    # the tensor-core phase, then a phase whose special-function and CUDA-core work share it (module docstring)
+    engines: Literal["overlap", "serial", "phased"] = "overlap"
     # the class of the decode step's kernel where it differs (a library's decode kernel is not its
     # prefill kernel: mamba-ssm's selective_state_update is a plain Triton kernel)
     decode_host_class: str | None = None
@@ -288,11 +296,11 @@ TRAITS: dict[tuple[str, str], Traits] = {
 }
 
 # Measured backends that execute an implementation differently from what it implies: SDPA's cuDNN
-# backend runs cuDNN's own Hopper kernels (engines overlapped) behind cuDNN's call path.
+# backend runs cuDNN's own Hopper kernels (wgmma GEMMs, the softmax phased between them) behind cuDNN's call path.
 # The memory-efficient backend runs CUTLASS's sm80 kernels (mma.sync, phases in sequence) with its own
 # grid and loop, not FlashAttention-2's: no FA2 chain. causal-conv1d's channel-last entry point runs its
 # own forward kernel over 64 x 64 (L, E) tiles: no lane chain.
-BACKEND_TRAITS = {"torch.sdpa.cudnn": Traits("cudnn"), "torch.sdpa.efficient": FA2,
+BACKEND_TRAITS = {"torch.sdpa.cudnn": Traits("cudnn", engines="phased"), "torch.sdpa.efficient": FA2,
                   "causal_conv1d.causal_conv1d_fn_cl": EXTENSION}
 
 
@@ -364,10 +372,15 @@ def fp32_matmul_on_tf32(op: str, impl: str, backend: str | None = None) -> bool:
     return not is_composite(op) and traits(op, impl, backend).fp32_matmul == "tf32"
 
 
-def serial_engines(op: str, impl: str, backend: str | None = None) -> bool:
-    """Whether the engine times of ``op``/``impl`` add instead of overlapping (composites: False; their
-    parts are projected one by one where that matters)."""
-    return not is_composite(op) and traits(op, impl, backend).engines == "serial"
+# Codes of Traits.engines as ``achievable.achievable_work`` takes them (its ``serial`` argument; False / True read
+# as overlap / serial)
+ENGINE_CODES = {"overlap": 0, "serial": 1, "phased": 2}
+
+
+def serial_engines(op: str, impl: str, backend: str | None = None) -> int:
+    """How the engine times of ``op``/``impl`` combine, as an ``ENGINE_CODES`` code: 0 overlap, 1 serial (they
+    add), 2 phased (composites: 0; their parts are projected one by one where that matters)."""
+    return 0 if is_composite(op) else ENGINE_CODES[traits(op, impl, backend).engines]
 
 
 def dram_path_index(op: str, impl: str, backend: str | None = None) -> int:

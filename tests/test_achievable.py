@@ -179,8 +179,10 @@ def test_measured_backend_overrides_the_host_class():
     assert execution.as_measured(c, "torch.sdpa.flash").host == {"torch_eager": 1}
     assert execution.as_measured(c, "torch.sdpa.flash", "bwd").host == {"torch_eager": 1, "autograd": 1}
     assert execution.as_measured(c, None, "decode").host == {"torch_eager": 1}
-    assert execution.serial_engines("attention_causal", "fa2", "torch.sdpa.flash")
-    assert not execution.serial_engines("attention_causal", "fa2", "torch.sdpa.cudnn")
+    codes = execution.ENGINE_CODES
+    assert execution.serial_engines("attention_causal", "fa2", "torch.sdpa.flash") == codes["serial"]
+    assert execution.serial_engines("attention_causal", "fa2", "torch.sdpa.cudnn") == codes["phased"]
+    assert execution.serial_engines("attention_causal", "fa3") == codes["overlap"]
 
 
 def test_serial_engines_add_their_times(toy):
@@ -188,6 +190,18 @@ def test_serial_engines_add_their_times(toy):
     over, ser = estimate(c, toy), estimate(c, toy, serial=True)
     assert over.gpu_s == pytest.approx(GRAPH_NODE + 1e12 / TENSOR_BF16)
     assert ser.gpu_s == pytest.approx(GRAPH_NODE + 1e12 / TENSOR_BF16 + 5e9 / SFU)
+
+
+def test_phased_engines_add_the_tensor_phase_to_the_larger_of_the_others(toy):
+    """cuDNN's attention (engines "phased"): the GEMMs, then a softmax phase whose exponentials and FMAs run
+    side by side on their own pipes."""
+    from ssmbench.analytic.execution import ENGINE_CODES
+
+    c = Cost(tensor={"bf16": 1e12}, vector=2e11, transcendental=5e9, launches=1)
+    phased = estimate(c, toy, serial=ENGINE_CODES["phased"])
+    t, v, s = 1e12 / TENSOR_BF16, 2e11 / VECTOR, 5e9 / SFU
+    assert phased.gpu_s == pytest.approx(GRAPH_NODE + t + max(v, s))
+    assert estimate(c, toy, serial=True).gpu_s == pytest.approx(GRAPH_NODE + t + v + s)
 
 
 def test_bad_host_class_is_named():

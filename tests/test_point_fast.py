@@ -193,3 +193,27 @@ def test_a_changed_rule_in_the_generated_estimate_is_caught(monkeypatch, tables)
     (f,) = analyze_point(get_model("llama-3-8b"), "decode", table, 1, 4096, achievable=True)
     (g,) = analyze_point(get_model("llama-3-8b"), "decode", table, 1, 4096, achievable=True, force_general=True)
     assert any(k.startswith("achievable") for k in _same(f, g))
+
+
+@pytest.mark.parametrize("phase", ["prefill", "train"])
+def test_generated_achievable_of_a_cudnn_attention_plan_equals_step_achievable(phase):
+    """Hugging Face modules run their attention on SDPA's cuDNN backend (engines "phased": the tensor phase, then
+    the softmax's exponentials and FMAs side by side): the generated per-point function and ``step_achievable``
+    give the same step."""
+    from ssmbench.analytic.workloads import point as pt
+    from ssmbench.analytic.workloads import point_achievable
+    from ssmbench.analytic.workloads.phases import plan
+    from ssmbench.analytic.workloads.precision import as_precision
+
+    calls = plan(get_model("llama-3.2-1b"), phase, modules="hf")
+    assert any(c.backend == "torch.sdpa.cudnn" for c in calls)
+    _, pp, _ = pt.point_plan(calls, as_precision("bf16"))
+    assert 2 in {int(x) for x in pp.serial}  # execution.ENGINE_CODES["phased"]
+    table = SpecTable.of([get_spec("h200-sxm")])
+    f = point_achievable.generate(pp, pt._achievable_table(table, 0), "eager", phase)
+    assert f is not None
+    for b, n in ((1, 2048), (8, 8192)):
+        got = f(b, n)
+        want = pt.step_achievable(pp, pt.plan_work(pp, phase, b, n), table, 0, "eager", phase, b, n)
+        for k in ("time_s", "host_s", "gpu_s", "bottleneck"):
+            assert _close(got[k], want[k]), (k, got[k], want[k])

@@ -82,7 +82,7 @@ class WorkloadWork:
     state_compulsory: np.ndarray  # [n_calls] state-class bytes in the work
     state_executed: np.ndarray
     tf32: np.ndarray  # [n_calls] fp32 matmuls on TF32 tensor cores
-    serial: np.ndarray  # [n_calls] engine times add
+    serial: np.ndarray  # [n_calls] how engine times combine (execution.ENGINE_CODES: 0 overlap, 1 add, 2 phased)
     mma_sync: np.ndarray  # [n_calls] tensor FLOPs issued as mma.sync
     l2_reread: np.ndarray  # [n_calls] bytes re-read from the device-wide cache (time and energy charge them)
     tokens: float

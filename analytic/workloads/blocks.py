@@ -26,7 +26,7 @@ family's calibrated leave-shape-out p90 from 20.5 % to 17.8 % (80 % coverage 68 
 
 Execution of each call as the measured module runs it: the implementation the plan names, on the
 backend of ``_BACKENDS`` where the module's call path differs from what the implementation implies
-(the attention block's SDPA picks cuDNN on the H200 stack: host class ``cudnn``, engines overlapped;
+(the attention block's SDPA picks cuDNN on the H200 stack: host class ``cudnn``, engines phased;
 its decode step is SDPA too, not ``flash_attn_with_kvcache``).
 
 Composition of the achievable estimate (``compose_achievable``): one host thread issues the calls in
@@ -267,7 +267,7 @@ def composed_bound(op: str, dims: Mapping[str, int], spec, impl: str | None = No
     ``module_runtime=False`` leaves it out (the ops' host classes alone: a diagnostic). Each row keeps
     its ops' host time (``host_ops_s``) beside the module's (``host_module_s``)."""
     from ..achievable import AchievableTable, estimate, host_cost
-    from ..execution import as_measured, chain_of, l2_reread_bytes, traits
+    from ..execution import ENGINE_CODES, as_measured, chain_of, l2_reread_bytes, traits
     from ..roofline import project
     from ..runtime import call_host_s
 
@@ -281,7 +281,7 @@ def composed_bound(op: str, dims: Mapping[str, int], spec, impl: str | None = No
         k = as_measured(k, backend)  # host calls on the backend's own call path
         p = project(k, spec, prefer=prefer, launch=launch)
         # the achievable estimate of the call; under graph replay the block is one replay (compose_achievable)
-        a = estimate(k, spec, tf32=t.fp32_matmul == "tf32", serial=t.engines == "serial", launch=launch,
+        a = estimate(k, spec, tf32=t.fp32_matmul == "tf32", serial=ENGINE_CODES[t.engines], launch=launch,
                      mma_sync=t.tensor_instr == "mma_sync",
                      l2_reread=l2_reread_bytes(c.op, c.impl, c.dim_map(), dtype, c.mode, backend) * c.count,
                      chain=_counted(chain_of(c.op, c.impl, c.dim_map(), c.mode, backend, dtype), c.count))

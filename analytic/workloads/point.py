@@ -93,7 +93,7 @@ class _PCall:
 class _PointPlan:
     calls: tuple[_PCall, ...]
     tf32: np.ndarray  # [n_calls] bool, the achievable traits
-    serial: np.ndarray
+    serial: np.ndarray  # [n_calls] int, execution.ENGINE_CODES
     mma_sync: np.ndarray
     dram_path: np.ndarray  # [n_calls] int, execution.dram_path_index
     chained: tuple[tuple[int, OpCall], ...] = ()  # (index, call) of the calls with a sequential chain trait
@@ -150,13 +150,13 @@ def compile_point_plan(calls: tuple[OpCall, ...], dtype: str | Precision) -> _Po
         out.append(_PCall(fn, c.args, cols, checks, call.label))
     traits = [(fp32_matmul_on_tf32(c.op, c.impl, c.backend), serial_engines(c.op, c.impl, c.backend),
                tensor_instr(c.op, c.impl, c.backend) == "mma_sync") for c in calls]
-    tr = np.array(traits, dtype=bool).reshape(-1, 3)
+    tr = np.array(traits, dtype=int).reshape(-1, 3)  # the engine mode is a code (execution.ENGINE_CODES)
     chained = tuple((i, c) for i, c in enumerate(calls)
                     if not is_composite(c.op) and traits_of(c.op, c.impl, c.backend).chain)
     rereading = tuple((i, c) for i, c in enumerate(calls)
                       if not is_composite(c.op) and traits_of(c.op, c.impl, c.backend).l2_rereads)
     paths = np.array([dram_path_index(c.op, c.impl, c.backend) for c in calls], dtype=int)
-    return _PointPlan(tuple(out), tr[:, 0].copy(), tr[:, 1].copy(), tr[:, 2].copy(), paths, chained, rereading,
+    return _PointPlan(tuple(out), tr[:, 0].astype(bool), tr[:, 1].copy(), tr[:, 2].astype(bool), paths, chained, rereading,
                       prec.dtype, tuple(calls), prec)
 
 

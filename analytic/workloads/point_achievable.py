@@ -92,9 +92,10 @@ def chain_seconds(table: AchievableTable, c, phase: str, batch: float, length: f
                          lambda link: np.asarray(chain_step_time(link, table)).reshape(-1, 1)))
 
 
-def _call_lines(i: int, c, k: dict, tf32: bool, serial: bool, mma: bool, launch: str, chained: bool,
+def _call_lines(i: int, c, k: dict, tf32: bool, serial: int, mma: bool, launch: str, chained: bool,
                 rereads: bool = False) -> list[str]:
-    """The body that computes call ``i``'s (host, gpu, class) into h, g, q from its work columns w<col>."""
+    """The body that computes call ``i``'s (host, gpu, class) into h, g, q from its work columns w<col>
+    (``serial``: the engine mode, ``execution.ENGINE_CODES``)."""
     cols = {col for _, col, _ in c.cols}
 
     def w(name: str) -> str:
@@ -139,12 +140,16 @@ def _call_lines(i: int, c, k: dict, tf32: bool, serial: bool, mma: bool, launch:
     out.append(f"top = t; e = {CLASSES.index('tensor')}")
     for n, x in enumerate(("vec", "sfu", "dram", "l2"), start=CLASSES.index("tensor") + 1):
         out.append(f"if {x} > top: top = {x}; e = {n}")
-    if serial and rereads:
+    if serial == 1 and rereads:
         out.append("top = t + vec + sfu + rr")
         out.append("m = dram if dram >= l2 - rr else l2 - rr")
         out.append("if m > top: top = m")
-    elif serial:
+    elif serial == 1:
         out.append("top = t + vec + sfu + 0.0")
+        out.append("m = dram if dram >= l2 else l2")
+        out.append("if m > top: top = m")
+    elif serial == 2:  # the tensor phase, then the special-function and CUDA-core work side by side
+        out.append("top = t + (vec if vec >= sfu else sfu)")
         out.append("m = dram if dram >= l2 else l2")
         out.append("if m > top: top = m")
     if chained:
@@ -205,7 +210,7 @@ def generate(pp, table: AchievableTable, launch: str, phase: str):
         if i in rereading:
             call = rereading[i]
             env[f"_reread{i}"] = (lambda b, n, call=call: reread_bytes(call, pp.dtype, phase, b, n))
-        body = _call_lines(i, c, k, bool(pp.tf32[i]), bool(pp.serial[i]), bool(pp.mma_sync[i]), launch, i in chained,
+        body = _call_lines(i, c, k, bool(pp.tf32[i]), int(pp.serial[i]), bool(pp.mma_sync[i]), launch, i in chained,
                            i in rereading)
         lines += [f"    {b}" for b in body]
         lines += ["    host += h", "    gpu += g", "    name = CLASSES[q]",
