@@ -17,12 +17,13 @@ These traits feed the achievable-time model (``achievable.py``), not the rooflin
   share of the cycle. FA2 engine times therefore add ("serial"); FA3 overlaps them. cuDNN's Hopper
   attention kernels issue their GEMMs as asynchronous wgmma but run the softmax between them ("phased"):
   the tile's GEMMs, then its softmax, whose exponentials (special-function units) and FMAs (CUDA cores)
-  proceed side by side on their own pipes, T = T_tensor + max(T_sfu, T_vector). Evidence (H200,
-  measurement against the achievable estimate's terms): the SDPA cuDNN forward at L = S >= 4096 took
-  0.97-1.09x T_tensor + T_sfu over 20 causal and non-causal cases at head dims 64 and 128, where the
-  overlapped estimate T_tensor was 0.56-0.79x of it (head dim 64: 0.56-0.59, its exponentials per FLOP
-  twice those of 128), and T_tensor + T_sfu + T_vector 1.14-1.19x; FA3 at the same shapes took 1.16x
-  (head dim 128) and 1.48x (64) its T_tensor, between the two, as its ping-pong schedule intends.
+  proceed side by side on their own pipes, T = T_tensor + max(T_sfu, T_vector). Evidence (H200, the
+  stored measurements against the achievable estimate's terms, fixed time included): the SDPA cuDNN forward
+  at L = S >= 4096, 21 causal and non-causal cases at head dims 64 and 128, took 0.90-1.08x (median 0.98)
+  of T_tensor + max(T_sfu, T_vector), against 1.28-1.79x of the overlapped max(T_tensor, ...) (the most at
+  head dim 64, whose exponentials per FLOP are twice those of 128) and 0.82-0.98x of all three added; FA3
+  at the same shapes took 1.16x (head dim 128) and 1.48x (64) its T_tensor, between the overlapped and the
+  phased times, as its ping-pong schedule intends (kept "overlap").
 - ``fp32_matmul``: where fp32 x fp32 matmul FLOPs run. PyTorch keeps TF32 off by default
   (``torch.backends.cuda.matmul.allow_tf32 = False``), so cuBLAS fp32 GEMMs run on the CUDA cores
   ("vector"); Triton's ``tl.dot`` on fp32 operands uses TF32 tensor cores by default
