@@ -34,6 +34,8 @@ from ssmbench.measure.models.records import (
     read_model_run,
 )
 
+from ssmbench.provenance import analysis_meta
+
 # mamba-ssm's Triton kernels wrapped in triton.autotune (mamba_ssm/ops/triton/ssd_*.py, layer_norm.py,
 # layernorm_gated.py has none) and fla's chunked kernels; the other underscore-named Triton kernels are plain
 AUTOTUNED = re.compile(r"^_(chunk_scan|chunk_state|bmm_chunk|chunk_cumsum|state_passing|layer_norm_(fwd|bwd))"
@@ -57,18 +59,18 @@ def library_of(name: str) -> str:
     return OTHER
 
 
-def rows_of(folders: list[str], min_us: float) -> list[dict]:
-    """One row per (record key, kernel) measured in two or more files (module docstring)."""
+def rows_of(paths: list[Path], min_us: float) -> list[dict]:
+    """One row per (record key, kernel) measured in two or more of the model-run files ``paths`` (module
+    docstring)."""
     per: dict[tuple[str, str], dict[str, list[float]]] = {}
-    for folder in folders:
-        for path in find_model_runs(folder):
-            for r in read_model_run(path)["records"]:
-                if r.get("status") != "ok":
-                    continue
-                for k in (r.get("profile") or {}).get("kernels") or []:
-                    if k.get("count"):
-                        per.setdefault((r["key"], k["name"]), {}).setdefault(str(path), []).append(
-                            float(k["time_s"]) / float(k["count"]))
+    for path in paths:
+        for r in read_model_run(path)["records"]:
+            if r.get("status") != "ok":
+                continue
+            for k in (r.get("profile") or {}).get("kernels") or []:
+                if k.get("count"):
+                    per.setdefault((r["key"], k["name"]), {}).setdefault(str(path), []).append(
+                        float(k["time_s"]) / float(k["count"]))
     rows = []
     for (key, name), files in sorted(per.items()):
         if len(files) < 2:
@@ -103,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         print("kernel_repeat: --min-us and --top must be >= 0", file=sys.stderr)
         return 2
     try:
-        rows = rows_of(a.folders, a.min_us)
+        paths = [p for folder in a.folders for p in find_model_runs(folder)]
+        rows = rows_of(paths, a.min_us)
     except ModelRecordError as exc:
         print(f"kernel_repeat: {exc}", file=sys.stderr)
         return 2
@@ -125,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         times = ", ".join(f"{t * 1e6:.1f}" for t in r["per_call_s"])
         print(f"| {r['key']} | {r['kernel'][:60]} | {r['library']} | {times} | {100 * r['spread']:.0f} % |")
     if a.json:
-        Path(a.json).write_text(json.dumps({"label": LABEL, "method": __doc__.split("\n\n")[1].strip(),
+        Path(a.json).write_text(json.dumps({"meta": analysis_meta(inputs=paths), "label": LABEL,
+                                            "method": __doc__.split("\n\n")[1].strip(),
                                             "min_us": a.min_us, "summary": summ, "rows": rows}, indent=1) + "\n")
         print(f"wrote {a.json}", file=sys.stderr)
     return 0

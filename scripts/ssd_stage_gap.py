@@ -36,6 +36,7 @@ from ssmbench.measure.models.records import (
 )
 
 from ssmbench.errors import UserError
+from ssmbench.provenance import analysis_meta
 
 STAGE_OF_KERNEL = {
     "_chunk_cumsum_fwd_kernel": "ssd_chunk_cumsum",
@@ -58,30 +59,28 @@ def _ssd_dims(model_id: str, batch: int, seqlen: int) -> dict[str, int] | None:
             "G": b.ngroups, "C": b.chunk_size}
 
 
-def rows_of(folders: list[str], spec_id: str) -> list[dict]:
+def rows_of(paths: list[Path], spec_id: str) -> list[dict]:
+    """One row per (record key, SSD kernel) of the model-run files ``paths`` (module docstring)."""
     spec = get_spec(spec_id)
     per: dict[tuple[str, str], dict] = {}
-    for folder in folders:
-        for path in find_model_runs(folder):
-            for r in read_model_run(path)["records"]:
-                if r.get("status") != "ok" or r.get("phase") == "decode":
-                    continue
-                kernels = {k["name"]: k for k in (r.get("profile") or {}).get("kernels") or []
-                           if k["name"] in STAGE_OF_KERNEL and k.get("count")}
-                if not kernels:
-                    continue
-                dims = _ssd_dims(r["model"], int(r["batch"]), int(r["seqlen"]))
-                if dims is None:
-                    continue
-                for name, k in kernels.items():
-                    row = per.setdefault((r["key"], name), {"key": r["key"], "kernel": name,
-                                                            "stage": STAGE_OF_KERNEL[name], "dims": dims, "files": {}})
-                    row["files"].setdefault(str(path), []).append(float(k["time_s"]) / float(k["count"]))
+    for path in paths:
+        for r in read_model_run(path)["records"]:
+            if r.get("status") != "ok" or r.get("phase") == "decode":
+                continue
+            kernels = {k["name"]: k for k in (r.get("profile") or {}).get("kernels") or []
+                       if k["name"] in STAGE_OF_KERNEL and k.get("count")}
+            dims = _ssd_dims(r["model"], int(r["batch"]), int(r["seqlen"])) if kernels else None
+            if dims is None:
+                continue
+            for name, k in kernels.items():
+                row = per.setdefault((r["key"], name), {"key": r["key"], "kernel": name, "stage": STAGE_OF_KERNEL[name],
+                                                        "dtype": r.get("dtype") or "bf16", "dims": dims, "files": {}})
+                row["files"].setdefault(str(path), []).append(float(k["time_s"]) / float(k["count"]))
     rows = []
     for row in per.values():
         op = row["stage"]
         od = {d: row["dims"][d] for d in get_op(op).dims}
-        a = resource_bounds(spec, op, "triton", od, "bf16", "fwd", launch="graph").achievable
+        a = resource_bounds(spec, op, "triton", od, row["dtype"], "fwd", launch="graph").achievable
         measured = [statistics.median(v) for v in row["files"].values()]
         rows.append({**{k: v for k, v in row.items() if k != "files"}, "stage_dims": od,
                      "measured_s": measured, "achievable_gpu_s": float(a["gpu_s"]),
@@ -99,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ssd_stage_gap: {Path(a.json).parent}: no such folder for --json", file=sys.stderr)
         return 2
     try:
-        rows = rows_of(a.folders, a.hw)
+        paths = [p for folder in a.folders for p in find_model_runs(folder)]
+        rows = rows_of(paths, a.hw)
     except (ModelRecordError, UserError) as exc:
         print(f"ssd_stage_gap: {exc}", file=sys.stderr)
         return 2
@@ -119,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {name} | {len(ratios)} | {statistics.median(ratios):.2f} | "
                   f"{min(ratios):.2f}-{max(ratios):.2f} |")
     if a.json:
-        Path(a.json).write_text(json.dumps({"labels": LABELS, "spec": a.hw, "rows": rows}, indent=1) + "\n")
+        Path(a.json).write_text(json.dumps({"meta": analysis_meta(inputs=paths), "labels": LABELS, "spec": a.hw,
+                                            "rows": rows}, indent=1) + "\n")
         print(f"wrote {a.json}", file=sys.stderr)
     return 0
 

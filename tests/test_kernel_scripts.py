@@ -52,13 +52,16 @@ def test_kernel_repeat_groups_the_spread_by_library(sessions, tmp_path):
     assert by[SCAN]["spread"] == pytest.approx((619 - 303) / ((619 + 303) / 2))
     assert doc["summary"]["cuBLAS"]["max_spread_pct"] == pytest.approx(100 * 2 / 250)
     assert "[measurement]" in r.stdout
+    assert sorted(Path(i["path"]).parent.name for i in doc["meta"]["inputs"]) == ["s0", "s1"]  # what it read
 
 
 def test_ssd_stage_gap_sets_each_kernel_beside_its_stage(sessions, tmp_path):
     out = tmp_path / "gap.json"
     r = _script("ssd_stage_gap.py", sessions, "--json", out)
     assert r.returncode == 0, r.stderr
-    [row] = json.loads(out.read_text())["rows"]  # the GEMM is not an SSD kernel
+    doc = json.loads(out.read_text())
+    assert len(doc["meta"]["inputs"]) == 2 and doc["meta"]["git"]  # the files it read, and the code that read them
+    [row] = doc["rows"]  # the GEMM is not an SSD kernel
     dims = {"B": 16, "L": 2048, "H": 24, "P": 64, "N": 128, "G": 1, "C": 256}  # mamba2-130m's Mamba-2 block
     assert row["stage"] == "ssd_chunk_scan" and row["dims"] == dims
     expect = resource_bounds(get_spec("h200-sxm"), "ssd_chunk_scan", "triton",
