@@ -323,6 +323,8 @@ def host_class(op: str, impl: str, backend: str | None = None, mode: str = "fwd"
 # Modes whose measured call is one torch.autograd.grad (measure/backends/common.py): the autograd
 # engine's own host time is paid once per call, beside the kernels the backward issues.
 AUTOGRAD_MODES = ("bwd", "fwdbwd")
+# The host class paid per backward kernel of a graph recorded and freed in the measured call (train_host.KEY)
+BACKWARD_LAUNCH = "backward_launch"
 
 # Nodes of the backward graph that one torch.autograd.grad runs for the eager reference of (op, impl)
 # (the torch_ref backend: ``ref.py``'s function on inputs that require grad), the leaves'
@@ -465,19 +467,47 @@ def kernel_path(op: str, impl: str, dims: Mapping[str, int], mode: str, backend:
     return SPLIT_KV if c is not None and bool(splits_key_loop(c, sm_count)) else ""
 
 
+def call_backward_launches(op: str, impl: str, dims: Mapping[str, int], dtype: str, mode: str) -> float:
+    """Kernel launches of the backward of one ``fwdbwd`` call of ``op``/``impl``: its launches in ``fwdbwd`` less
+    its launches in ``fwd`` (0 in any other mode), as ``workloads/train_host.backward_launches`` counts a train
+    step's; 0 for composites, whose calls are counted one by one where they are composed."""
+    if mode != "fwdbwd" or is_composite(op):
+        return 0.0
+    from .registry import cost as analytic_cost
+
+    both = analytic_cost(op, dict(dims), impl=impl, mode="fwdbwd", dtype=dtype)
+    fwd = analytic_cost(op, dict(dims), impl=impl, mode="fwd", dtype=dtype)
+    return max(float(both.launches) - float(fwd.launches), 0.0)
+
+
 def as_measured(cost: Cost, backend: str | None, mode: str | None = None, op: str | None = None,
-                impl: str | None = None) -> Cost:
+                impl: str | None = None, bwd_launches: float | None = None) -> Cost:
     """``cost`` as one measured call: its host calls moved to the class of the measured ``backend``
     where that backend has its own call path (``BACKEND_TRAITS``), and for a backward
     (``AUTOGRAD_MODES``: the measurement is one ``torch.autograd.grad``) one autograd engine call
-    (a one-node graph) plus one ``autograd_node`` per further node of the backward graph where
-    ``op``/``impl`` on ``backend`` has a counted graph (``autograd_nodes``)."""
+    (a one-node graph) plus the engine's work beyond it:
+
+    - ``bwd`` (``measure/backends/common.py``: the grad of a graph recorded once and retained): one
+      ``autograd_node`` per further node of the backward graph where ``op``/``impl`` on ``backend`` has a
+      counted graph (``autograd_nodes``; the probe's slope over a retained chain of view nodes);
+    - ``fwdbwd`` with ``bwd_launches`` given (``call_backward_launches``): the call records its graph in its
+      forward and frees it after the grad, as a training step does, so it pays what a train step pays per
+      backward kernel, ``launch.host.backward_launch`` x ``bwd_launches`` (``workloads/train_host.py``: saved
+      tensors packed and unpacked, nodes made and freed, a custom Function's Python ``backward``; read off the
+      host-bound whole-model train records) in place of the retained graph's per-node cost. The op-level
+      forward-backward calls of the stored H200 results that the host paces ran at 1.5-3.9x the per-node
+      estimate (SDPA, FlashAttention-3, causal-conv1d, the eager MLP, cuBLAS), their backward-only calls
+      of retained graphs at 0.8-1.7x."""
     host = dict(cost.host)
     if backend in BACKEND_TRAITS:
         calls = sum(host.values(), 0)
         host = {BACKEND_TRAITS[backend].host_class: calls} if calls else {}
     if mode in AUTOGRAD_MODES:
         host["autograd"] = host.get("autograd", 0) + 1
+        if mode == "fwdbwd" and bwd_launches is not None:
+            if bwd_launches > 0:
+                host[BACKWARD_LAUNCH] = host.get(BACKWARD_LAUNCH, 0) + bwd_launches
+            return dataclasses.replace(cost, host=host)
         nodes = autograd_nodes(op, impl, backend) if op is not None else None
         if nodes and nodes > 1:
             host["autograd_node"] = host.get("autograd_node", 0) + nodes - 1

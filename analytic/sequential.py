@@ -48,13 +48,18 @@ def composed(spec, op: str, impl: str, dims: Mapping[str, int], dtype: str, mode
     table = achievable.AchievableTable.of([spec], prefer)
     parts = []
     for p_op, p_impl, p_dims in parts_of(op, impl, dims):
+        bwd = (execution.call_backward_launches(p_op, p_impl, p_dims, dtype, mode)
+               if mode == "fwdbwd" and launch == "eager" else None)
         c = execution.as_measured(analytic_cost(p_op, p_dims, impl=p_impl, mode=mode, dtype=dtype), None, mode,
-                                  p_op, p_impl)
+                                  p_op, p_impl, bwd_launches=bwd)
         parts.append(execution.estimate_call(c, spec, p_op, p_impl, p_dims, dtype, mode, launch=launch,
                                              prefer=prefer).to_dict())
     host = sum(p["host_s"] for p in parts)
     if launch == "eager" and mode in execution.AUTOGRAD_MODES:  # one torch.autograd call for the whole graph
-        swap = achievable.host_cost(table, "autograd") - achievable.host_cost(table, "autograd_node")
+        # a backward-only part's autograd call becomes one more node of the retained graph; a forward-backward
+        # part's backward kernels already pay their per-launch cost (execution.as_measured)
+        swap = achievable.host_cost(table, "autograd") - (0.0 if mode == "fwdbwd" else
+                                                          achievable.host_cost(table, "autograd_node"))
         host -= (len(parts) - 1) * swap
     return summed(parts, host, sum(p["gpu_s"] for p in parts), spec.id, launch)
 

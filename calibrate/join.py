@@ -121,7 +121,10 @@ def resource_bounds(spec: Spec, op: str, impl: str, dims: Mapping[str, int], dty
     # launch.graph_node (a replayed graph pays no per-kernel eager dispatch)
     proj = roofline.project(c, spec, prefer=prefer, launch=launch, bytes_basis="executed")
     sheet = roofline.project(c, spec, prefer="datasheet", launch=launch, bytes_basis="executed")
-    measured_cost = execution.as_measured(c, backend, mode, op, impl)
+    # a forward-backward call timed eagerly records and frees its graph as a train step does (as_measured)
+    bwd = (execution.call_backward_launches(op, impl, dims, dtype, mode)
+           if mode == "fwdbwd" and launch == "eager" else None)
+    measured_cost = execution.as_measured(c, backend, mode, op, impl, bwd_launches=bwd)
     ach = execution.estimate_call(measured_cost, spec, op, impl, dims, dtype, mode, backend, launch=launch)
     times = {b.resource: float(b.time_s) for b in proj.bounds if b.time_s is not None and b.time_s > 0}
     unknown = tuple(b.resource for b in proj.bounds if b.time_s is None)
@@ -162,7 +165,7 @@ def _as_measured(ach: "achievable.Estimate", cost, spec: Spec, ident: tuple, lau
     else:
         head = 0.0
     calls = max(float(cost.launches), float(sum((float(v) for k, v in cost.host.items()
-                                                 if k not in ("autograd", "autograd_node")), 0.0)))
+                                                 if k not in ("autograd", "autograd_node", execution.BACKWARD_LAUNCH)), 0.0)))
     notes = {}
     if mode in execution.AUTOGRAD_MODES and execution.autograd_nodes(op, impl, backend) is None:
         notes["autograd_nodes"] = (f"the backward graph of {op}/{impl} on {backend} is not counted "

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from ssmbench.analytic import execution
-from ssmbench.analytic.achievable import AchievableTable, achievable_work, estimate
+from ssmbench.analytic.achievable import AchievableTable, achievable_work, estimate, host_cost
 from ssmbench.analytic.cost import Cost
 from ssmbench.analytic.registry import all_ops, cost
 from ssmbench.analytic.roofline import project, work_array
@@ -171,6 +171,31 @@ def test_library_host_class_falls_back_to_its_general_class():
     a = AchievableTable.of([asic])
     assert host_cost(a, "triton_autotune_ssd") == host_cost(a, "triton_autotune") > 0
     assert "launch.host.triton_autotune_ssd" not in a.missing[0]
+
+
+def test_a_forward_backward_call_pays_the_train_steps_cost_per_backward_kernel():
+    """A fwdbwd call records and frees its graph as a train step does: launch.host.backward_launch per backward
+    kernel (its launches beyond the forward's) in place of the retained graph's per-node cost; a bwd call (a
+    retained graph) keeps the per-node cost; a graph replay pays neither."""
+    from ssmbench.calibrate.join import resource_bounds
+
+    dims = {"B": 1, "L": 512, "I": 2048, "O": 8192}
+    assert execution.call_backward_launches("linear", "cublas", dims, "bf16", "fwdbwd") == 2  # dX and dW GEMMs
+    assert execution.call_backward_launches("linear", "cublas", dims, "bf16", "bwd") == 0
+    assert execution.call_backward_launches("block:attention", "sdpa", {}, "bf16", "fwdbwd") == 0  # composed
+    c = Cost(launches=3, host={"cublas": 3})
+    both = execution.as_measured(c, None, "fwdbwd", "linear", "cublas", bwd_launches=2)
+    assert both.host == {"cublas": 3, "autograd": 1, "backward_launch": 2}
+    retained = execution.as_measured(c, None, "bwd", "linear", "cublas")
+    assert retained.host == {"cublas": 3, "autograd": 1, "autograd_node": 3}  # 4 nodes: the first is the call's
+    h200 = get_spec("h200-sxm")
+    t = AchievableTable.of([h200])
+    eager = resource_bounds(h200, "linear", "cublas", dims, "bf16", "fwdbwd", backend="torch_ref").achievable
+    assert eager["host_s"] == pytest.approx(3 * host_cost(t, "cublas") + host_cost(t, "autograd")
+                                            + 2 * host_cost(t, "backward_launch"))
+    graph = resource_bounds(h200, "linear", "cublas", dims, "bf16", "fwdbwd", backend="torch_ref",
+                            launch="graph").achievable
+    assert graph["host_s"] == pytest.approx(host_cost(t, "cuda_graph"))
 
 
 def test_measured_backend_overrides_the_host_class():

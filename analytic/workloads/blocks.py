@@ -32,8 +32,9 @@ its decode step is SDPA too, not ``flash_attn_with_kvcache``).
 Composition of the achievable estimate (``compose_achievable``): one host thread issues the calls in
 plan order onto one stream; call i starts once the host has issued it and the device has finished
 call i - 1 (``achievable.issue_pipeline``). An eager block pays each call's host time, a backward one
-autograd engine call (``torch.autograd.grad``), a decode step one CUDA-graph replay for all its
-kernels. The timing loop (``measure/timing.py``) flushes L2 before every sample, so the device starts
+autograd engine call (``torch.autograd.grad``), a forward-backward one also ``launch.host.backward_launch`` per
+backward kernel (its graph is recorded and freed in the call, as in a train step: ``execution.as_measured``),
+a decode step one CUDA-graph replay for all its kernels. The timing loop (``measure/timing.py``) flushes L2 before every sample, so the device starts
 each sample with the flush's lead when the host is the slower side, and never waits when the host
 keeps ahead of flush and call (``achievable.timed_call_lead``). The estimate is the steady state of
 back-to-back samples, max(sum of host, sum of device + the timed call's extra fixed time of the first
@@ -267,7 +268,15 @@ def composed_bound(op: str, dims: Mapping[str, int], spec, impl: str | None = No
     ``module_runtime=False`` leaves it out (the ops' host classes alone: a diagnostic). Each row keeps
     its ops' host time (``host_ops_s``) beside the module's (``host_module_s``)."""
     from ..achievable import AchievableTable, estimate, host_cost
-    from ..execution import ENGINE_CODES, as_measured, chain_of, l2_reread_bytes, traits
+    from ..execution import (
+        BACKWARD_LAUNCH,
+        ENGINE_CODES,
+        as_measured,
+        call_backward_launches,
+        chain_of,
+        l2_reread_bytes,
+        traits,
+    )
     from ..roofline import project
     from ..runtime import call_host_s
 
@@ -286,6 +295,9 @@ def composed_bound(op: str, dims: Mapping[str, int], spec, impl: str | None = No
                      l2_reread=l2_reread_bytes(c.op, c.impl, c.dim_map(), dtype, c.mode, backend) * c.count,
                      chain=_counted(chain_of(c.op, c.impl, c.dim_map(), c.mode, backend, dtype), c.count))
         h_ops = a.host_s if launch == "eager" else 0.0
+        if launch == "eager" and c.mode == "fwdbwd":  # the call's backward kernels, of a graph freed per step
+            h_ops += call_backward_launches(c.op, c.impl, c.dim_map(), dtype, c.mode) * c.count * \
+                host_cost(table, BACKWARD_LAUNCH)
         h = h_ops if rt is None else call_host_s(rt, h_ops, float(k.launches), float(c.module_calls),
                                                  lambda cls: host_cost(table, cls), kind, _PHASE[mode])
         rows.append({"label": c.label.removeprefix("b."), "op": c.op, "impl": c.impl, "mode": c.mode,

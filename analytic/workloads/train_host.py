@@ -27,7 +27,8 @@ device-bound train record (llama-3.2-1b, GPU busy 95% of the step) runs at its k
 host + device, so the backward's host work overlaps the device through the launch queue as the
 forward's does. A graph runtime pays none of it (one replay); a compiled runtime's launches replace
 every class (``runtime.Runtime.launch_class``: AOTAutograd compiles the backward too), so it pays
-none either.
+none either. An op-level forward-backward call (``measure/backends/common.py``: one ``torch.autograd.grad``
+of a graph the call records and frees) pays the same term per backward kernel (``execution.as_measured``).
 """
 
 from __future__ import annotations
