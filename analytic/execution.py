@@ -494,10 +494,12 @@ def as_measured(cost: Cost, backend: str | None, mode: str | None = None, op: st
       forward and frees it after the grad, as a training step does, so it pays what a train step pays per
       backward kernel, ``launch.host.backward_launch`` x ``bwd_launches`` (``workloads/train_host.py``: saved
       tensors packed and unpacked, nodes made and freed, a custom Function's Python ``backward``; read off the
-      host-bound whole-model train records) in place of the retained graph's per-node cost. The op-level
-      forward-backward calls of the stored H200 results that the host paces ran at 1.5-3.9x the per-node
-      estimate (SDPA, FlashAttention-3, causal-conv1d, the eager MLP, cuBLAS), their backward-only calls
-      of retained graphs at 0.8-1.7x."""
+      host-bound whole-model train records) in place of the retained graph's per-node cost. On the stored H200
+      results the host-paced forward-backward calls ran at 1.05-3.9x the per-node estimate (SDPA, FlashAttention-3,
+      causal-conv1d, the eager references, mamba-ssm's modules and Triton norms); this estimate puts them at 0.46-1.8x.
+      Not mamba-ssm's chunked SSD: its backward's ~24 Triton launchers are each charged
+      ``launch.host.triton_autotune_ssd`` (read off the forward's five), and its forward-backward calls went from
+      0.85-1.27x of the measurement to 1.21-1.80x."""
     host = dict(cost.host)
     if backend in BACKEND_TRAITS:
         calls = sum(host.values(), 0)

@@ -23,16 +23,21 @@ fixed term gives way to the achievable model's fixed time (its ``fixed_s``: grap
 fixed times and a DRAM latency per kernel, read off the CUDA-graph profiles): that term, fitted on isolated eager
 calls, also holds their gaps between kernels, which a replay does not leave (mamba2-130m's CUDA-graph decode at
 B = 32: the state update's group fits 5.8 us per call of fixed time where the graph's nodes take ~2.9 us, and the
-step came out 7 % over the measurement with it, -4 % without). Eager steps keep the term: their kernels do leave
-gaps where the host issues more slowly than the device runs, which max(host, device) below does not see
-(Transformer++ 125M's training step at B = 8, L = 2048: the GPU idle 8.0 of 48.8 ms in its profile though its
-planned host time, 35.0 ms, is not above its device time, 34.5 ms; with the achievable fixed time the eager
-training steps' median error went from 11.6 to 14.0 %). That term is no model of those gaps, only a stand-in that
-lands on the wrong part: the forward-backward linear group's form (max_eff, 50 us per launch of fixed time fitted on
-isolated eager calls) puts the training steps' GEMMs at 1.25-1.74x their profiled kernel time (Transformer++ 23.2
-against 16.3 ms, Mamba 130M 32.7 against 19.8, Qwen2.5-0.5B 54.7 against 35.2, Llama-3.2-1B 97.0 against 77.4),
-where the achievable estimate is within 4 % of each; the gaps themselves (host and device issue overlapping
-imperfectly where their times are close) are not modelled. The achievable device time can sit under the host
+step came out 7 % over the measurement with it, -4 % without). Eager steps keep the term (replacing it there too
+took the eager training steps' median error from 11.6 to 14.0 % on 2026-12-05). Their kernels do leave gaps where the
+host issues more slowly than the device runs, which max(host, device) below does not see (Transformer++ 125M's
+training step at B = 8, L = 2048: the GPU idle 8.0 of 48.8 ms in its profile though its planned host time, 35.0 ms,
+is not above its device time, 34.5 ms). The term is no model of those gaps. It used to stand in for them on the wrong
+part: while an isolated forward-backward call was charged only the retained graph's per-node host cost, the
+forward-backward linear group's calls looked device-bound, its form kept its 50 us of fixed time per launch, and the
+training steps' GEMMs came out at 1.25-1.74x their profiled kernel time (Transformer++ 23.2 against 16.3 ms). Since
+such a call pays ``launch.host.backward_launch`` per backward kernel (``analytic/execution.as_measured``), the share
+rule takes its device share, and the GEMM part lands at 0.94-1.01x of the profiled kernels in the larger models'
+steps (Transformer++ 16.0 against 16.3 ms, Llama-3.2-1B 78.5 against 77.4); the training steps' median error went
+from 11.6 to 14.0 %, the gaps showing where they are (Transformer++'s step 23 % under). The gaps are not modelled:
+an issue pipeline over the steps' calls in execution order (forward by layer, backward reversed, each call's host
+and device time split by mode) gives max(host, device) within 1 % for all but Vim (-9 against -14 %), so the calls'
+order does not explain them. The achievable device time can sit under the host
 time where the device actually binds: mamba-ssm's chunked SSD at B = 4, L = 32768 on the H200 plans
 0.71 ms of device time per call against 0.84 ms of host, but the calibrated model fits 1.12 ms of DRAM
 time per call (the group's DRAM efficiency 0.62; the profiled kernels took 2.0 ms), and scaling its
