@@ -164,8 +164,8 @@ def _as_measured(ach: "achievable.Estimate", cost, spec: Spec, ident: tuple, lau
         head = achievable.host_cost(table, "autograd")
     else:
         head = 0.0
-    calls = max(float(cost.launches), float(sum((float(v) for k, v in cost.host.items()
-                                                 if k not in ("autograd", "autograd_node", execution.BACKWARD_LAUNCH)), 0.0)))
+    engine = ("autograd", "autograd_node", execution.BACKWARD_LAUNCH)  # host terms that issue no kernel
+    calls = max(float(cost.launches), float(sum((float(v) for k, v in cost.host.items() if k not in engine), 0.0)))
     notes = {}
     if mode in execution.AUTOGRAD_MODES and execution.autograd_nodes(op, impl, backend) is None:
         notes["autograd_nodes"] = (f"the backward graph of {op}/{impl} on {backend} is not counted "

@@ -34,7 +34,8 @@ plan order onto one stream; call i starts once the host has issued it and the de
 call i - 1 (``achievable.issue_pipeline``). An eager block pays each call's host time, a backward one
 autograd engine call (``torch.autograd.grad``), a forward-backward one also ``launch.host.backward_launch`` per
 backward kernel (its graph is recorded and freed in the call, as in a train step: ``execution.as_measured``),
-a decode step one CUDA-graph replay for all its kernels. The timing loop (``measure/timing.py``) flushes L2 before every sample, so the device starts
+a decode step one CUDA-graph replay for all its kernels. The timing loop (``measure/timing.py``) flushes L2
+before every sample, so the device starts
 each sample with the flush's lead when the host is the slower side, and never waits when the host
 keeps ahead of flush and call (``achievable.timed_call_lead``). The estimate is the steady state of
 back-to-back samples, max(sum of host, sum of device + the timed call's extra fixed time of the first
