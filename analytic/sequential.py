@@ -17,7 +17,8 @@ device), the composition ``workloads/blocks.compose_achievable`` uses for block 
 ``torch.autograd.grad`` over the whole graph: where each part measured alone pays an engine call
 (``launch.host.autograd``), the composite pays one; in a backward-only call (a retained graph) its other parts'
 first nodes are nodes of the same graph (``launch.host.autograd_node``), and in a forward-backward call every
-part's backward kernels already pay ``launch.host.backward_launch`` each (``execution.as_measured``). Whole-model plans list such a module's parts as op calls of their own
+part's backward kernels already pay ``launch.host.backward_launch`` each (``execution.as_measured``).
+Whole-model plans list such a module's parts as op calls of their own
 (``phases._Builder.merged_gated_mlp``), so this is the op-level case of the same rule.
 """
 

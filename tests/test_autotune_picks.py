@@ -45,7 +45,8 @@ def test_picks_of_tuned_autotuners_are_listed_with_their_keys_and_timings(monkey
     picks = autotune_picks(("fakepkg",))
     assert list(picks) == ["fakepkg.ops.ssd._chunk_scan_fwd_kernel"]  # once, though reachable twice
     entry = picks["fakepkg.ops.ssd._chunk_scan_fwd_kernel"]
-    assert entry["picks"] == [{"key": ["256", "64", "128", "torch.bfloat16"], "config": "BLOCK_SIZE_M: 64, num_warps: 4"}]
+    assert entry["picks"] == [{"key": ["256", "64", "128", "torch.bfloat16"],
+                               "config": "BLOCK_SIZE_M: 64, num_warps: 4"}]
     assert entry["last_timings_ms"] == {"BLOCK_SIZE_M: 64, num_warps: 4": [0.30, 0.29, 0.31],
                                         "BLOCK_SIZE_M: 128, num_warps: 8": [0.62]}
 

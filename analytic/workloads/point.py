@@ -156,7 +156,8 @@ def compile_point_plan(calls: tuple[OpCall, ...], dtype: str | Precision) -> _Po
     rereading = tuple((i, c) for i, c in enumerate(calls)
                       if not is_composite(c.op) and traits_of(c.op, c.impl, c.backend).l2_rereads)
     paths = np.array([dram_path_index(c.op, c.impl, c.backend) for c in calls], dtype=int)
-    return _PointPlan(tuple(out), tr[:, 0].astype(bool), tr[:, 1].copy(), tr[:, 2].astype(bool), paths, chained, rereading,
+    return _PointPlan(tuple(out), tr[:, 0].astype(bool), tr[:, 1].copy(), tr[:, 2].astype(bool), paths,
+                      chained, rereading,
                       prec.dtype, tuple(calls), prec)
 
 
