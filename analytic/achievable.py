@@ -82,7 +82,10 @@ Terms, for one call of an op whose kernels launch back to back (``launches`` = n
   more term of the max below (a kernel with few programs leaves the engines idle while its chain runs).
   FlashAttention-2's forward key-tile loop is such a chain whose step is its full tile's work at the
   CTA's share of the SM's engines (``chain.TILE_LOOP``: no spec parameter beyond the engine rates),
-  with the causal grid's uneven CTAs scheduled longest-last. Mamba-1's selective scan steps over (chunk,
+  with the causal grid's uneven CTAs scheduled longest-last; its backward's query-tile loop (one CTA per
+  SM) adds to each step the bytes its GEMMs' operands move through shared memory, at the CTA's share of
+  memory.shared.bandwidth, in series with the MMAs (``chain_fa2.fa2_bwd_chain``; labelled ``tensor`` where it
+  binds). Mamba-1's selective scan steps over (chunk,
   state) with the blocks resident on an SM sharing its intake of the steps' B and C rows
   (``chain.lane_state_cta``): its chain is paced by bytes, and where it binds the label is ``l2``. The
   Triton norms' backward loops over rows on one program per SM, each row a few DRAM round trips and its
@@ -118,6 +121,7 @@ with a claim of completeness.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -126,7 +130,8 @@ import numpy as np
 from ..hwspecs import Spec
 from ..hwspecs.schema import (CHAIN_CLASSES, COMPUTE_PATHS, DRAM_PATHS, HOST_CLASS_FALLBACK, HOST_CLASSES,
                               LIBRARY_KERNEL_CLASSES)
-from .chain import ROW_LOOP, TILE_LOOP, Chain, chain_time, row_step_time, tile_step_time
+from .chain import (ROW_LOOP, SMEM_BANDWIDTH_KEY, TILE_LOOP, Chain, chain_only_key, chain_time, row_step_time,
+                    tile_step_time)
 from .cost import Cost
 from .roofline import COL, TENSOR_DTYPES, Prefer, check_choice, spec_ceiling, work_array
 
@@ -168,11 +173,13 @@ class AchievableTable:
     path_bw: np.ndarray | None = None
     path_rate: np.ndarray | None = None
     lib_s: np.ndarray | None = None  # launch.library_fixed; None: unknown for every spec
+    smem_bw: np.ndarray | None = None  # memory.shared.bandwidth; None: unknown for every spec
 
     @classmethod
     def of(cls, specs: Sequence[Spec], prefer: Prefer = "measured") -> "AchievableTable":
         rows: dict[str, list] = {k: [] for k in ("tensor", "mma", "vector", "sfu", "dram", "lat", "l2", "l2cap",
-                                                 "node", "gemm", "lib", "host", "sms", "chain", "pbw", "prate")}
+                                                 "node", "gemm", "lib", "host", "sms", "chain", "pbw", "prate",
+                                                 "smem")}
         missing = []
         for spec in specs:
             miss: dict[str, str] = {}
@@ -210,6 +217,7 @@ class AchievableTable:
             rows["chain"].append([get(f"compute.chain_step.{c}") for c in CHAIN_CLASSES])
             rows["pbw"].append([get(f"memory.dram.path.{p}") for p in DRAM_PATHS])
             rows["prate"].append([get(f"compute.path.{p}") for p in COMPUTE_PATHS])
+            rows["smem"].append(get(SMEM_BANDWIDTH_KEY))
             missing.append(miss)
         arr = {k: np.array(v, dtype=float) for k, v in rows.items()}
         return cls(tuple(s.id for s in specs), arr["tensor"].reshape(len(specs), -1),
@@ -217,7 +225,7 @@ class AchievableTable:
                    arr["dram"], arr["lat"], arr["l2"], arr["l2cap"], arr["node"], arr["gemm"],
                    arr["host"].reshape(len(specs), -1), arr["sms"], arr["chain"].reshape(len(specs), -1),
                    tuple(missing), arr["pbw"].reshape(len(specs), -1), arr["prate"].reshape(len(specs), -1),
-                   arr["lib"])
+                   arr["lib"], arr["smem"])
 
 
 def host_fallback(host_s: np.ndarray) -> np.ndarray:
@@ -313,7 +321,8 @@ def chain_step_time(chain: Chain, table: AchievableTable) -> np.ndarray:
     rate_t = table.rate_tensor[:, d]
     if chain.mma_sync:
         rate_t = np.where(np.isnan(table.rate_mma_sync[:, d]), rate_t, table.rate_mma_sync[:, d])
-    return tile_step_time(chain, table.sm_count, rate_t, table.rate_vector, table.rate_sfu)
+    smem = table.smem_bw if table.smem_bw is not None else np.full(len(table.spec_ids), np.nan)
+    return tile_step_time(chain, table.sm_count, rate_t, table.rate_vector, table.rate_sfu, smem)
 
 
 def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarray | bool = False,
@@ -475,7 +484,7 @@ def estimate(cost: Cost, spec: Spec, *, tf32: bool = False, serial: bool | int =
     miss = {k: v for k, v in miss.items() if not k.startswith("memory.dram.path.") or k in used_paths
             or (dram_path >= 0 and k == f"memory.dram.path.{DRAM_PATHS[dram_path]}")}
     # a chain class's step is named only where the work has that chain; the SM count only with a chain
-    miss = {k: v for k, v in miss.items() if not (k.startswith("compute.chain_step.") or k == "compute.sm_count")
+    miss = {k: v for k, v in miss.items() if not chain_only_key(k)
             or (chain is not None and k in chain.keys + ("compute.sm_count",))}
     # a software path's rate is named only where the work runs through it; its work then stays at the
     # engine's or the memory's rate
@@ -494,14 +503,25 @@ def estimate(cost: Cost, spec: Spec, *, tf32: bool = False, serial: bool | int =
         used = {f"launch.host.{c}" for c, v in cost.host.items() if float(v) > 0}
         miss = {k: v for k, v in miss.items() if not k.startswith("launch.host.") or k in used}
     name = str(a.bottleneck_names()[0])
+    label = "latency" if chain is None else _longest_link(chain, table).label
     if chain is not None and name == "latency" and float(a.chain[0]) > float(a.fixed[0]):
-        # the chain binds (not the fixed parts): the call takes the chain's own class, latency or the intake
-        # that paces it (Chain.label: the selective scan's B and C rows, l2)
-        name = chain.label
+        # the chain binds (not the fixed parts): the call takes the chain's own class, latency or what paces it
+        # (Chain.label: the selective scan's B and C rows, l2; FlashAttention-2's backward tile, tensor), that of
+        # its longest link where the call runs several kernels' chains (a forward, then its backward)
+        name = label
     return Estimate(spec.id, float(a.time[0]), float(a.host[0]), float(a.gpu[0]), float(a.fixed[0]),
                     {r: float(t[0]) for r, t in a.times.items()}, name,
                     float(a.l2_bytes[0]), float(a.dram_bytes[0]), launch, miss, chain_s=float(a.chain[0]),
-                    chain_label="latency" if chain is None else chain.label)
+                    chain_label=label)
+
+
+def _longest_link(chain: Chain, table: AchievableTable) -> Chain:
+    """The link of ``chain`` (its kernel, or one launched after it) whose own chain time is the longest on the
+    table's first spec."""
+    def own(link: Chain) -> float:
+        alone = dataclasses.replace(link, then=None)
+        return float(np.ravel(chain_time(alone, table.sm_count, chain_step_time(alone, table)))[0])
+    return max(chain.links, key=own)
 
 
 def issue_pipeline(host_s: Sequence[float], gpu_s: Sequence[float], lead_s: float = float("inf")) -> float:

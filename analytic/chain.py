@@ -145,8 +145,9 @@ Kernel classes (grids and loops read from the kernels' sources):
   takes the forward's uneven step (its loads take the same path; not measured on its own: the one uneven
   forward-backward call, B = 128, E = 768, L = 196, is 6 % above the estimate).
 
-Two classes have no spec parameter: their step time follows from the engines (``TILE_LOOP``) or from the
-memory system's latency and bandwidth (``ROW_LOOP``).
+Two classes have no step parameter of their own: their step time follows from the engines' rates (and, where a
+step moves its operands through shared memory in series with them, memory.shared.bandwidth: ``TILE_LOOP``) or from
+the memory system's latency and bandwidth (``ROW_LOOP``).
 
 ``ROW_LOOP``: mamba-ssm's Triton norm backward ``_layer_norm_bwd_kernel`` (mamba_ssm/ops/triton/layer_norm.py,
 ``_layer_norm_bwd``: RMSNorm and LayerNorm, with or without the fused residual): grid (SMs,), rows_per_program =
@@ -183,30 +184,8 @@ mamba-ssm's fused Mamba-2 path (the whole-model profiles: ~247 us per call at B 
 gives 148 us and the op call took 154 us; that path also recomputes the norm's output for out_proj's weight
 gradient).
 
-FlashAttention-2's forward kernel (``flash_fwd_kernel``, csrc/flash_attn/src/flash_fwd_kernel.h,
-the kernel PyTorch's SDPA flash backend vendors) runs one CTA per (query tile of kBlockM rows, batch,
-head), grid (ceil(L / kBlockM), B, H) with the query tile fastest; each CTA loops over its key tiles
-of kBlockN (``FA2_FWD_TILES``): QK^T, the online softmax, PV, one after another on the same four
-warps. One step is one key tile of the full kBlockM x kBlockN tile (rows beyond L are computed and
-discarded: a decode's one query row costs a whole tile), and its time is that tile's work at the
-CTA's share of its SM, t_step = programs_per_sm x (tile tensor FLOPs / (mma.sync rate / SMs) +
-tile exponentials / (special-function rate / SMs) + tile vector FLOPs / (vector rate / SMs)): the
-CTAs resident on an SM share its engines, and a CTA alone on an SM does not run faster (its warps
-wait on their own dependent steps; on the H200 the lone CTAs of L = 512, S = 2048, B = 1, H = 32
-(128 CTAs) took 117 us for 32 steps: 3.6 us per step against 2.55 us at the two-CTA share).
-Programs per SM: 2, the register file's limit (the fp32 accumulators O [kBlockM, P] and S
-[kBlockM, kBlockN] over 128 threads: 128 + 64 registers per thread at P = 128, tile 128 x 64, so
-65536 / (128 x 192) = 2.7 CTAs before operands and addresses). Causal CTAs (bottom-right aligned)
-differ in length: the query tile m sees min(ceil((S - L + (m + 1) kBlockM) / kBlockN), ceil(S /
-kBlockN)) key tiles. The block scheduler hands CTAs out in grid order, the longest query tile of the
-last head last, so that one starts when the others have spread the rest of the work over every slot:
-T = ((total steps - longest) / slots + longest) x t_step (Graham's bound for list scheduling, reached
-because the longest job comes last); with no more CTAs than slots, T = longest x t_step. A grid
-smaller than 0.8 x 2 x SMs query tiles of 64 rows makes FlashAttention split the key loop over more
-CTAs (``num_splits_heuristic``, csrc/flash_attn/flash_api.cpp): the split kernel's chain is then not
-modelled (on the 19 split H200 decode cases the throughput terms exceed it).
-On the 2026-12-02/03 H200 SDPA-flash cases this term takes the achievable estimate's median |error|
-over forward and decode from 36 % to 16 %.
+FlashAttention-2's forward and backward tile loops (class ``TILE_LOOP``) are in ``chain_fa2.py``.
+
 """
 
 from __future__ import annotations
@@ -278,12 +257,19 @@ ROW_LOOP = "row_loop"
 NORM_BWD_PHASES = 2
 RESIDUAL_BWD_PHASES = 1
 RESIDUAL_BWD_BYTES_PER_ELEMENT = 4 + 4
-# FlashAttention-2 forward CTAs per SM (module docstring: the register file's limit)
-FA2_FWD_CTAS_PER_SM = 2
+# the spec key of the shared-memory bandwidth a tile loop's step moves its operands at
+SMEM_BANDWIDTH_KEY = "memory.shared.bandwidth"
 # flash_api.cpp num_splits_heuristic: one split when batch x heads x 64-row query blocks >= 0.8 x the
 # SM count it is given (set_params_splitkv passes 2 x multiProcessorCount)
 FA2_SPLIT_FILL = 0.8 * 2
 FA2_SPLIT_BLOCK_M = 64
+
+
+def chain_only_key(key: str) -> bool:
+    """Whether spec key ``key`` enters an estimate only through a sequential chain (a class's step time, the SM
+    count, the shared-memory bandwidth of a tile loop's step): an estimate names it as not modelled only where
+    its work has such a chain."""
+    return key.startswith("compute.chain_step.") or key in ("compute.sm_count", SMEM_BANDWIDTH_KEY)
 
 
 @dataclass(frozen=True)
@@ -324,6 +310,10 @@ class Chain:
     # each step waits for
     row_bytes: float | None = None
     memory_phases: int = 0
+    # TILE_LOOP only: bytes one step moves through shared memory (the MMAs' operands, the tiles stored for the
+    # next GEMM), in series with its engines at the CTA's share of the SM's shared-memory bandwidth; 0 where
+    # the CTAs resident on an SM hide it (chain_fa2.py: FlashAttention-2's backward)
+    smem_bytes: float = 0.0
 
     def __post_init__(self):
         if self.cls not in CHAIN_CLASSES + (TILE_LOOP, ROW_LOOP):
@@ -352,8 +342,11 @@ class Chain:
 
     @property
     def keys(self) -> tuple[str, ...]:
-        """The spec keys of every link's step time, each once."""
-        return tuple(dict.fromkeys(link.key for link in self.links if link.key))
+        """The spec keys of every link's step time, each once (the shared-memory bandwidth where a tile loop's
+        step moves bytes through it)."""
+        keys = [link.key for link in self.links if link.key]
+        keys += [SMEM_BANDWIDTH_KEY for link in self.links if link.smem_bytes > 0]
+        return tuple(dict.fromkeys(keys))
 
 
 def splits_key_loop(chain: Chain, sm_count):
@@ -397,17 +390,18 @@ def chain_time(chain: Chain, sm_count, step_s):
     return t if chain.then is None else t + chain_time(chain.then, sm_count, step_s)
 
 
-def tile_step_time(chain: Chain, sm_count, rate_tensor, rate_vector, rate_sfu):
-    """The TILE_LOOP step time: one step's work at the CTA's share of an SM's engines, the phases one
-    after another (module docstring); arguments may be arrays (one per spec); NaN where a rate the
-    step needs is unknown."""
+def tile_step_time(chain: Chain, sm_count, rate_tensor, rate_vector, rate_sfu, smem_bw=np.nan):
+    """The TILE_LOOP step time: one step's work at the CTA's share of an SM's engines, and its shared-memory
+    bytes at its share of the SM's shared-memory bandwidth (``Chain.smem_bytes``), the phases one after
+    another (module docstring); arguments may be arrays (one per spec); NaN where a rate the step needs is
+    unknown."""
     tf, vf, sf = chain.step_work
     per_sm = np.asarray(sm_count, dtype=float) * chain.programs_per_sm  # rate / SMs / programs per SM
 
     def t(work, rate):
         return 0.0 if work == 0 else work * per_sm / np.asarray(rate, dtype=float)
 
-    return t(tf, rate_tensor) + t(vf, rate_vector) + t(sf, rate_sfu)
+    return t(tf, rate_tensor) + t(vf, rate_vector) + t(sf, rate_sfu) + t(chain.smem_bytes, smem_bw)
 
 
 def row_step_time(chain: Chain, sm_count, dram_bw, dram_latency):
@@ -417,36 +411,6 @@ def row_step_time(chain: Chain, sm_count, dram_bw, dram_latency):
     running = np.minimum(chain.programs, np.asarray(sm_count, dtype=float) * chain.programs_per_sm)
     return (chain.memory_phases * np.asarray(dram_latency, dtype=float)
             + chain.row_bytes * running / np.asarray(dram_bw, dtype=float))
-
-
-def fa2_fwd_chain(causal: bool):
-    """FlashAttention-2's forward kernel as SDPA's flash backend runs it (module docstring): prefill
-    (dims B, H, G, L, S, P) and decode (L = 1; with G < H the kernel packs the H / G query heads of a
-    KV head into the query tile's rows, flash_api.cpp ``seqlenq_ngroups_swapped``)."""
-
-    def chain(dims: Mapping[str, int], mode: str, dtype: str = "bf16") -> Chain | None:
-        # imports the registry, which imports this module
-        from .ops.attention.common import FA2_FWD_TILES
-
-        if mode not in ("fwd", "decode"):
-            return None
-        b, h, g, p, s = (int(dims[k]) for k in ("B", "H", "G", "P", "S"))
-        rows, heads, is_causal = (int(dims["L"]), h, causal) if mode == "fwd" else (1, h, False)
-        if mode == "decode" and g < h:
-            rows, heads = h // g, g
-        if min(b, heads, rows, s, p) <= 0:  # a call with a zero dimension runs no kernel
-            return None
-        bm, bn = next(t for d, t in FA2_FWD_TILES if p <= d) if p <= FA2_FWD_TILES[-1][0] else FA2_FWD_TILES[-1][1]
-        n_m, n_all = math.ceil(rows / bm), math.ceil(s / bn)
-        per_tile = [min(n_all, math.ceil((s - rows + (m + 1) * bm) / bn)) if is_causal else n_all for m in range(n_m)]
-        # one key tile: QK^T and PV over the full tile; the online softmax's 4 vector + 1 exp per entry
-        # and its per-row rescale (P + 3 vector, 1 exp) (ops/attention/common.online_softmax)
-        work = (2 * 2.0 * bm * bn * p, 4.0 * bm * bn + (p + 3.0) * bm, float(bm * bn + bm))
-        return Chain(TILE_LOOP, max(per_tile), b * heads * n_m, FA2_FWD_CTAS_PER_SM,
-                     total_steps=float(b * heads * sum(per_tile)), step_work=work, mma_sync=True,
-                     split_grid=float(b * heads * math.ceil(rows / FA2_SPLIT_BLOCK_M)))
-
-    return chain
 
 
 def _next_pow2(n: int) -> int:

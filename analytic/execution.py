@@ -68,16 +68,16 @@ from .cases import is_composite
 from .chain import (
     Chain,
     causal_conv1d_chain,
-    fa2_fwd_chain,
     fla_recurrent_chain,
     fused_residual_bwd_chain,
     gated_norm_bwd_chain,
     layer_norm_bwd_chain,
     mamba1_scan_chain,
     mamba3_siso_chain,
-    ssd_state_update_chain,
     splits_key_loop,
+    ssd_state_update_chain,
 )
+from .chain_fa2 import fa2_chain
 from .conventions import nbytes
 from .cost import Cost
 
@@ -211,8 +211,8 @@ TRAITS: dict[tuple[str, str], Traits] = {
     **{(op, impl): t for op in ("attention_causal", "attention_full") for impl, t in (
         ("naive", EAGER),          # matmul, softmax, matmul as PyTorch ops
         # torch SDPA: one dispatched op (cuDNN and memory-efficient backends: see BACKEND_TRAITS); its
-        # forward's key-tile loop is a chain (chain.fa2_fwd_chain)
-        ("fa2", dataclasses.replace(FA2, chain=fa2_fwd_chain(op == "attention_causal"))),
+        # forward's key-tile loop and its backward's query-tile loop are chains (chain_fa2.fa2_chain)
+        ("fa2", dataclasses.replace(FA2, chain=fa2_chain(op == "attention_causal"))),
         ("fa3", EXTENSION),        # flash-attn's Hopper extension (flash_attn_interface)
         ("splitkv", FA2_EXTENSION),  # flash_attn_with_kvcache
     )},

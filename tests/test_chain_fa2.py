@@ -1,4 +1,4 @@
-"""FlashAttention-2's forward key-tile loop as a sequential chain (analytic/chain.py ``fa2_fwd_chain``,
+"""FlashAttention-2's forward key-tile loop as a sequential chain (analytic/chain_fa2.py ``fa2_fwd_chain``,
 class TILE_LOOP): its grid and steps over small dims, the step time from the engine rates, the
 longest-last schedule, the split-KV grid, and which measured backends carry it."""
 
@@ -8,13 +8,14 @@ import math
 
 import pytest
 from ssmbench.analytic import chain as ch
+from ssmbench.analytic import chain_fa2 as fa
 from ssmbench.analytic import execution
 from ssmbench.analytic.achievable import estimate
 from ssmbench.analytic.cost import Cost
 from ssmbench.hwspecs import get_spec
 
-CAUSAL = ch.fa2_fwd_chain(True)
-FULL = ch.fa2_fwd_chain(False)
+CAUSAL = fa.fa2_fwd_chain(True)
+FULL = fa.fa2_fwd_chain(False)
 
 
 def test_causal_prefill_grid_and_uneven_steps():
@@ -22,7 +23,7 @@ def test_causal_prefill_grid_and_uneven_steps():
     c = CAUSAL({"B": 2, "H": 3, "G": 3, "L": 512, "S": 512, "P": 128}, "fwd")
     assert (c.programs, c.steps, c.total_steps) == (2 * 3 * 4, 8, 2 * 3 * 20)
     assert c.step_work == (4 * 128 * 64 * 128, 4 * 128 * 64 + 131 * 128, 128 * 64 + 128)
-    assert c.mma_sync and c.programs_per_sm == ch.FA2_FWD_CTAS_PER_SM
+    assert c.mma_sync and c.programs_per_sm == fa.FA2_FWD_CTAS_PER_SM
 
 
 def test_bottom_right_causal_with_fewer_queries_than_keys():

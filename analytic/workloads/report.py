@@ -251,6 +251,7 @@ def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dic
     energy model (``energy_step.call_rereads``) charge them."""
     from ..achievable import LABEL as ACH_LABEL
     from ..achievable import AchievableTable, achievable_work, host_cost
+    from ..chain import chain_only_key
     from ..execution import (
         DRAM_PATHS,
         chain_of,
@@ -342,7 +343,7 @@ def achievable_rows(res: GridResult, spec, ops: list[dict], runtime=None) -> dic
         host_used = ({k for k in host_used if k == "launch.host.autograd"} if runtime.launch_class else host_used)
         host_used |= used_keys(runtime, {p[3] for p in eager_parts}, res.phase)
     used = {k for k in table.missing[0] if (not k.startswith("launch.host.") or k in host_used)
-            and (not (k.startswith("compute.chain_step.") or k == "compute.sm_count") or k in chain_keys)
+            and (not chain_only_key(k) or k in chain_keys)
             and (not k.startswith("compute.tensor_mma_sync.") or k in mma_keys)
             and (not k.startswith("memory.dram.path.") or k in path_keys)
             and (k != "launch.gemm_fixed" or res.call_work[:, COL["host.cublas"], 0, 0].sum() > 0)

@@ -127,10 +127,26 @@ FA2_FWD_TILES = ((32, (128, 128)), (64, (128, 128)), (96, (128, 64)), (128, (128
 # FlashAttention-2 split-KV kernel (decode, flash_attn_with_kvcache), flash_fwd_launch_template.h,
 # run_mha_fwd_splitkv_dispatch: kBlockM = 64, kBlockN = 256 if hdim <= 64, 128 if <= 128, else 64.
 FA2_SPLITKV_TILES = ((64, (64, 256)), (128, (64, 128)), (256, (64, 64)))
-# FlashAttention-2 backward, hdim 128 on sm80/sm90 (>= 144 KB smem per block):
-# Flash_bwd_kernel_traits<128, 64, 128, 8, 2, 4, 2, false, false>: kBlockM 64, kBlockN 128. The model
-# uses this tile for every head dim (other head dims choose other tiles; only the working set moves).
-FA2_BWD_TILE = (64, 128)
+# FlashAttention-2 backward on sm90 (227 KB of shared memory per block), flash_bwd_launch_template.h
+# run_mha_bwd_hdim* (PyTorch's vendored copy, aten/src/ATen/native/transformers/cuda/flash_attn, chooses the
+# same): Flash_bwd_kernel_traits<hdim, kBlockM, kBlockN, kNWarps, AtomLayoutMSdP, AtomLayoutNdKV,
+# AtomLayoutMdQ, Is_V_in_regs, No_double_buffer> without dropout, as (max head dim, (kBlockM, kBlockN,
+# kNWarps, AtomLayoutMSdP, AtomLayoutNdKV, AtomLayoutMdQ, Is_V_in_regs)). The warp layouts set how much
+# each warp reads from shared memory per tile (chain_fa2.fa2_bwd_smem_bytes).
+FA2_BWD_TRAITS = ((32, (128, 128, 8, 4, 4, 4, True)), (64, (128, 128, 8, 4, 4, 4, False)),
+                  (96, (64, 128, 8, 2, 4, 4, True)), (128, (64, 128, 8, 2, 4, 2, False)),
+                  (160, (64, 64, 8, 4, 4, 4, False)), (192, (64, 64, 8, 4, 2, 2, False)),
+                  (224, (64, 64, 8, 4, 4, 4, False)), (256, (64, 64, 8, 4, 2, 2, False)))
+
+
+def fa2_bwd_traits(head_dim: int) -> tuple[int, int, int, int, int, int, bool]:
+    """The FA2_BWD_TRAITS entry of ``head_dim`` (the first whose bound it fits under; the last beyond 256)."""
+    return next((t for d, t in FA2_BWD_TRAITS if head_dim <= d), FA2_BWD_TRAITS[-1][1])
+
+
+# The cost rule's working set uses the head-dim-128 tile (kBlockM 64, kBlockN 128) for every head dim
+# (other head dims choose other tiles; only the working set moves); the chain takes each head dim's own.
+FA2_BWD_TILE = fa2_bwd_traits(128)[:2]
 # FlashAttention-3 forward on sm90, hopper/tile_size.h tile_size_fwd_sm90 (headdim_v = headdim,
 # no paged KV, no local window, two consumer warpgroups): 16-bit and fp8 tables. Two K/V stages.
 FA3_STAGES = 2

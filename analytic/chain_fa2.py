@@ -1,0 +1,161 @@
+"""FlashAttention-2's kernels as sequential chains of the achievable model (``chain.py``, class ``TILE_LOOP``).
+
+FlashAttention-2's forward kernel (``flash_fwd_kernel``, csrc/flash_attn/src/flash_fwd_kernel.h,
+the kernel PyTorch's SDPA flash backend vendors) runs one CTA per (query tile of kBlockM rows, batch,
+head), grid (ceil(L / kBlockM), B, H) with the query tile fastest; each CTA loops over its key tiles
+of kBlockN (``FA2_FWD_TILES``): QK^T, the online softmax, PV, one after another on the same four
+warps. One step is one key tile of the full kBlockM x kBlockN tile (rows beyond L are computed and
+discarded: a decode's one query row costs a whole tile), and its time is that tile's work at the
+CTA's share of its SM, t_step = programs_per_sm x (tile tensor FLOPs / (mma.sync rate / SMs) +
+tile exponentials / (special-function rate / SMs) + tile vector FLOPs / (vector rate / SMs)): the
+CTAs resident on an SM share its engines, and a CTA alone on an SM does not run faster (its warps
+wait on their own dependent steps; on the H200 the lone CTAs of L = 512, S = 2048, B = 1, H = 32
+(128 CTAs) took 117 us for 32 steps: 3.6 us per step against 2.55 us at the two-CTA share).
+Programs per SM: 2, the register file's limit (the fp32 accumulators O [kBlockM, P] and S
+[kBlockM, kBlockN] over 128 threads: 128 + 64 registers per thread at P = 128, tile 128 x 64, so
+65536 / (128 x 192) = 2.7 CTAs before operands and addresses). Causal CTAs (bottom-right aligned)
+differ in length: the query tile m sees min(ceil((S - L + (m + 1) kBlockM) / kBlockN), ceil(S /
+kBlockN)) key tiles. The block scheduler hands CTAs out in grid order, the longest query tile of the
+last head last, so that one starts when the others have spread the rest of the work over every slot:
+T = ((total steps - longest) / slots + longest) x t_step (Graham's bound for list scheduling, reached
+because the longest job comes last); with no more CTAs than slots, T = longest x t_step. A grid
+smaller than 0.8 x 2 x SMs query tiles of 64 rows makes FlashAttention split the key loop over more
+CTAs (``num_splits_heuristic``, csrc/flash_attn/flash_api.cpp): the split kernel's chain is then not
+modelled (on the 19 split H200 decode cases the throughput terms exceed it).
+On the 2026-12-02/03 H200 SDPA-flash cases this term takes the achievable estimate's median |error|
+over forward and decode from 36 % to 16 %.
+
+FlashAttention-2's backward kernel (``flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel``, flash_bwd_kernel.h; grid
+(ceil(S / kBlockN), B, H), the key tile fastest) runs one CTA per (key tile, batch, query head), looping over the
+query tiles from the causal diagonal (``m_block_min = (n kBlockN + L - S) / kBlockM``, bottom-right aligned) to the
+end: per step one kBlockM x kBlockN tile of five GEMMs (S = Q K^T recomputed, dP = dO V^T, dV += P^T dO, dK += dS^T
+Q, dQ = dS K), P = exp(S - lse) and dS = P (dP - D) between them (``fa2_bwd_chain``; tiles and warp layouts by head
+dim, ``ops/attention/common.FA2_BWD_TRAITS``). Its shared-memory tiles (144 KB at head dims 64 and 128) leave room
+for one CTA per SM, whose 8 warps go through the GEMMs together, a barrier between each. Every GEMM's operands
+reach the mma.sync instructions from shared memory through ldmatrix: the warps of a GEMM laid out a x (W / a)
+over its M x N read K (W M / a + N a) elements (``fa2_bwd_smem_bytes``: 576 KiB per step at head dim 128, and
+64 KiB written: P, dS and the next Q and dO tiles), which at 128 B per clock per SM takes 5,120 cycles against
+the MMAs' 4,379 at the mma.sync rate. With one CTA per SM nothing else is resident to fill the gaps, so the step
+is modelled with the delivery in series: t_step = tile FLOPs / (mma.sync rate / SMs) + shared-memory bytes /
+(memory.shared.bandwidth / SMs) + the softmax's vector and exp work (``Chain.smem_bytes``), label ``tensor`` (the
+MMAs and their operand delivery). What ncu measured on the H200 (results/h200/2026-12-05/kernel-audit-fill; B = 4,
+L = S = 8192, H = 32, P = 128): shared memory (L1/TEX) 70 % busy, DRAM 3 %, 7,592 SM cycles per step against
+5,837 with the delivery fully overlapped and 10,216 in series (tests/test_chain_fa2_bwd.py): the warps overlap
+part of it, so the serial step is the high end, 19 % above the profiled kernel's 4.32 us per step and 13-20 %
+above the timed backward calls at S = 8192; the estimate over all 21 H200 backward calls went from 0.36-0.56x
+of the measurement to 0.86-1.20x (none under 0.86 at more than 1 wave of CTAs). The forward carries no such term:
+its two CTAs per SM are not held together by barriers, and one's ldmatrix runs while the other's MMAs do (its
+operands, ~180 KB per 128 x 64 step at head dim 128, are 0.8x its MMA time; the forward's steps fit within 6-15 %
+without it). Not in the chain: the backward's small kernels (D = rowsum(dO O), the dQ conversion, GQA's head
+sums), which the throughput terms count.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+
+from .chain import FA2_SPLIT_BLOCK_M, TILE_LOOP, Chain
+from .conventions import nbytes
+
+# FlashAttention-2 forward CTAs per SM (module docstring: the register file's limit)
+FA2_FWD_CTAS_PER_SM = 2
+# FlashAttention-2 backward CTAs per SM: its shared-memory tiles (144 KB at head dims 64 and 128) leave room for
+# one in the 228 KB of an sm90 SM (module docstring)
+FA2_BWD_CTAS_PER_SM = 1
+# GEMMs of one FlashAttention-2 backward tile: S = Q K^T recomputed, dV, dP, dS's dQ and dK
+BWD_GEMMS = 5
+
+
+def fa2_fwd_chain(causal: bool):
+    """FlashAttention-2's forward kernel as SDPA's flash backend runs it (module docstring): prefill
+    (dims B, H, G, L, S, P) and decode (L = 1; with G < H the kernel packs the H / G query heads of a
+    KV head into the query tile's rows, flash_api.cpp ``seqlenq_ngroups_swapped``)."""
+
+    def chain(dims: Mapping[str, int], mode: str, dtype: str = "bf16") -> Chain | None:
+        # imports the registry, which imports this module
+        from .ops.attention.common import FA2_FWD_TILES
+
+        if mode not in ("fwd", "decode"):
+            return None
+        b, h, g, p, s = (int(dims[k]) for k in ("B", "H", "G", "P", "S"))
+        rows, heads, is_causal = (int(dims["L"]), h, causal) if mode == "fwd" else (1, h, False)
+        if mode == "decode" and g < h:
+            rows, heads = h // g, g
+        if min(b, heads, rows, s, p) <= 0:  # a call with a zero dimension runs no kernel
+            return None
+        bm, bn = next(t for d, t in FA2_FWD_TILES if p <= d) if p <= FA2_FWD_TILES[-1][0] else FA2_FWD_TILES[-1][1]
+        n_m, n_all = math.ceil(rows / bm), math.ceil(s / bn)
+        per_tile = [min(n_all, math.ceil((s - rows + (m + 1) * bm) / bn)) if is_causal else n_all for m in range(n_m)]
+        # one key tile: QK^T and PV over the full tile; the online softmax's 4 vector + 1 exp per entry
+        # and its per-row rescale (P + 3 vector, 1 exp) (ops/attention/common.online_softmax)
+        work = (2 * 2.0 * bm * bn * p, 4.0 * bm * bn + (p + 3.0) * bm, float(bm * bn + bm))
+        return Chain(TILE_LOOP, max(per_tile), b * heads * n_m, FA2_FWD_CTAS_PER_SM,
+                     total_steps=float(b * heads * sum(per_tile)), step_work=work, mma_sync=True,
+                     split_grid=float(b * heads * math.ceil(rows / FA2_SPLIT_BLOCK_M)))
+
+    return chain
+
+
+def fa2_bwd_smem_bytes(head_dim: int, dtype: str) -> float:
+    """Bytes one step of FlashAttention-2's backward kernel (one kBlockM x kBlockN tile) moves through shared
+    memory (module docstring): each warp's operands of the five GEMMs (ldmatrix), P and dS stored for the
+    GEMMs that read them, the next Q and dO tiles written by cp.async. With W warps laid out a along a GEMM's M
+    and W / a along its N, over a reduction of length K, the warps read K (W M / a + N a) elements: S = Q K^T
+    and dP = dO V^T (M = kBlockM, N = kBlockN, K = head dim; V's part not where V stays in registers),
+    dV = P^T dO and dK = dS^T Q (M = kBlockN, N = head dim, K = kBlockM), dQ = dS K (M = kBlockM, N = head dim,
+    K = kBlockN). At head dim 128: 576 KiB read and 64 KiB written per step."""
+    from .ops.attention.common import (
+        fa2_bwd_traits,  # imports the registry, which imports this module
+    )
+
+    bm, bn, w, a_s, a_n, a_q, v_in_regs = fa2_bwd_traits(head_dim)
+    p = head_dim
+    s_gemm = p * (w * bm / a_s + bn * a_s)
+    dp_gemm = p * (w * bm / a_s + (0 if v_in_regs else bn * a_s))
+    dkv_gemm = bm * (w * bn / a_n + p * a_n)
+    dq_gemm = bn * (w * bm / a_q + p * a_q)
+    stored = 2 * bm * bn + 2 * bm * p
+    return float(nbytes(dtype) * (s_gemm + dp_gemm + 2 * dkv_gemm + dq_gemm + stored))
+
+
+def fa2_bwd_chain(causal: bool):
+    """FlashAttention-2's backward kernel ``flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel`` (module docstring):
+    one CTA per (key tile, batch, query head), looping over its query tiles; dims B, H, L, S, P."""
+
+    def chain(dims: Mapping[str, int], mode: str, dtype: str = "bf16") -> Chain | None:
+        from .ops.attention.common import (
+            fa2_bwd_traits,  # imports the registry, which imports this module
+        )
+
+        if mode != "bwd":
+            return None
+        b, h, l_, s, p = (int(dims[k]) for k in ("B", "H", "L", "S", "P"))
+        if min(b, h, l_, s, p) <= 0:  # a call with a zero dimension runs no kernel
+            return None
+        bm, bn = fa2_bwd_traits(p)[:2]
+        n_m, n_n = math.ceil(l_ / bm), math.ceil(s / bn)
+        # the first query tile of key tile n under the bottom-right causal mask (m_block_min in the kernel)
+        per_tile = [n_m - (max(0, (n * bn + l_ - s) // bm) if causal else 0) for n in range(n_n)]
+        # the five GEMMs over the full tile; P recomputed (FMA + exp) and dS = P (dP - D): 4 vector, 1 exp per entry
+        work = (2.0 * BWD_GEMMS * bm * bn * p, 4.0 * bm * bn, float(bm * bn))
+        return Chain(TILE_LOOP, max(per_tile), b * h * n_n, FA2_BWD_CTAS_PER_SM,
+                     total_steps=float(b * h * sum(per_tile)), step_work=work, mma_sync=True, dtype=dtype,
+                     smem_bytes=fa2_bwd_smem_bytes(p, dtype), label="tensor")
+
+    return chain
+
+
+def fa2_chain(causal: bool):
+    """FlashAttention-2's kernels by mode: the forward's key-tile loop (forward and decode), the backward's
+    query-tile loop, and a forward-backward call's forward then backward."""
+    fwd_of, bwd_of = fa2_fwd_chain(causal), fa2_bwd_chain(causal)
+
+    def chain(dims: Mapping[str, int], mode: str, dtype: str = "bf16") -> Chain | None:
+        if mode != "fwdbwd":
+            return fwd_of(dims, mode, dtype) if mode in ("fwd", "decode") else bwd_of(dims, mode, dtype)
+        fwd, bwd = fwd_of(dims, "fwd", dtype), bwd_of(dims, "bwd", dtype)
+        return bwd if fwd is None else dataclasses.replace(fwd, then=bwd)
+
+    return chain
