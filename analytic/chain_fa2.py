@@ -42,8 +42,10 @@ MMAs and their operand delivery). What ncu measured on the H200 (results/h200/20
 L = S = 8192, H = 32, P = 128): shared memory (L1/TEX) 70 % busy, DRAM 3 %, 7,592 SM cycles per step against
 5,837 with the delivery fully overlapped and 10,216 in series (tests/test_chain_fa2_bwd.py): the warps overlap
 part of it, so the serial step is the high end, 19 % above the profiled kernel's 4.32 us per step and 13-20 %
-above the timed backward calls at S = 8192; the estimate over all 21 H200 backward calls went from 0.36-0.56x
-of the measurement to 0.86-1.20x (none under 0.86 at more than 1 wave of CTAs). The forward carries no such term:
+above the timed backward calls at S = 8192. Over the 25 H200 backward calls (2026-12-02/05) the estimate went from
+0.36-0.96x of the measurement (median 0.52) to 0.48-1.20x (median 1.03; the two under 0.6 are calls at L = S = 512
+whose host paces them or nearly), over the 13 forward-backward calls from 0.36-1.45x (median 0.61) to 0.65-1.45x
+(median 1.09). The forward carries no such term:
 its two CTAs per SM are not held together by barriers, and one's ldmatrix runs while the other's MMAs do (its
 operands, ~180 KB per 128 x 64 step at head dim 128, are 0.8x its MMA time; the forward's steps fit within 6-15 %
 without it). Not in the chain: the backward's small kernels (D = rowsum(dO O), the dQ conversion, GQA's head
