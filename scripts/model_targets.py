@@ -29,6 +29,9 @@ import json
 import sys
 from pathlib import Path
 
+from ssmbench.calibrate.defaults import DEFAULT_LEVEL as COVERAGE_LEVEL
+
+# COVERAGE_LEVEL: the calibrated intervals' level
 PACE_NAMES = {"host_bound": "host-bound", "gpu_bound": "GPU-bound"}  # calibrate/sessions.py repeatability's keys
 TARGETS = {"achievable_median": 25.0, "cal_median": 5.0, "cal_p90": 15.0, "coverage": (0.75, 0.90), "blocks": 10.0}
 
@@ -39,6 +42,21 @@ def _pct(v) -> str:
 
 def _mark(ok: bool) -> str:
     return "meets" if ok else "misses"
+
+
+def _coverage_ci(pace: dict) -> str:
+    """The GPU-bound coverage's 95 % Clopper-Pearson interval over its cases (scipy.stats.binomtest), and whether
+    the intervals' 80 % level lies in it: a coverage outside 75-90 % over a few dozen cases can be the luck of the
+    draw, and one inside it can hide a level the intervals do not hold."""
+    n, k = pace.get("n"), pace.get("n_covered")
+    if not n or k is None:
+        return ""
+    from scipy.stats import binomtest
+
+    ci = binomtest(int(k), int(n), COVERAGE_LEVEL).proportion_ci(confidence_level=0.95)
+    held = "holds" if ci.low <= COVERAGE_LEVEL <= ci.high else "does not hold"
+    return (f" | GPU-bound coverage {k}/{n}, 95 % CI {100 * ci.low:.0f}-{100 * ci.high:.0f} %: "
+            f"the 80 % level {held} within it")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
             g, h = f["gpu"], f["host"]
             print(f"  {f['family']:12s} gpu n={g['n']:4d} {_pct(g['median_ape_pct']):>8} {_pct(g['p90_ape_pct']):>8} "
                   f"{_pct(None if g['coverage'] is None else 100 * g['coverage']):>8} {_mark(f['gpu_meets_target'])} | "
-                  f"host n={h['n']:4d} {_pct(h['median_ape_pct']):>8} {_pct(h['p90_ape_pct']):>8}")
+                  f"host n={h['n']:4d} {_pct(h['median_ape_pct']):>8} {_pct(h['p90_ape_pct']):>8}"
+                  + _coverage_ci(g))
         for name, r in ((hs.get("repeatability") or {}).items()):
             if name != "method" and r:
                 print(f"  [measurement, repeat between sessions, no model] {PACE_NAMES[name]}: "
