@@ -23,6 +23,9 @@ from collections.abc import Iterable
 from typing import Any
 
 PACKAGES = ("mamba_ssm", "fla")
+CASE_METHOD = ("triton.runtime.autotuner.Autotuner.cache of the loaded mamba_ssm and fla modules, at the end of the "
+               "case's timed calls against its start: the keys first tuned in between, with the configuration kept, "
+               "and the timings (ms) of the last tuning each such autotuner ran (measure/autotune_picks.py)")
 MAX_WRAPPERS = 4  # .fn links followed from a module attribute to an autotuner
 
 
@@ -62,4 +65,18 @@ def autotune_picks(packages: Iterable[str] = PACKAGES) -> dict[str, dict[str, An
                 "last_timings_ms": ({str(c): [float(t) for t in (ts if isinstance(ts, (list, tuple)) else [ts])]
                                      for c, ts in timings.items()} if isinstance(timings, dict) else None),
             }
+    return out
+
+
+def picks_since(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The part of ``after`` (``autotune_picks()`` at the end of a measured case) that ``before`` (at its start) did
+    not hold: per kernel, the keys first tuned in between with their configurations, and the timings of that
+    tuning (an op-level case tunes its own shapes; a key tuned by an earlier case of the same process is in
+    that case's record, not again here)."""
+    out: dict[str, dict[str, Any]] = {}
+    for kernel, entry in after.items():
+        known = {tuple(p["key"]) for p in (before.get(kernel) or {}).get("picks", [])}
+        new = [p for p in entry["picks"] if tuple(p["key"]) not in known]
+        if new:
+            out[kernel] = {"picks": new, "last_timings_ms": entry["last_timings_ms"]}
     return out

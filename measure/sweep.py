@@ -40,6 +40,7 @@ from typing import Any, Callable, Sequence
 
 from ..analytic.cases import BLOCK_PREFIX, Case, case_cost, is_composite
 from . import energy as energy_mod
+from .autotune_picks import CASE_METHOD, autotune_picks, picks_since
 from .backends.base import Unavailable, get_backend, launch_regime
 from .environment import collect, device_name, utc_now
 from .gate import check
@@ -262,6 +263,7 @@ class CaseRunner:
             raise Unavailable(f"backend {backend.name} runs on {', '.join(backend.devices)}, not {dev.type}")
         cuda = dev.type == "cuda"
         base_mem = torch.cuda.memory_allocated(dev) if cuda else None
+        tuned_before = autotune_picks()
         torch.manual_seed(seed)
         prepared = backend.prepare(case, dev, seed)
         rec["tokens"] = prepared.tokens
@@ -295,6 +297,9 @@ class CaseRunner:
         else:
             rec["peak_memory_bytes"] = None
             rec["memory"] = {"note": "peak memory is read from the CUDA allocator; not measured on the CPU"}
+        picks = picks_since(tuned_before, autotune_picks())
+        if picks:  # the Triton configurations this case's shapes were tuned to (measure/autotune_picks.py says why)
+            rec["autotune_picks"] = {"method": CASE_METHOD, "kernels": picks}
         rec["achieved"] = achieved_block(analytic, stats["median"])
         if self.cfg.spec is not None and cost is not None:
             regime = launch_regime(case.op, case.backend, case.mode, timing.settings)

@@ -55,3 +55,18 @@ def test_no_loaded_package_gives_no_picks(monkeypatch):
     _install(monkeypatch, "fakepkg2", tuner=Autotuner("k", {(1,): Config(a=1)}))
     assert autotune_picks(("absent_package",)) == {}
     assert autotune_picks(("fakepkg2",))["fakepkg2.k"]["last_timings_ms"] is None
+
+
+def test_a_case_records_only_the_keys_tuned_while_it_ran(monkeypatch):
+    from ssmbench.measure.autotune_picks import picks_since
+
+    a, b = Config(BLOCK_SIZE_N=32, num_warps=2), Config(BLOCK_SIZE_N=64, num_warps=4)
+    tuner = Autotuner("_chunk_scan_fwd_kernel", {(2048, "bf16"): a}, timings={a: 0.3, b: 0.4})
+    _install(monkeypatch, "fakepkg3", scan=tuner, state=Autotuner("_chunk_state_fwd_kernel", {(2048, "bf16"): b}))
+    before = autotune_picks(("fakepkg3",))
+    tuner.cache[(8192, "bf16")] = b  # the case tunes one new key of one kernel
+    new = picks_since(before, autotune_picks(("fakepkg3",)))
+    assert new == {"fakepkg3._chunk_scan_fwd_kernel": {
+        "picks": [{"key": ["8192", "bf16"], "config": "BLOCK_SIZE_N: 64, num_warps: 4"}],
+        "last_timings_ms": {"BLOCK_SIZE_N: 32, num_warps: 2": [0.3], "BLOCK_SIZE_N: 64, num_warps: 4": [0.4]}}}
+    assert picks_since(before, before) == {}
