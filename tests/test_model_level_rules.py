@@ -280,3 +280,33 @@ def test_host_reference_check_conditions_on_each_reference(tmp_path):
     assert hrc.errors(ratio / (np.median(ratio / launch) * launch)) == "median 0.0 %, p90 0.0 %"
     assert hrc.main([str(tmp_path)]) == 0
     assert hrc.main([]) == 2 and hrc.main([str(tmp_path / "nothing-here")]) == 2
+
+
+def test_host_issue_check_sets_the_step_against_its_measured_parts(tmp_path, capsys):
+    """scripts/host_issue_check.py: on a stored record's workload with made-up parts (a fixture), the issue time
+    over the host estimate and the step over the larger part come out as built; records without host_issue are
+    left out; no record or a bad folder exits 2."""
+    import json
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(repo / "scripts"))
+    import host_issue_check as hic
+
+    src = json.loads((repo / "results/h200/2026-12-03/models-b/model-run-20261203T181901.343056Z-905.json")
+                     .read_text(encoding="utf-8"))
+    base = next(r for r in src["records"] if r["key"] == "model/mamba-130m/mamba_ssm/prefill/mamba-ssm/b1_l2048")
+    (tmp_path / "model-run-x.json").write_text(json.dumps({"meta": src.get("meta"), "records": [base]}))
+    assert hic.main([str(tmp_path)]) == 2  # stored records carry no host_issue
+    recs = [{**base, "time_s": {"median": 0.03}, "profile": {**base["profile"], "busy_s": 0.01},
+             "host_issue": {"issue_s": 0.024}},
+            {**base, "time_s": {"median": 0.02}, "profile": {**base["profile"], "busy_s": 0.02},
+             "host_issue": {"issue_s": 0.005}}]
+    (tmp_path / "model-run-x.json").write_text(json.dumps({"meta": src.get("meta"), "records": recs}))
+    found = hic.rows([tmp_path / "model-run-x.json"])
+    assert [r["step_s"] / max(r["issue_s"], r["busy_s"]) for r in found] == [1.25, 1.0]
+    assert found[0]["host_s"] == found[1]["host_s"] > 0  # the same workload, the spec's runtime terms
+    assert hic.main([str(tmp_path)]) == 0
+    assert "step / max(issue, busy) - 1|: median 12.5 %" in capsys.readouterr().out
+    assert hic.main([]) == 2 and hic.main([str(tmp_path / "nothing-here")]) == 2

@@ -7,7 +7,8 @@ Per entry, before its model is built: wait for the extension builds it needs (``
 the device script compiles them in the background; ``extensions.ensure_extension`` reads their status
 files and never imports a module still being built). Per case, in this order: build the callable (``steps.py``; a CUDA graph for runtime ``cuda-graph``),
 time it (``timing.time_call``: CUDA events, L2 flushed before each call, warm-up first, which also
-compiles and autotunes the Triton kernels), count the nn.Module calls of one eager step, read the
+compiles and autotunes the Triton kernels), time the host's issue of one eager step alone
+(``host_issue.py``), count the nn.Module calls of one eager step, read the
 energy over >= ``energy_window_s`` of back-to-back calls (``energy.energy_window``), profile
 ``profile_steps`` calls with torch.profiler (``kernel_map.breakdown``: kernel time per part and per
 kernel; ``host_idle_s`` = the timed median minus the summed kernel time per step, the time the GPU
@@ -46,6 +47,7 @@ def _measure(case: Case, built, suite, device, nv, idle_w, record: dict) -> None
     from ..autotune_picks import autotune_picks
     from ..timing import TimingSettings, make_timed_callable, time_call
     from . import host_api, steps
+    from .host_issue import host_issue
     from .host_reference import METHOD as HOST_REFERENCE_METHOD
     from .host_reference import host_reference
 
@@ -71,6 +73,8 @@ def _measure(case: Case, built, suite, device, nv, idle_w, record: dict) -> None
         record["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated(device) - base)
         stats = t.stats()
         record["time_s"], record["timing"] = stats, t.settings
+        if case.runtime != "cuda-graph":  # the host's own issue time of a step (a replay is one launch)
+            record["host_issue"] = host_issue(call, lambda: torch.cuda.synchronize(device))
         if case.runtime != "cuda-graph":
             record["module_calls"] = steps.count_module_calls(call)
         if nv is not None:
