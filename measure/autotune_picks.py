@@ -1,7 +1,13 @@
 """The configurations Triton's autotuners picked in this process, for the records of a run.
 
 Why: mamba-ssm's and fla's Triton kernels are wrapped in ``triton.autotune``. The autotuner times its
-configurations once per process and key (the first call at a new shape) and keeps the fastest. When two
+configurations once per process and key and keeps the fastest. The keys are a few sizes, not the shape:
+mamba-ssm 2.3.2's SSD kernels key on (chunk_size, hdim, dstate) (``_chunk_scan_fwd_kernel``, with IS_CAUSAL, and
+``_chunk_state_fwd_kernel``), (chunk_size, K, IS_CAUSAL) (``_bmm_chunk_fwd_kernel``), (chunk_size, nheads)
+(``_chunk_cumsum_fwd_kernel``) and (dim)
+(``_state_passing_fwd_kernel``), never on batch or sequence length: the first call of a process at a key fixes
+the tile for every later shape of that key, whatever its batch and length, so one process's small first case
+can set the configuration its large cases run (an op-level sweep runs its cases in one process). When two
 configurations time close to each other, another process can keep another one, and the kernel's device
 time then moves between sessions at the same shape: the whole-model profiles of 2026-12-03/04 show
 ``_chunk_scan_fwd_kernel`` at 303, 395 and 619 us per call at one shape (mamba2-130m prefill, B = 16,
@@ -23,9 +29,10 @@ from collections.abc import Iterable
 from typing import Any
 
 PACKAGES = ("mamba_ssm", "fla")
-CASE_METHOD = ("triton.runtime.autotuner.Autotuner.cache of the loaded mamba_ssm and fla modules, at the end of the "
-               "case's timed calls against its start: the keys first tuned in between, with the configuration kept, "
-               "and the timings (ms) of the last tuning each such autotuner ran (measure/autotune_picks.py)")
+CASE_METHOD = ("triton.runtime.autotuner.Autotuner.cache of the loaded mamba_ssm and fla modules after the case's "
+               "timed calls: every key this process has tuned so far, with the configuration kept, and the timings "
+               "(ms) of the last tuning each autotuner ran; tuned_here: the kernels that tuned a new key during this "
+               "case (the others ran configurations an earlier case of the process tuned; measure/autotune_picks.py)")
 MAX_WRAPPERS = 4  # .fn links followed from a module attribute to an autotuner
 
 

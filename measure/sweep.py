@@ -297,9 +297,10 @@ class CaseRunner:
         else:
             rec["peak_memory_bytes"] = None
             rec["memory"] = {"note": "peak memory is read from the CUDA allocator; not measured on the CPU"}
-        picks = picks_since(tuned_before, autotune_picks())
-        if picks:  # the Triton configurations this case's shapes were tuned to (measure/autotune_picks.py says why)
-            rec["autotune_picks"] = {"method": CASE_METHOD, "kernels": picks}
+        tuned = autotune_picks()
+        if tuned:  # the Triton configurations this process runs (measure/autotune_picks.py says why)
+            rec["autotune_picks"] = {"method": CASE_METHOD, "kernels": tuned,
+                                     "tuned_here": sorted(picks_since(tuned_before, tuned))}
         rec["achieved"] = achieved_block(analytic, stats["median"])
         if self.cfg.spec is not None and cost is not None:
             regime = launch_regime(case.op, case.backend, case.mode, timing.settings)
