@@ -45,10 +45,9 @@ part of it, so the serial step is the high end, 19 % above the profiled kernel's
 above the timed backward calls at S = 8192. Over the 25 H200 backward calls (2026-12-02/05) the estimate went from
 0.36-0.96x of the measurement (median 0.52) to 0.48-1.20x (median 1.03; the two under 0.6 are calls at L = S = 512
 whose host paces them or nearly), over the 13 forward-backward calls from 0.36-1.45x (median 0.61) to 0.65-1.45x
-(median 1.09). The forward carries no such term:
-its two CTAs per SM are not held together by barriers, and one's ldmatrix runs while the other's MMAs do (its
-operands, ~180 KB per 128 x 64 step at head dim 128, are 0.8x its MMA time; the forward's steps fit within 6-15 %
-without it). Not in the chain: the backward's small kernels (D = rowsum(dO O), the dQ conversion, GQA's head
+(median 1.09). The forward carries no such term: its two CTAs per SM are not held together by barriers, and one's
+ldmatrix runs while the other's MMAs do (its operands, ~180 KB per 128 x 64 step at head dim 128, are 0.8x its MMA
+time; without the term the forward's long calls land 6-15 % under their measurement). Not in the chain: the backward's small kernels (D = rowsum(dO O), the dQ conversion, GQA's head
 sums), which the throughput terms count.
 """
 
