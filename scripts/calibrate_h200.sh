@@ -14,7 +14,8 @@
 # their READMEs), and the calls of 2026-12-05 (results/h200/2026-12-05/norm-rope: the norms and RoPE;
 # conv-fwdbwd: causal-conv1d's forward-backward calls measured again; norm-graph: the norms' forward-backward
 # as CUDA-graph replays; kernel-audit-fill: the op groups left with 1-4 shapes filled to six or more, and the three
-# kernels of the ncu audit timed again).
+# kernels of the ncu audit timed again; eager-dtypes-mamba3-fill: the eager softmax and norms in fp16 and fp32,
+# and the Mamba-3 block's training step at five more shapes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 IN=results/h200/2026-12-02
@@ -32,12 +33,13 @@ NORM=results/h200/2026-12-05/norm-rope  # mamba-ssm's Triton norms (backward row
 CONVFB=results/h200/2026-12-05/conv-fwdbwd  # causal-conv1d's forward-backward calls measured again
 NORMG=results/h200/2026-12-05/norm-graph  # the Triton norms' forward-backward as CUDA-graph replays
 FILLG=results/h200/2026-12-05/kernel-audit-fill  # small groups filled to six shapes; the audited kernels again
+DTYPES=results/h200/2026-12-05/eager-dtypes-mamba3-fill  # eager softmax and norms in fp16 / fp32; the Mamba-3 block's training step at five more shapes
 OUT=$IN/calibration
 mkdir -p "$OUT"
-ssmbench calibrate --results "$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$MORE/call2" "$PAIRS" "$FA3" "$FILL" "$RECHECK" "$GATE" "$SSDG" "$VIM" "$CONV" "$NORM" "$CONVFB" "$NORMG" "$FILLG" --hw h200-sxm --out "$OUT/profile.json" --force
-ssmbench gap --results "$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$MORE/call2" "$PAIRS" "$FA3" "$FILL" "$RECHECK" "$GATE" "$SSDG" "$VIM" "$CONV" "$NORM" "$CONVFB" "$NORMG" "$FILLG" --hw h200-sxm --calibration "$OUT/profile.json" \
+ssmbench calibrate --results "$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$MORE/call2" "$PAIRS" "$FA3" "$FILL" "$RECHECK" "$GATE" "$SSDG" "$VIM" "$CONV" "$NORM" "$CONVFB" "$NORMG" "$FILLG" "$DTYPES" --hw h200-sxm --out "$OUT/profile.json" --force
+ssmbench gap --results "$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$MORE/call2" "$PAIRS" "$FA3" "$FILL" "$RECHECK" "$GATE" "$SSDG" "$VIM" "$CONV" "$NORM" "$CONVFB" "$NORMG" "$FILLG" "$DTYPES" --hw h200-sxm --calibration "$OUT/profile.json" \
     --format md --out "$OUT/gap.md" --plot "$OUT/gap.png" --energy-plot "$OUT/energy.png"
-ssmbench gap --results "$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$MORE/call2" "$PAIRS" "$FA3" "$FILL" "$RECHECK" "$GATE" "$SSDG" "$VIM" "$CONV" "$NORM" "$CONVFB" "$NORMG" "$FILLG" --hw h200-sxm --calibration "$OUT/profile.json" \
+ssmbench gap --results "$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$MORE/call2" "$PAIRS" "$FA3" "$FILL" "$RECHECK" "$GATE" "$SSDG" "$VIM" "$CONV" "$NORM" "$CONVFB" "$NORMG" "$FILLG" "$DTYPES" --hw h200-sxm --calibration "$OUT/profile.json" \
     --format json --out "$OUT/gap.json"
-ssmbench energy-fit --results "$IN/default" "$MORE/call1" "$MORE/call2" "$PAIRS" "$FA3" "$FILL" "$RECHECK" "$GATE" "$SSDG" "$VIM" "$CONV" "$NORM" "$CONVFB" "$NORMG" "$FILLG" --hw h200-sxm --out "$OUT/energy-fit.json" --force > /dev/null
+ssmbench energy-fit --results "$IN/default" "$MORE/call1" "$MORE/call2" "$PAIRS" "$FA3" "$FILL" "$RECHECK" "$GATE" "$SSDG" "$VIM" "$CONV" "$NORM" "$CONVFB" "$NORMG" "$FILLG" "$DTYPES" --hw h200-sxm --out "$OUT/energy-fit.json" --force > /dev/null
 rm -f "$OUT/energy-fit.yaml"  # the measured: fragment that energy-fit wrote before it wrote a profile

@@ -9,13 +9,13 @@
 # records explains their distance from the estimate (scripts/host_reference_check.py); and two tables of the profiled
 # kernels: how far each library's kernel times move between sessions (scripts/kernel_repeat.py) and the SSD's five
 # kernels against their stages' achievable estimates (scripts/ssd_stage_gap.py). The model runs are both calls of 2026-12-03
-# (models, models-b) and the calls of 2026-12-04 (host-noise*, prefill-check, host-sync: a key measured three
-# times or more stands for the median of its records, measure/models/records.standing_records) unless RUNS
-# names other folders.
+# (models, models-b), the calls of 2026-12-04 (host-noise*, prefill-check, host-sync: a key measured three
+# times or more stands for the median of its records, measure/models/records.standing_records) and the training
+# steps of 2026-12-05 with their host issue times (train-issue) unless RUNS names other folders.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUN=results/h200/2026-12-03/models
-RUNS=${RUNS:-"$RUN results/h200/2026-12-03/models-b results/h200/2026-12-04/host-noise results/h200/2026-12-04/host-noise-b results/h200/2026-12-04/host-noise-hf results/h200/2026-12-04/prefill-check results/h200/2026-12-04/host-sync"}
+RUNS=${RUNS:-"$RUN results/h200/2026-12-03/models-b results/h200/2026-12-04/host-noise results/h200/2026-12-04/host-noise-b results/h200/2026-12-04/host-noise-hf results/h200/2026-12-04/prefill-check results/h200/2026-12-04/host-sync results/h200/2026-12-05/train-issue"}
 # the op-level folders whose block:mamba1/2/3 forward cases give the mamba-ssm modules' forward host terms
 BLOCKS="results/h200/2026-12-02/default results/h200/2026-12-03/pairs-blocks results/h200/2026-12-03/fill"
 PROFILE=results/h200/2026-12-02/calibration/profile.json
