@@ -29,7 +29,8 @@ RUN = ROOT / "results" / "h200" / "2026-12-03" / "models"
 # the model calls scripts/characterize_h200.sh reads, and the op-level folders of its block cases
 RUNS = (RUN, ROOT / "results" / "h200" / "2026-12-03" / "models-b", ROOT / "results" / "h200" / "2026-12-04" / "host-noise",
         ROOT / "results" / "h200" / "2026-12-04" / "host-noise-b", ROOT / "results" / "h200" / "2026-12-04" / "host-noise-hf",
-        ROOT / "results" / "h200" / "2026-12-04" / "prefill-check", ROOT / "results" / "h200" / "2026-12-04" / "host-sync")
+        ROOT / "results" / "h200" / "2026-12-04" / "prefill-check", ROOT / "results" / "h200" / "2026-12-04" / "host-sync",
+        ROOT / "results" / "h200" / "2026-12-05" / "train-issue")
 BLOCKS = (ROOT / "results" / "h200" / "2026-12-02" / "default", ROOT / "results" / "h200" / "2026-12-03" / "pairs-blocks",
           ROOT / "results" / "h200" / "2026-12-03" / "fill")
 FRAGMENT = RUN / "characterize" / "measured-runtime-h200-sxm.yaml"
@@ -293,6 +294,22 @@ def test_a_repeated_key_stands_for_its_median_record():
                    if r["key"] == key and r["status"] == "ok")
     assert len(times) == 3
     assert standing["time_s"]["median"] == times[1] != latest["time_s"]["median"]
+
+
+def test_a_skipped_record_does_not_stand_for_a_key_measured_before(tmp_path):
+    """results/h200/2026-12-05/train-issue skipped mamba2-attn-k4-130m's training step (the deadline came first):
+    the record of 2026-12-03 keeps standing for the key; a key with only a skipped record keeps that one."""
+    import json
+
+    from ssmbench.measure.models.records import latest_records
+    key = "model/mamba2-attn-k4-130m/mamba_ssm/train/mamba-ssm/b8_l2048"
+    paths = [p for run in (RUN, ROOT / "results" / "h200" / "2026-12-05" / "train-issue") for p in find_model_runs(run)]
+    skipped = [r for p in paths for r in json.loads(p.read_text())["records"] if r["key"] == key]
+    assert sorted(r["status"] for r in skipped) == ["ok", "skipped"]
+    for pick in (latest_records, standing_records):
+        assert next(r for r in pick(paths) if r["key"] == key)["status"] == "ok"
+    only = [p for p in paths if "train-issue" in str(p)]
+    assert next(r for r in latest_records(only) if r["key"] == key)["status"] == "skipped"
 
 
 def test_repeats_carry_the_host_reference_where_the_records_have_one():

@@ -134,16 +134,22 @@ def _records(paths: Iterable[Path]) -> list[dict[str, Any]]:
 
 
 def _latest(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per key, the latest record by start time; a ``skipped`` record (the run's deadline came before the step
+    ran: nothing was measured) stands only where the key has no other record."""
     best: dict[str, dict[str, Any]] = {}
     for r in records:
         old = best.get(r["key"])
-        if old is None or str(r.get("started_utc") or "") >= str(old.get("started_utc") or ""):
+        later = old is None or str(r.get("started_utc") or "") >= str(old.get("started_utc") or "")
+        if old is None or (old.get("status") == "skipped") != (r.get("status") == "skipped"):
+            later = old is None or old.get("status") == "skipped"
+        if later:
             best[r["key"]] = r
     return best
 
 
 def latest_records(paths: Iterable[Path]) -> list[dict[str, Any]]:
-    """One record per key, the latest by start time (then the later file), with ``_records``' fields."""
+    """One record per key, the latest by start time (then the later file; a skipped record only where the key has
+    no other), with ``_records``' fields."""
     return list(_latest(_records(paths)).values())
 
 
