@@ -14,11 +14,13 @@ Never fails on the figures.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from host_reference_check import errors, ok_records  # a sibling script, not a package
 
 
 def rows(paths: list[Path]) -> list[dict]:
@@ -26,23 +28,9 @@ def rows(paths: list[Path]) -> list[dict]:
     from ssmbench.hwspecs import get_spec
 
     spec = get_spec("h200-sxm")
-    out = []
-    for path in paths:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-        for r in doc["records"]:
-            issue, prof = r.get("host_issue"), r.get("profile") or {}
-            if r.get("status") != "ok" or not issue or prof.get("busy_s") is None:
-                continue
-            r["_versions"] = (doc.get("meta") or {}).get("versions")
-            host = predict_record(r, spec)["total"]["achievable"]["host_s"]
-            out.append({"key": r["key"], "step_s": float(r["time_s"]["median"]), "issue_s": float(issue["issue_s"]),
-                        "busy_s": float(prof["busy_s"]), "host_s": host})
-    return out
-
-
-def errors(ratio: np.ndarray) -> str:
-    e = np.abs(ratio - 1)
-    return f"median {100 * np.median(e):.1f} %, p90 {100 * np.percentile(e, 90):.1f} %"
+    return [{"key": r["key"], "step_s": float(r["time_s"]["median"]), "issue_s": float(r["host_issue"]["issue_s"]),
+             "busy_s": float(r["profile"]["busy_s"]), "host_s": predict_record(r, spec)["total"]["achievable"]["host_s"]}
+            for _, r in ok_records(paths, "host_issue", "busy_s")]
 
 
 def main(argv: list[str]) -> int:

@@ -23,6 +23,17 @@ from pathlib import Path
 import numpy as np
 
 
+def ok_records(paths: list[Path], field: str, profile_key: str):
+    """(path, record) of every ok record of the model-run files that carries ``field`` and a profile with
+    ``profile_key``, its run's versions attached (``_versions``, which calibrate/runtime_host.predict_record reads)."""
+    for path in paths:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        for r in doc["records"]:
+            if r.get("status") == "ok" and r.get(field) and (r.get("profile") or {}).get(profile_key) is not None:
+                r["_versions"] = (doc.get("meta") or {}).get("versions")
+                yield path, r
+
+
 def rows(paths: list[Path]) -> list[dict]:
     from ssmbench.calibrate.runtime_host import HOST_BOUND_SHARE, predict_record
     from ssmbench.hwspecs import get_spec
@@ -30,19 +41,13 @@ def rows(paths: list[Path]) -> list[dict]:
 
     spec = get_spec("h200-sxm")
     out = []
-    for path in paths:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-        for r in doc["records"]:
-            ref, prof = r.get("host_reference"), r.get("profile") or {}
-            if r.get("status") != "ok" or not ref or prof.get("host_idle_s") is None:
-                continue
-            step = float(r["time_s"]["median"])
-            if prof["host_idle_s"] / step < HOST_BOUND_SHARE:
-                continue
-            r["_versions"] = (doc.get("meta") or {}).get("versions")
-            host = predict_record(r, spec)["total"]["achievable"]["host_s"]
-            out.append({"key": r["key"], "file": str(path), "step_s": step, "host_s": host,
-                        "launch_s": reference_s(ref, "launch_s"), "python_s": reference_s(ref, "python_s")})
+    for path, r in ok_records(paths, "host_reference", "host_idle_s"):
+        ref, step = r["host_reference"], float(r["time_s"]["median"])
+        if r["profile"]["host_idle_s"] / step < HOST_BOUND_SHARE:
+            continue
+        host = predict_record(r, spec)["total"]["achievable"]["host_s"]
+        out.append({"key": r["key"], "file": str(path), "step_s": step, "host_s": host,
+                    "launch_s": reference_s(ref, "launch_s"), "python_s": reference_s(ref, "python_s")})
     return out
 
 
