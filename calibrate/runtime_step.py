@@ -37,9 +37,15 @@ steps (Transformer++ 16.0 against 16.3 ms, Llama-3.2-1B 78.5 against 77.4); the 
 from 11.6 to 14.0 %, the gaps showing where they are (Transformer++'s step 23 % under). The gaps are not modelled:
 an issue pipeline over the steps' calls in execution order (forward by layer, backward reversed, each call's host
 and device time split by mode) gives max(host, device) within 1 % for all but Vim (-9 against -14 %), so the calls'
-order does not explain them. The achievable device time can sit under the host
-time where the device actually binds: mamba-ssm's chunked SSD at B = 4, L = 32768 on the H200 plans
-0.71 ms of device time per call against 0.84 ms of host, but the calibrated model fits 1.12 ms of DRAM
+order does not explain them. Measured, they are the host's state: five training steps timed again on 2026-12-05
+with the host's own issue time beside them (results/h200/2026-12-05/train-issue, measure/models/host_issue.py)
+each took max(issue time, kernels busy) within 2-6 % (Mamba-2 130M, whose host slowed and sped within the record,
+16 % under), while the same steps' times moved with their host between sessions (Mamba 130M 135.5 ms per step on
+2026-12-03, 86.4 ms on 2026-12-05 at the same 85 ms of kernels; Transformer++ 48.8 and 42.5 ms; Qwen2.5-0.5B 132.5
+and 88.4 ms): host and device overlap as this composition has them, and what misses is the host term, taken from
+records of other moments' host states (its estimate 0.49-1.24x of the measured issue times). The achievable device
+time can sit under the host time where the device actually binds: mamba-ssm's chunked SSD at B = 4, L = 32768 on
+the H200 plans 0.71 ms of device time per call against 0.84 ms of host, but the calibrated model fits 1.12 ms of DRAM
 time per call (the group's DRAM efficiency 0.62; the profiled kernels took 2.0 ms), and scaling its
 1.80 ms by 0.71 / 0.84 took 16 % of a device-bound call away. And where the isolated calls of a group were
 host-bound at the model's shapes, the share rule scaled the calibrated host time by the achievable estimate's
