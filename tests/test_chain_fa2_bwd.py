@@ -5,6 +5,7 @@ shared-memory bandwidth is told, and the step against the ncu profile of the ker
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -69,8 +70,8 @@ def test_forward_backward_links_and_label():
     spec = get_spec("h200-sxm")
     e = estimate(Cost(tensor={"bf16": 1.0}, launches=1), spec, chain=c)
     t = AchievableTable.of([spec])
-    alone = [float(ch.chain_time(link.__class__(**{**link.__dict__, "then": None}), t.sm_count,
-                                 chain_step_time(link, t))[0]) for link in c.links]
+    alone = [float(ch.chain_time(dataclasses.replace(link, then=None), t.sm_count, chain_step_time(link, t))[0])
+             for link in c.links]
     assert e.chain_s == pytest.approx(sum(alone), rel=1e-9)
     assert alone[1] > alone[0] and e.bottleneck == "tensor"  # the backward's link is the longer: its label
     for backend in ("torch.sdpa.cudnn", "torch.sdpa.efficient"):
