@@ -393,15 +393,17 @@ def chain_time(chain: Chain, sm_count, step_s):
 def tile_step_time(chain: Chain, sm_count, rate_tensor, rate_vector, rate_sfu, smem_bw=np.nan):
     """The TILE_LOOP step time: one step's work at the CTA's share of an SM's engines, and its shared-memory
     bytes at its share of the SM's shared-memory bandwidth (``Chain.smem_bytes``), the phases one after
-    another (module docstring); arguments may be arrays (one per spec); NaN where a rate the step needs is
-    unknown."""
+    another (module docstring); arguments may be arrays (one per spec); NaN where an engine rate the step needs
+    is unknown. An unknown shared-memory bandwidth adds nothing (the estimate names the key as not modelled):
+    the step keeps its engines' time."""
     tf, vf, sf = chain.step_work
     per_sm = np.asarray(sm_count, dtype=float) * chain.programs_per_sm  # rate / SMs / programs per SM
 
     def t(work, rate):
         return 0.0 if work == 0 else work * per_sm / np.asarray(rate, dtype=float)
 
-    return t(tf, rate_tensor) + t(vf, rate_vector) + t(sf, rate_sfu) + t(chain.smem_bytes, smem_bw)
+    smem = t(chain.smem_bytes, smem_bw)
+    return t(tf, rate_tensor) + t(vf, rate_vector) + t(sf, rate_sfu) + np.where(np.isnan(smem), 0.0, smem)
 
 
 def row_step_time(chain: Chain, sm_count, dram_bw, dram_latency):

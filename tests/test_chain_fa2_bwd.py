@@ -17,6 +17,7 @@ from ssmbench.analytic.achievable import AchievableTable, chain_step_time, estim
 from ssmbench.analytic.cost import Cost
 from ssmbench.analytic.roofline import TENSOR_DTYPES
 from ssmbench.hwspecs import get_spec
+from ssmbench.hwspecs.schema import Spec
 
 CAUSAL = fa.fa2_bwd_chain(True)
 FULL = fa.fa2_bwd_chain(False)
@@ -83,6 +84,16 @@ def test_a_spec_without_the_shared_memory_bandwidth_says_so():
     spec = get_spec("mi300x")  # the LDS bandwidth is not in its sources
     bwd = estimate(Cost(tensor={"bf16": 1.0}, launches=1), spec, chain=CAUSAL(d, "bwd"))
     assert ch.SMEM_BANDWIDTH_KEY in bwd.not_modelled
+    # the H200 without the bandwidth: the step keeps its engines' time (the chain stays, without the delivery)
+    data = get_spec("h200-sxm").model_dump(mode="python", exclude_none=True)
+    data["memory"]["shared"]["bandwidth"] = {"unknown": "left out for the test"}
+    no_smem = Spec.model_validate({**data, "id": "h200-no-shared-bandwidth"})
+    cost = Cost(tensor={"bf16": 1.0}, launches=1)
+    blind = estimate(cost, no_smem, chain=CAUSAL(d, "bwd"))
+    engines_only = estimate(cost, get_spec("h200-sxm"), chain=dataclasses.replace(CAUSAL(d, "bwd"), smem_bytes=0.0))
+    assert ch.SMEM_BANDWIDTH_KEY in blind.not_modelled
+    assert blind.chain_s == pytest.approx(engines_only.chain_s) and 0 < blind.chain_s < estimate(
+        cost, get_spec("h200-sxm"), chain=CAUSAL(d, "bwd")).chain_s
     fwd = estimate(Cost(tensor={"bf16": 1.0}, launches=1), spec, chain=fa.fa2_fwd_chain(True)(d, "fwd"))
     assert ch.SMEM_BANDWIDTH_KEY not in fwd.not_modelled
 
