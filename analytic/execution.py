@@ -467,17 +467,27 @@ def kernel_path(op: str, impl: str, dims: Mapping[str, int], mode: str, backend:
     return SPLIT_KV if c is not None and bool(splits_key_loop(c, sm_count)) else ""
 
 
-def call_backward_launches(op: str, impl: str, dims: Mapping[str, int], dtype: str, mode: str) -> float:
+def call_backward_launches(op: str, impl: str, dims: Mapping[str, int], dtype: str, mode: str,
+                           fwdbwd: Cost | None = None) -> float:
     """Kernel launches of the backward of one ``fwdbwd`` call of ``op``/``impl``: its launches in ``fwdbwd`` less
     its launches in ``fwd`` (0 in any other mode), as ``workloads/train_host.backward_launches`` counts a train
-    step's; 0 for composites, whose calls are counted one by one where they are composed."""
+    step's; 0 for composites, whose calls are counted one by one where they are composed. ``fwdbwd``: the call's
+    cost in that mode where the caller has it (not computed again)."""
     if mode != "fwdbwd" or is_composite(op):
         return 0.0
     from .registry import cost as analytic_cost
 
-    both = analytic_cost(op, dict(dims), impl=impl, mode="fwdbwd", dtype=dtype)
+    both = fwdbwd if fwdbwd is not None else analytic_cost(op, dict(dims), impl=impl, mode="fwdbwd", dtype=dtype)
     fwd = analytic_cost(op, dict(dims), impl=impl, mode="fwd", dtype=dtype)
     return max(float(both.launches) - float(fwd.launches), 0.0)
+
+
+def measured_call(cost: Cost, backend: str | None, op: str, impl: str, dims: Mapping[str, int], dtype: str,
+                  mode: str, launch: str = "eager") -> Cost:
+    """``cost`` (of ``op``/``impl`` in ``mode``) as one measured call (``as_measured``), a forward-backward call
+    timed eagerly paying its backward kernels' per-launch host cost (``call_backward_launches``)."""
+    bwd = call_backward_launches(op, impl, dims, dtype, mode, cost) if mode == "fwdbwd" and launch == "eager" else None
+    return as_measured(cost, backend, mode, op, impl, bwd_launches=bwd)
 
 
 def as_measured(cost: Cost, backend: str | None, mode: str | None = None, op: str | None = None,

@@ -50,10 +50,8 @@ def composed(spec, op: str, impl: str, dims: Mapping[str, int], dtype: str, mode
     table = achievable.AchievableTable.of([spec], prefer)
     parts = []
     for p_op, p_impl, p_dims in parts_of(op, impl, dims):
-        bwd = (execution.call_backward_launches(p_op, p_impl, p_dims, dtype, mode)
-               if mode == "fwdbwd" and launch == "eager" else None)
-        c = execution.as_measured(analytic_cost(p_op, p_dims, impl=p_impl, mode=mode, dtype=dtype), None, mode,
-                                  p_op, p_impl, bwd_launches=bwd)
+        c = execution.measured_call(analytic_cost(p_op, p_dims, impl=p_impl, mode=mode, dtype=dtype), None, p_op,
+                                    p_impl, p_dims, dtype, mode, launch)
         parts.append(execution.estimate_call(c, spec, p_op, p_impl, p_dims, dtype, mode, launch=launch,
                                              prefer=prefer).to_dict())
     host = sum(p["host_s"] for p in parts)

@@ -122,9 +122,7 @@ def resource_bounds(spec: Spec, op: str, impl: str, dims: Mapping[str, int], dty
     proj = roofline.project(c, spec, prefer=prefer, launch=launch, bytes_basis="executed")
     sheet = roofline.project(c, spec, prefer="datasheet", launch=launch, bytes_basis="executed")
     # a forward-backward call timed eagerly records and frees its graph as a train step does (as_measured)
-    bwd = (execution.call_backward_launches(op, impl, dims, dtype, mode)
-           if mode == "fwdbwd" and launch == "eager" else None)
-    measured_cost = execution.as_measured(c, backend, mode, op, impl, bwd_launches=bwd)
+    measured_cost = execution.measured_call(c, backend, op, impl, dims, dtype, mode, launch)
     ach = execution.estimate_call(measured_cost, spec, op, impl, dims, dtype, mode, backend, launch=launch)
     times = {b.resource: float(b.time_s) for b in proj.bounds if b.time_s is not None and b.time_s > 0}
     unknown = tuple(b.resource for b in proj.bounds if b.time_s is None)
