@@ -136,13 +136,12 @@ def _records(paths: Iterable[Path]) -> list[dict[str, Any]]:
 def _latest(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per key, the latest record by start time; a ``skipped`` record (the run's deadline came before the step
     ran: nothing was measured) stands only where the key has no other record."""
+    def rank(r: dict[str, Any]) -> tuple[bool, str]:
+        return r.get("status") != "skipped", str(r.get("started_utc") or "")
+
     best: dict[str, dict[str, Any]] = {}
-    for r in records:
-        old = best.get(r["key"])
-        later = old is None or str(r.get("started_utc") or "") >= str(old.get("started_utc") or "")
-        if old is None or (old.get("status") == "skipped") != (r.get("status") == "skipped"):
-            later = old is None or old.get("status") == "skipped"
-        if later:
+    for r in records:  # in file order: of two equal ranks the later file's record stands
+        if r["key"] not in best or rank(r) >= rank(best[r["key"]]):
             best[r["key"]] = r
     return best
 

@@ -75,7 +75,6 @@ def _measure(case: Case, built, suite, device, nv, idle_w, record: dict) -> None
         record["time_s"], record["timing"] = stats, t.settings
         if case.runtime != "cuda-graph":  # the host's own issue time of a step (a replay is one launch)
             record["host_issue"] = host_issue(call, lambda: torch.cuda.synchronize(device))
-        if case.runtime != "cuda-graph":
             record["module_calls"] = steps.count_module_calls(call)
         if nv is not None:
             before = nv.state()
