@@ -34,12 +34,17 @@ CONVFB=results/h200/2026-12-05/conv-fwdbwd  # causal-conv1d's forward-backward c
 NORMG=results/h200/2026-12-05/norm-graph  # the Triton norms' forward-backward as CUDA-graph replays
 FILLG=results/h200/2026-12-05/kernel-audit-fill  # small groups filled to six shapes; the audited kernels again
 DTYPES=results/h200/2026-12-05/eager-dtypes-mamba3-fill  # eager softmax and norms in fp16 / fp32; the Mamba-3 block's training step at five more shapes
+# every folder above for the time calibration and the gap report; the energy fit reads all but calibration-torchref
+RESULTS=("$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$MORE/call2" "$PAIRS" "$FA3" "$FILL" "$RECHECK" "$GATE"
+         "$SSDG" "$VIM" "$CONV" "$NORM" "$CONVFB" "$NORMG" "$FILLG" "$DTYPES")
+ENERGY_RESULTS=()
+for d in "${RESULTS[@]}"; do [ "$d" = "$IN/calibration-torchref" ] || ENERGY_RESULTS+=("$d"); done
 OUT=$IN/calibration
 mkdir -p "$OUT"
-ssmbench calibrate --results "$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$MORE/call2" "$PAIRS" "$FA3" "$FILL" "$RECHECK" "$GATE" "$SSDG" "$VIM" "$CONV" "$NORM" "$CONVFB" "$NORMG" "$FILLG" "$DTYPES" --hw h200-sxm --out "$OUT/profile.json" --force
-ssmbench gap --results "$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$MORE/call2" "$PAIRS" "$FA3" "$FILL" "$RECHECK" "$GATE" "$SSDG" "$VIM" "$CONV" "$NORM" "$CONVFB" "$NORMG" "$FILLG" "$DTYPES" --hw h200-sxm --calibration "$OUT/profile.json" \
+ssmbench calibrate --results "${RESULTS[@]}" --hw h200-sxm --out "$OUT/profile.json" --force
+ssmbench gap --results "${RESULTS[@]}" --hw h200-sxm --calibration "$OUT/profile.json" \
     --format md --out "$OUT/gap.md" --plot "$OUT/gap.png" --energy-plot "$OUT/energy.png"
-ssmbench gap --results "$IN/default" "$IN/calibration-torchref" "$MORE/call1" "$MORE/call2" "$PAIRS" "$FA3" "$FILL" "$RECHECK" "$GATE" "$SSDG" "$VIM" "$CONV" "$NORM" "$CONVFB" "$NORMG" "$FILLG" "$DTYPES" --hw h200-sxm --calibration "$OUT/profile.json" \
+ssmbench gap --results "${RESULTS[@]}" --hw h200-sxm --calibration "$OUT/profile.json" \
     --format json --out "$OUT/gap.json"
-ssmbench energy-fit --results "$IN/default" "$MORE/call1" "$MORE/call2" "$PAIRS" "$FA3" "$FILL" "$RECHECK" "$GATE" "$SSDG" "$VIM" "$CONV" "$NORM" "$CONVFB" "$NORMG" "$FILLG" "$DTYPES" --hw h200-sxm --out "$OUT/energy-fit.json" --force > /dev/null
+ssmbench energy-fit --results "${ENERGY_RESULTS[@]}" --hw h200-sxm --out "$OUT/energy-fit.json" --force > /dev/null
 rm -f "$OUT/energy-fit.yaml"  # the measured: fragment that energy-fit wrote before it wrote a profile
