@@ -133,5 +133,5 @@ def test_a_step_names_only_the_class_rates_its_mma_sync_kernels_use():
 
     mamba = predict("mamba2-2.7b", hw="h200-sxm", phase="prefill", batch=1, seqlen=4096).to_dict()["total"]["achievable"]
     assert not any(k.startswith("compute.tensor_mma_sync.") for k in mamba["not_modelled"])
-    llama = predict("llama-3-8b", hw="h100-sxm", phase="prefill", batch=1, seqlen=8192).to_dict()["total"]["achievable"]
+    llama = predict("llama-3-8b", hw="h100-pcie", phase="prefill", batch=1, seqlen=8192).to_dict()["total"]["achievable"]
     assert [k for k in llama["not_modelled"] if k.startswith("compute.tensor_mma_sync.")] == ["compute.tensor_mma_sync.bf16"]

@@ -94,7 +94,9 @@ def test_gpus_without_a_value_say_why():
     assert SPECS["rtx-4090"].compute.tensor["fp8"].unknown
     for spec in SPECS.values():
         if not spec.hypothetical:
-            assert spec.launch.kernel.si is None, "launch overheads of real devices come from measurement"
+            # launch overheads of real devices come from measurement: their own, or a same-die device's taken over
+            k = spec.launch.kernel
+            assert k.si is None or (spec.sources[k.source].tag == "D" and "measured" in spec.sources[k.source].title), spec.id
 
 
 def test_mi300x_memory_levels():
@@ -149,3 +151,25 @@ def test_value_kind_reads_the_schema():
     for bad in ("compute", "compute.tensor", "compute.sm_count.x", "memory.dram.scope", "interconnect.x.bandwidth", "id"):
         with pytest.raises(ValueError, match="is not a spec value path"):
             value_kind(bad)
+
+
+# The H100 SXM takes the H200 SXM's attained per-kernel parameters over by the rules its sources state:
+# unchanged (same GH100 die, SM count and clock; same host stack), and a software DRAM path's rate scaled by
+# the datasheet DRAM bandwidths (it keeps its fraction of the memory system).
+H100_DRAM_SCALE = 3.35 / 4.8
+
+
+def test_h100_derived_values_follow_the_h200_measurements():
+    h100, h200 = SPECS["h100-sxm"], SPECS["h200-sxm"]
+    derived = {key: d for key, d in h100.data() if d.source in ("derived-h200-achievable", "derived-h200-dram-paths")}
+    assert len(derived) >= 40
+    for key, d in derived.items():
+        base = ceiling(h200, key)
+        assert base.origin == "measured", key
+        scale = H100_DRAM_SCALE if d.source == "derived-h200-dram-paths" else 1.0
+        assert d.source != "derived-h200-dram-paths" or key.startswith("memory.dram.path."), key
+        assert d.si == pytest.approx(base.value * scale, rel=5e-4), key
+        assert ceiling(h100, key).origin == "derived", key
+    # what the H100 has a datasheet value for stays the datasheet's: its probe measures the rest
+    for key in ("memory.dram.bandwidth", "compute.tensor.bf16", "memory.l2.capacity"):
+        assert key not in derived and ceiling(h100, key, prefer="datasheet").origin == "datasheet"
