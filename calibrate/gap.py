@@ -194,10 +194,13 @@ def _family_rows(rows: list[dict], groups: list[dict]) -> list[dict]:
 
 def _overall(rows: list[dict]) -> dict[str, Any]:
     """Held-out errors over every group: of the groups calibrated on their own, of the pooled ones,
-    and of both, against TARGET_ALL (printed, not enforced)."""
+    and of both, against TARGET_ALL (printed, not enforced); and ``validation``: the cases of results the
+    profile was not fitted on (another session's, or another device's under a transferred profile), each
+    predicted by the whole profile."""
     cv = [r for r in rows if r["error_kind"] and r["error_kind"].startswith("cross")]
+    val = [r for r in rows if r["error_kind"] and r["error_kind"].startswith("validation")]
     parts = {"calibrated": [r for r in cv if r["group_status"] == "calibrated"],
-             "pooled": [r for r in cv if r["group_status"] == "pooled"], "all": cv}
+             "pooled": [r for r in cv if r["group_status"] == "pooled"], "all": cv, "validation": val}
     out: dict[str, Any] = {k: _stats([r["heldout_ape_pct"] for r in rs], [r["covered"] for r in rs])
                            for k, rs in parts.items()}
     out["n_cases"] = len(rows)

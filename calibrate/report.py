@@ -101,6 +101,11 @@ def _overall_md(o: dict[str, Any] | None, level: int) -> list[str]:
                     [[k, o[k]["n"], pct(o[k]["median_ape_pct"]), pct(o[k]["p90_ape_pct"]),
                       pct(None if o[k]["coverage"] is None else 100 * o[k]["coverage"], 0)]
                      for k in ("calibrated", "pooled", "all")])
+    v = o.get("validation")
+    if v and v["n"]:
+        lines += ["", f"Validation (results the profile was not fitted on; a profile of another spec is *transferred*): "
+                      f"{v['n']} cases, |err| median {pct(v['median_ape_pct'])}, p90 {pct(v['p90_ape_pct'])}, "
+                      f"coverage {pct(100 * v['coverage'], 0)}."]
     return lines
 
 

@@ -3,8 +3,7 @@ target device (the H100), each against the achievable estimate on its own spec.
 
 Usage:
   python scripts/transfer_check.py --predict-suite SUITE --base DIR [DIR ...] [--json OUT]
-  python scripts/transfer_check.py --target DIR [DIR ...] --base DIR [DIR ...] [--prefer measured|datasheet]
-                                   [--json OUT]
+  python scripts/transfer_check.py --target DIR [DIR ...] --base DIR [DIR ...] [--without-probe] [--json OUT]
 Options: --target-hw SPEC (default h100-sxm), --base-hw SPEC (default h200-sxm).
 
 ``--predict-suite``: before a run, the target spec's achievable estimate of every case of the suite (the
@@ -18,10 +17,10 @@ events), the achievable estimate on the target spec (``calibrate.join``, as the 
 same case on the base device (measured, and estimated on the base spec with that record's timing). Per
 family and over all cases: the median |estimate / measured - 1| on the target, the same on the base for the
 same cases, and the error of the predicted speed ratio, (estimate_t / estimate_b) / (measured_t / measured_b)
-- 1, which leaves out what both devices share (a wrong rule of a kernel errs alike on both). ``--prefer
-datasheet`` takes the target spec without its ``measured:`` entries (its probe's ceilings): the estimate as
-it was before the device was measured. Every number is an analytic estimate or a measurement, labelled so;
-nothing is fitted.
+- 1, which leaves out what both devices share (a wrong rule of a kernel errs alike on both).
+``--without-probe`` takes the target spec without its ``measured:`` entries (its probe's ceilings): its
+datasheet and the values it derives from the base device, the estimate an architect makes before owning the
+device. Every number is an analytic estimate or a measurement, labelled so; nothing is fitted.
 """
 
 from __future__ import annotations
@@ -55,10 +54,10 @@ def _base_records(dirs: list[str], base_spec):
     return out
 
 
-def _estimate(spec, case, timing: dict, prefer: str, launch: str) -> float:
+def _estimate(spec, case, timing: dict, launch: str) -> float:
     from ssmbench.calibrate.join import resource_bounds
 
-    b = resource_bounds(spec, case.op, case.impl, case.dims, case.dtype, case.mode, prefer, case.backend,
+    b = resource_bounds(spec, case.op, case.impl, case.dims, case.dtype, case.mode, "measured", case.backend,
                         launch, timing)
     return b.achievable_s
 
@@ -68,25 +67,25 @@ def _label(case) -> str:
     return f"{case.op} {case.backend} {case.dtype} {case.mode} {dims}"
 
 
-def predict_suite(suite_name: str, base_dirs: list[str], target_spec, base_spec, prefer: str) -> list[dict]:
+def predict_suite(suite_name: str, base_dirs: list[str], target_spec, base_spec) -> list[dict]:
     from ssmbench.hwspecs.ceilings import ceiling
     from ssmbench.measure.results import launch_regime
     from ssmbench.measure.suite import load_suite
 
     suite = load_suite(suite_name)
     base = _base_records(base_dirs, base_spec) if base_dirs else {}
-    l2 = ceiling(target_spec, "memory.l2.capacity", prefer).value
+    l2 = ceiling(target_spec, "memory.l2.capacity").value
     rows = []
     for sc in suite.cases:
         c = sc.case
         timing = {"flush_l2": True, "flush_bytes": 2 * float(l2), "cuda_graph": bool(sc.timing.get("cuda_graph"))}
         launch = launch_regime({"op": c.op, "backend": c.backend, "mode": c.mode, "timing": timing})
         row = {"key": c.key(), "case": _label(c), "family": _family(c.op), "target_estimate_s": _estimate(
-            target_spec, c, timing, prefer, launch)}
+            target_spec, c, timing, launch)}
         rec = base.get(c.key())
         if rec is not None:
             row["base_measured_s"] = float(rec.time_s["median"])
-            row["base_estimate_s"] = _estimate(base_spec, c, rec.raw.get("timing") or {}, "measured", rec.launch)
+            row["base_estimate_s"] = _estimate(base_spec, c, rec.raw.get("timing") or {}, rec.launch)
         rows.append(row)
     return rows
 
@@ -97,11 +96,20 @@ def _family(op: str) -> str:
     return case_family(op)
 
 
-def check(target_dirs: list[str], base_dirs: list[str], target_spec, base_spec, prefer: str) -> list[dict]:
+def without_probe(spec):
+    """``spec`` without its measured entries: its datasheet values and those it derives from another device."""
+    from ssmbench.hwspecs.schema import Spec
+
+    data = spec.model_dump(mode="python", exclude_none=True)
+    data["measured"] = []
+    return Spec.model_validate(data)
+
+
+def check(target_dirs: list[str], base_dirs: list[str], target_spec, base_spec) -> list[dict]:
     from ssmbench.calibrate.join import join
     from ssmbench.measure.results import read_dir
 
-    joined = join([f for d in target_dirs for f in read_dir(d)], target_spec, prefer=prefer)
+    joined = join([f for d in target_dirs for f in read_dir(d)], target_spec)
     base = _base_records(base_dirs, base_spec)
     rows = []
     for jc in joined.cases:
@@ -112,8 +120,7 @@ def check(target_dirs: list[str], base_dirs: list[str], target_spec, base_spec, 
         rec = base.get(jc.key)
         if rec is not None:
             row["base_measured_s"] = float(rec.time_s["median"])
-            row["base_estimate_s"] = _estimate(base_spec, rec.case, rec.raw.get("timing") or {}, "measured",
-                                               rec.launch)
+            row["base_estimate_s"] = _estimate(base_spec, rec.case, rec.raw.get("timing") or {}, rec.launch)
         rows.append(row)
     return rows
 
@@ -200,8 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--base", nargs="+", metavar="DIR", default=[], help="result folders measured on the base device")
     ap.add_argument("--target-hw", default="h100-sxm", help="the target device's spec (default h100-sxm)")
     ap.add_argument("--base-hw", default="h200-sxm", help="the base device's spec (default h200-sxm)")
-    ap.add_argument("--prefer", choices=("measured", "datasheet"), default="measured",
-                    help="the target spec's ceilings: with its measured entries (default) or without them")
+    ap.add_argument("--without-probe", action="store_true",
+                    help="the target spec without its measured entries (datasheet and derived values only)")
     ap.add_argument("--json", metavar="OUT", help="also write the rows and the summary as JSON here")
     args = ap.parse_args(argv)
 
@@ -217,17 +224,19 @@ def main(argv: list[str] | None = None) -> int:
             if not Path(d).is_dir():
                 raise UserError(f"{d}: no such result folder; expected a folder of measure result files")
         target, base = get_spec(args.target_hw), get_spec(args.base_hw)
+        if args.without_probe:
+            target = without_probe(target)
         if args.predict_suite:
-            rows = predict_suite(args.predict_suite, args.base, target, base, args.prefer)
+            rows = predict_suite(args.predict_suite, args.base, target, base)
             _print_predictions(rows, target.id, base.id)
             doc = {"kind": "transfer_prediction", "suite": args.predict_suite, "target_hw": target.id,
-                   "base_hw": base.id, "prefer": args.prefer, "rows": rows}
+                   "base_hw": base.id, "without_probe": args.without_probe, "rows": rows}
         else:
-            rows = check(args.target, args.base, target, base, args.prefer)
+            rows = check(args.target, args.base, target, base)
             summ = summary(rows)
             _print_check(rows, summ, target.id, base.id)
-            doc = {"kind": "transfer_check", "target_hw": target.id, "base_hw": base.id, "prefer": args.prefer,
-                   "rows": rows, "summary": summ}
+            doc = {"kind": "transfer_check", "target_hw": target.id, "base_hw": base.id,
+                   "without_probe": args.without_probe, "rows": rows, "summary": summ}
     except UserError as exc:
         print(f"transfer_check: {exc}", file=sys.stderr)
         return 2

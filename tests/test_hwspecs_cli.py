@@ -51,7 +51,7 @@ def test_list_json(run_cli):
     assert rows["t4"]["values"]["compute.tensor.bf16"]["origin"] == "absent"
     assert rows["gb200"]["values"]["compute.special_function"]["origin"] == "unknown"
     assert rows["pim-hbm"]["values"]["memory.dram.bandwidth"]["origin"] == "design assumption"
-    assert rows["h100-sxm"]["values"]["compute.special_function"]["origin"] == "derived"
+    assert rows["h100-sxm"]["values"]["compute.special_function"]["origin"] == "measured"
 
 
 def test_list_prefer_datasheet(run_cli):
@@ -137,7 +137,7 @@ def test_diff_lists_only_real_differences(run_cli):
     from ssmbench.hwspecs import get_spec
 
     derived = {k for k, d in get_spec("h100-sxm").data()
-               if d.source in ("derived-h200-achievable", "derived-h200-dram-paths")}
+               if d.source in ("derived-h200-achievable", "derived-h200-paths")}
     assert {d["key"] for d in data["differences"]} == {
         "memory.dram.capacity", "memory.dram.bandwidth", "interconnect.1.bandwidth"} | energy | derived | {
         "energy.path_power"}
@@ -194,7 +194,8 @@ def test_diff_prefer_measured_compares_attained_ceilings(run_cli):
     _, out, _ = run_cli("specs", "diff", "h100-sxm", "h200-sxm", "--json", "--prefer", "measured")
     diffs = {d["key"]: d for d in json.loads(out)["differences"]}
     assert diffs["compute.tensor.bf16"]["b"]["origin"] == "measured"
-    assert diffs["compute.tensor.bf16"]["ratio_b_over_a"] == pytest.approx(787 / 989.4)
+    assert diffs["compute.tensor.bf16"]["a"]["origin"] == "measured"
+    assert diffs["compute.tensor.bf16"]["ratio_b_over_a"] == pytest.approx(787 / 780.8)
     assert diffs["power.idle"]["a"]["origin"] == "unknown" and diffs["power.idle"]["ratio_b_over_a"] is None
 
 

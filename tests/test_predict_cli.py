@@ -287,11 +287,11 @@ def test_decode_reports_the_largest_batch_in_device_memory(run, monkeypatch):
 # one flag vocabulary; several specs or models side by side ---------------------------------------------
 
 def test_predict_several_specs_side_by_side(run, monkeypatch):
-    code, out, _ = run("predict", "--hw", "h200-sxm,h100-sxm", "--seqlen", "1024", "--json")
+    code, out, _ = run("predict", "--hw", "h200-sxm,a100-80gb-sxm", "--seqlen", "1024", "--json")
     rs = json.loads(out)
-    assert code == 0 and [r["spec"]["id"] for r in rs] == ["h200-sxm", "h100-sxm"]
-    # h100-sxm has no measured values: both specs on datasheet ceilings
-    assert {r["spec"]["prefer"] for r in rs} == {"datasheet"} and "h100-sxm has no measured" in rs[0]["spec"]["ceilings_rule"]
+    assert code == 0 and [r["spec"]["id"] for r in rs] == ["h200-sxm", "a100-80gb-sxm"]
+    # a100-80gb-sxm has no measured values: both specs on datasheet ceilings
+    assert {r["spec"]["prefer"] for r in rs} == {"datasheet"} and "a100-80gb-sxm has no measured" in rs[0]["spec"]["ceilings_rule"]
     monkeypatch.setenv("COLUMNS", "400")
     code, out, _ = run("predict", "--models", "mamba-130m,qwen2.5-0.5b", "--seqlen", "1024")
     assert code == 0 and out.count("Totals side by side") == 1 and "Per op" not in out
@@ -315,10 +315,10 @@ def test_flag_spellings_across_commands(run, tmp_path):
 
 
 def test_sweep_across_specs_uses_one_kind_of_ceiling(run):
-    code, out, err = run("sweep", "--models", "mamba-130m", "--hw", "h200-sxm,h100-sxm", "--phases", "prefill",
+    code, out, err = run("sweep", "--models", "mamba-130m", "--hw", "h200-sxm,a100-80gb-sxm", "--phases", "prefill",
                          "--batch", "1", "--seqlen", "1024", "--json")
     data = json.loads(out)
-    assert code == 0 and data["meta"]["prefer"] == "datasheet" and "h100-sxm has no measured" in data["meta"]["ceilings"]
+    assert code == 0 and data["meta"]["prefer"] == "datasheet" and "a100-80gb-sxm has no measured" in data["meta"]["ceilings"]
     h200 = next(r for r in data["rows"] if r["spec"] == "h200-sxm")
     cols = sweep.sweep([get_model("mamba-130m")], [get_spec("h200-sxm")], ["prefill"], [1], [1024], prefer="datasheet")
     assert h200["time_s"] == pytest.approx(cols["time_s"][0]) and h200["ceilings"] == "datasheet"
