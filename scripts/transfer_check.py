@@ -189,7 +189,7 @@ def _meta(argv: list[str] | None) -> dict:
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
                                 cwd=Path(__file__).parent).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True, check=True,
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, check=True,
                                     cwd=Path(__file__).parent).stdout.strip())
     except (OSError, subprocess.CalledProcessError):
         commit, dirty = None, None
