@@ -189,8 +189,8 @@ def _meta(argv: list[str] | None) -> dict:
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
                                 cwd=Path(__file__).parent).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, check=True,
-                                    cwd=Path(__file__).parent).stdout.strip())
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                                    text=True, check=True, cwd=Path(__file__).parent).stdout.strip())
     except (OSError, subprocess.CalledProcessError):
         commit, dirty = None, None
     return {"tool": "scripts/transfer_check.py", "command": ["python", "scripts/transfer_check.py",
