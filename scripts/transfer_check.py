@@ -13,8 +13,9 @@ where one exists) and the base spec's estimate: what the model says the target w
 it does.
 
 ``--target``: after the run, every target case with status ok: its measured time (median per call; CUDA
-events), the achievable estimate on the target spec (``calibrate.join``, as the call was timed), and the
-same case on the base device (measured, and estimated on the base spec with that record's timing). Per
+events), the achievable estimate on the target spec (``calibrate.join``, as the call was timed) and its pace
+(host-bound where that estimate's bottleneck is host/launch: those judge the host, the others the device), and
+the same case on the base device (measured, and estimated on the base spec with that record's timing). Per
 family and over all cases: the median |estimate / measured - 1| on the target, the same on the base for the
 same cases, and the error of the predicted speed ratio, (estimate_t / estimate_b) / (measured_t / measured_b)
 - 1, which leaves out what both devices share (a wrong rule of a kernel errs alike on both).
@@ -107,6 +108,7 @@ def without_probe(spec):
 
 def check(target_dirs: list[str], base_dirs: list[str], target_spec, base_spec) -> list[dict]:
     from ssmbench.calibrate.join import join
+    from ssmbench.calibrate.pace import pace_of
     from ssmbench.measure.results import read_dir
 
     joined = join([f for d in target_dirs for f in read_dir(d)], target_spec)
@@ -115,7 +117,7 @@ def check(target_dirs: list[str], base_dirs: list[str], target_spec, base_spec) 
     for jc in joined.cases:
         row = {"key": jc.key, "case": f"{jc.op} {jc.backend} {jc.dtype} {jc.mode} "
                                       + ",".join(f"{k}{v}" for k, v in jc.dims.items()),
-               "family": jc.family, "target_measured_s": jc.measured_s, "target_estimate_s": jc.bounds.achievable_s,
+               "family": jc.family, "pace": pace_of(jc), "target_measured_s": jc.measured_s, "target_estimate_s": jc.bounds.achievable_s,
                "target_bound_s": jc.bounds.bound_s}
         rec = base.get(jc.key)
         if rec is not None:
@@ -126,11 +128,13 @@ def check(target_dirs: list[str], base_dirs: list[str], target_spec, base_spec) 
 
 
 def summary(rows: list[dict]) -> dict:
-    """Per family and over all: n, the target's median |error| of the estimate, the base's on the cases both
-    measured, and the median |error| of the predicted speed ratio."""
+    """Per family, over the GPU- and the host-bound cases, and over all: n, the target's median |error| of the
+    estimate, the base's on the cases both measured, and the median |error| of the predicted speed ratio."""
     groups = defaultdict(list)
     for r in rows:
         groups[r["family"]].append(r)
+    for pace in ("gpu", "host"):
+        groups[f"all, {pace}-bound"] = [r for r in rows if r.get("pace") == pace]
     groups["all"] = rows
     out = {}
     for fam, rs in groups.items():
@@ -171,14 +175,17 @@ def _print_check(rows: list[dict], summ: dict, target: str, base: str) -> None:
         print(f"{r['case'][:70]:<70} {r['target_measured_s'] * 1e6:10.1f} {r['target_estimate_s'] * 1e6:10.1f}"
               f" {r['target_estimate_s'] / r['target_measured_s']:8.2f}{extra}")
     print()
-    print(f"{'family':<16} {'n':>4} {'both':>5} {target + ' |err| med':>20} {'p90':>6} {base + ' |err| med':>20}"
+    print(f"{'family':<18} {'n':>4} {'both':>5} {target + ' |err| med':>20} {'p90':>6} {base + ' |err| med':>20}"
           f" {'ratio |err| med':>16} {'meas t/b':>9}")
-    for fam in sorted(summ, key=lambda f: (f == "all", f)):
+    for fam in sorted(summ, key=lambda f: (f.startswith("all"), f)):
+        if not summ[fam]["n"]:
+            continue
         s = summ[fam]
-        print(f"{fam:<16} {s['n']:4d} {s['n_both']:5d} {s['target_median_ape_pct']:19.1f}% {s['target_p90_ape_pct']:5.1f}%"
+        print(f"{fam:<18} {s['n']:4d} {s['n_both']:5d} {s['target_median_ape_pct']:19.1f}% {s['target_p90_ape_pct']:5.1f}%"
               f" {s['base_median_ape_pct']:19.1f}% {s['ratio_median_ape_pct']:15.1f}% {s['measured_ratio_median']:9.2f}")
     print("|err|: |achievable estimate / measurement - 1| (analytic estimate vs CUDA-event medians); ratio: the "
-          f"predicted {target}/{base} time ratio against the measured one")
+          f"predicted {target}/{base} time ratio against the measured one; host-bound: the target's achievable "
+          "estimate is host/launch-bound (calibrate/pace.py), GPU-bound: any other")
 
 
 def _meta(argv: list[str] | None) -> dict:
