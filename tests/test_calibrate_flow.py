@@ -167,6 +167,9 @@ def test_gap_on_results_not_used_in_the_fit_reports_validation_errors(data, prof
     gemm = next(f for f in rep["families"] if f["family"] == "gemm")
     assert gemm["cv"]["n"] == 0 and gemm["validation"]["n"] == len(LINEAR)
     assert gemm["validation"]["median_ape_pct"] < 10.0
+    # the overall section counts them too (a transferred profile's cases are all validation)
+    assert rep["overall"]["all"]["n"] == 0
+    assert rep["overall"]["validation"]["n"] == sum(f["validation"]["n"] for f in rep["families"])
 
 
 def test_calibrated_estimate_matches_truth_within_interval(data, profile_path):
