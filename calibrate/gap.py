@@ -231,11 +231,14 @@ def _by_pace(rows: list[dict], profile: Profile) -> dict[str, Any]:
             and TARGET["coverage"] <= g["coverage"] <= TARGET["coverage_max"])
         return out
 
+    val = [r for r in rows if r["error_kind"] and r["error_kind"].startswith("validation")]
     return {"rule": "host-bound: the achievable estimate's bottleneck is host/launch; GPU-bound: any other",
             "host_sessions": profile.data.get("host_sessions"), "target": TARGET,
             "all": split(cv),
             "families": [{"family": f, **split([r for r in cv if r["family"] == f])}
-                         for f in sorted({r["family"] for r in cv})]}
+                         for f in sorted({r["family"] for r in cv})],
+            # the cases of results the profile was not fitted on (a transferred profile's are all such)
+            "validation": split(val)}
 
 
 def _achievable_summary(rows: list[dict]) -> dict[str, Any]:

@@ -145,6 +145,10 @@ def _by_pace_md(bp: dict[str, Any] | None, level: int) -> list[str]:
              *cells(bp["all"]["host"])]]
     rows += [[f["family"], *cells(f["gpu"]), "yes" if f["gpu_meets_target"] else "no", *cells(f["host"])]
              for f in bp["families"]]
+    v = bp.get("validation")
+    if v and (v["gpu"]["n"] or v["host"]["n"]):
+        rows.append(["validation (not fitted on these results)", *cells(v["gpu"]),
+                     "yes" if v["gpu_meets_target"] else "no", *cells(v["host"])])
     return lines + _table(["family", "GPU-bound cases", "|err| median", "|err| p90", "coverage",
                            "GPU-bound meets target", "host-bound cases", "|err| median", "|err| p90",
                            "coverage"], rows)

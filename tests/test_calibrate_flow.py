@@ -170,6 +170,8 @@ def test_gap_on_results_not_used_in_the_fit_reports_validation_errors(data, prof
     # the overall section counts them too (a transferred profile's cases are all validation)
     assert rep["overall"]["all"]["n"] == 0
     assert rep["overall"]["validation"]["n"] == sum(f["validation"]["n"] for f in rep["families"])
+    v = rep["by_pace"]["validation"]
+    assert v["gpu"]["n"] + v["host"]["n"] == rep["overall"]["validation"]["n"]
 
 
 def test_calibrated_estimate_matches_truth_within_interval(data, profile_path):
