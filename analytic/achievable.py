@@ -87,7 +87,9 @@ Terms, for one call of an op whose kernels launch back to back (``launches`` = n
   memory.shared.bandwidth, in series with the MMAs (``chain_fa2.fa2_bwd_chain``; labelled ``tensor`` where it
   binds). Mamba-1's selective scan steps over (chunk,
   state) with the blocks resident on an SM sharing its intake of the steps' B and C rows
-  (``chain.lane_state_cta``): its chain is paced by bytes, and where it binds the label is ``l2``. The
+  (``chain.lane_state_cta``): its chain is paced by bytes, and where it binds the label is ``l2``; so is
+  the chunked SSD's chunk scan, whose programs share their SM's intake of the tiles they load from L2
+  (``chain_ssd.tile_scan_cta``, at the autotuner's recorded tile). The
   Triton norms' backward loops over rows on one program per SM, each row a few DRAM round trips and its
   bytes at the program's share of the bandwidth (``chain.ROW_LOOP``: no spec parameter beyond
   memory.dram.latency and memory.dram.bandwidth).

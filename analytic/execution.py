@@ -75,9 +75,9 @@ from .chain import (
     mamba1_scan_chain,
     mamba3_siso_chain,
     splits_key_loop,
-    ssd_state_update_chain,
 )
 from .chain_fa2 import fa2_chain
+from .chain_ssd import ssd_chunk_scan_chain, ssd_chunked_chain
 from .conventions import nbytes
 from .cost import Cost
 
@@ -288,10 +288,13 @@ TRAITS: dict[tuple[str, str], Traits] = {
     ("softmax", "torch_eager"): EAGER,
     ("cross_entropy", "fused"): EAGER,    # F.cross_entropy: log_softmax and nll_loss native kernels
     **{(op, "triton"): AUTOTUNED_SSD for op in ("ssd_chunk_cumsum", "ssd_bmm", "ssd_chunk_state",
-                                             "ssd_state_passing", "ssd_chunk_scan")},
-    # decode: selective_state_update's programs flow through the SMs' slots (chain.ssd_state_update_chain)
+                                             "ssd_state_passing")},
+    # the chunk scan's programs share their SM's intake of the tiles they load from L2 (chain_ssd.py)
+    ("ssd_chunk_scan", "triton"): dataclasses.replace(AUTOTUNED_SSD, chain=ssd_chunk_scan_chain),
+    # decode: selective_state_update's programs flow through the SMs' slots (chain.ssd_state_update_chain);
+    # forward: the chunk scan's intake (chain_ssd.ssd_chunked_chain)
     ("ssd", "chunked"): dataclasses.replace(AUTOTUNED_SSD, l2_rereads=ssd_chunked_l2_rereads,
-                                            chain=ssd_state_update_chain),
+                                            chain=ssd_chunked_chain),
     ("ssd", "quadratic"): EAGER,
     ("ssd", "recurrent"): EAGER,
 }

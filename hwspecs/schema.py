@@ -145,10 +145,13 @@ COMPUTE_PATHS = ("conv_depthwise", "softplus")
 # not a multiple of its 16-byte load (kIsVecLoad false: bounds-checked element loads), a longer step;
 # ``lane_chunk_cta_bwd`` and ``lane_chunk_cta_bwd_unaligned``, causal-conv1d's channel-first backward kernel on the
 # same lanes, one step per chunk (loads, the SiLU recomputed, exchanges, a store) and one for its closing block
-# reductions and atomics. (A norm backward's loop over rows has no spec parameter: analytic/chain.py ROW_LOOP.)
+# reductions and atomics; ``tile_scan_cta``, mamba-ssm's chunked-SSD chunk scan, one Triton program per (row block,
+# column block, batch x chunk, head) loading its C, state, CB and x tiles from L2, the programs resident on an SM
+# sharing one intake: its value is the time one SM takes to take in 1 KiB of those tiles (analytic/chain_ssd.py).
+# (A norm backward's loop over rows has no spec parameter: analytic/chain.py ROW_LOOP.)
 CHAIN_CLASSES = ("token_recurrent_warp", "chunk_recurrent_cta", "lane_chunk_cta", "state_tile_cta",
                  "lane_state_cta", "lane_state_cta_uneven", "lane_chunk_cta_unaligned",
-                 "lane_state_cta_bwd", "lane_chunk_cta_bwd", "lane_chunk_cta_bwd_unaligned")
+                 "lane_state_cta_bwd", "lane_chunk_cta_bwd", "lane_chunk_cta_bwd_unaligned", "tile_scan_cta")
 DRAM_PATHS = ("broadcast", "cast_copy", "reduction", "strided_copy", "expand_copy", "broadcast_16bit")
 
 
