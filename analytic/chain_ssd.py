@@ -47,7 +47,6 @@ from .conventions import nbytes
 # the autotuner's pick of _chunk_scan_fwd_kernel recorded on the H200 and the H100 (module docstring)
 SCAN_BLOCK_M = 32
 SCAN_BLOCK_N = 64
-SCAN_BLOCK_K = 32
 SCAN_CLASS = "tile_scan_cta"
 
 

@@ -163,13 +163,18 @@ def _bottleneck_text(row: dict) -> str:
     return f"bottleneck {ach}" + ("" if ach == bound else f" (achievable estimate; the bound's: {bound})")
 
 
+def _of_kind(rows: list[dict], kind: str) -> list[dict]:
+    """The rows whose held-out error is of ``kind``: "cross" (cross-validated within the fit) or "validation"
+    (results the profile was not fitted on)."""
+    return [r for r in rows if r["error_kind"] and r["error_kind"].startswith(kind)]
+
+
 def _family_rows(rows: list[dict], groups: list[dict]) -> list[dict]:
     out = []
     for fam in sorted({r["family"] for r in rows}):
         fr = [r for r in rows if r["family"] == fam]
         fg = [g for g in groups if g["key"]["family"] == fam]
-        cv = [r for r in fr if r["error_kind"] and r["error_kind"].startswith("cross")]
-        val = [r for r in fr if r["error_kind"] and r["error_kind"].startswith("validation")]
+        cv, val = _of_kind(fr, "cross"), _of_kind(fr, "validation")
         cv_stats = _stats([r["heldout_ape_pct"] for r in cv], [r["covered"] for r in cv])
         own = [r for r in cv if r["group_status"] == "calibrated"]
         pooled = [r for r in cv if r["group_status"] == "pooled"]
@@ -197,8 +202,7 @@ def _overall(rows: list[dict]) -> dict[str, Any]:
     and of both, against TARGET_ALL (printed, not enforced); and ``validation``: the cases of results the
     profile was not fitted on (another session's, or another device's under a transferred profile), each
     predicted by the whole profile."""
-    cv = [r for r in rows if r["error_kind"] and r["error_kind"].startswith("cross")]
-    val = [r for r in rows if r["error_kind"] and r["error_kind"].startswith("validation")]
+    cv, val = _of_kind(rows, "cross"), _of_kind(rows, "validation")
     parts = {"calibrated": [r for r in cv if r["group_status"] == "calibrated"],
              "pooled": [r for r in cv if r["group_status"] == "pooled"], "all": cv, "validation": val}
     out: dict[str, Any] = {k: _stats([r["heldout_ape_pct"] for r in rs], [r["covered"] for r in rs])
@@ -217,7 +221,7 @@ def _by_pace(rows: list[dict], profile: Profile) -> dict[str, Any]:
     profile's ``host_sessions``: log sd of a host-bound case's time between sessions) by far more than
     the GPU-bound times do; that spread is a floor no model of the host can beat on these measurements,
     while the GPU-bound cases judge the model of the device. Per family, against TARGET."""
-    cv = [r for r in rows if r["error_kind"] and r["error_kind"].startswith("cross")]
+    cv = _of_kind(rows, "cross")
 
     def split(rs: list[dict]) -> dict[str, Any]:
         out = {}
@@ -231,7 +235,7 @@ def _by_pace(rows: list[dict], profile: Profile) -> dict[str, Any]:
             and TARGET["coverage"] <= g["coverage"] <= TARGET["coverage_max"])
         return out
 
-    val = [r for r in rows if r["error_kind"] and r["error_kind"].startswith("validation")]
+    val = _of_kind(rows, "validation")
     return {"rule": "host-bound: the achievable estimate's bottleneck is host/launch; GPU-bound: any other",
             "host_sessions": profile.data.get("host_sessions"), "target": TARGET,
             "all": split(cv),

@@ -64,8 +64,10 @@ def _estimate(spec, case, timing: dict, launch: str) -> float:
 
 
 def _label(case) -> str:
-    dims = ",".join(f"{k}{v}" for k, v in case.dims.items())
-    return f"{case.op} {case.backend} {case.dtype} {case.mode} {dims}"
+    """A case (or joined case) in one line: op, backend, dtype, mode and its dims."""
+    from ssmbench.calibrate.report import dims_text
+
+    return f"{case.op} {case.backend} {case.dtype} {case.mode} {dims_text(case.dims)}"
 
 
 def predict_suite(suite_name: str, base_dirs: list[str], target_spec, base_spec) -> list[dict]:
@@ -115,9 +117,8 @@ def check(target_dirs: list[str], base_dirs: list[str], target_spec, base_spec) 
     base = _base_records(base_dirs, base_spec)
     rows = []
     for jc in joined.cases:
-        row = {"key": jc.key, "case": f"{jc.op} {jc.backend} {jc.dtype} {jc.mode} "
-                                      + ",".join(f"{k}{v}" for k, v in jc.dims.items()),
-               "family": jc.family, "pace": pace_of(jc), "target_measured_s": jc.measured_s, "target_estimate_s": jc.bounds.achievable_s,
+        row = {"key": jc.key, "case": _label(jc), "family": jc.family, "pace": pace_of(jc),
+               "target_measured_s": jc.measured_s, "target_estimate_s": jc.bounds.achievable_s,
                "target_bound_s": jc.bounds.bound_s}
         rec = base.get(jc.key)
         if rec is not None:
@@ -181,8 +182,9 @@ def _print_check(rows: list[dict], summ: dict, target: str, base: str) -> None:
         if not summ[fam]["n"]:
             continue
         s = summ[fam]
-        print(f"{fam:<18} {s['n']:4d} {s['n_both']:5d} {s['target_median_ape_pct']:19.1f}% {s['target_p90_ape_pct']:5.1f}%"
-              f" {s['base_median_ape_pct']:19.1f}% {s['ratio_median_ape_pct']:15.1f}% {s['measured_ratio_median']:9.2f}")
+        print(f"{fam:<18} {s['n']:4d} {s['n_both']:5d} {s['target_median_ape_pct']:19.1f}%"
+              f" {s['target_p90_ape_pct']:5.1f}% {s['base_median_ape_pct']:19.1f}% {s['ratio_median_ape_pct']:15.1f}%"
+              f" {s['measured_ratio_median']:9.2f}")
     print("|err|: |achievable estimate / measurement - 1| (analytic estimate vs CUDA-event medians); ratio: the "
           f"predicted {target}/{base} time ratio against the measured one; host-bound: the target's achievable "
           "estimate is host/launch-bound (calibrate/pace.py), GPU-bound: any other")
