@@ -45,7 +45,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..errors import UserError
-from ..measure.models.kernel_map import reclassified
+from ..measure.models.kernel_map import measured_profile
 from .runtime_host import FORWARD_KEYS, HOST_BOUND_SHARE, KEYS
 from .runtime_step import device_s, replays_graph
 
@@ -134,7 +134,7 @@ def characterize_record(rec: dict, prediction: dict) -> dict[str, Any]:
     meas = float(rec["time_s"]["median"])
     pred_parts = _predicted_parts(prediction)
     # the measured parts under the current kernel table (a rule added since the run applies to it too)
-    prof = reclassified(rec.get("profile") or {})
+    prof = measured_profile(rec)
     m_parts = {k: dict(v) for k, v in (prof.get("parts") or {}).items()}
     if prof.get("unmapped", {}).get("time_s"):
         m_parts["unmapped"] = {"time_s": prof["unmapped"]["time_s"]}

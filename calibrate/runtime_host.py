@@ -80,7 +80,7 @@ from typing import Any
 from ..analytic.runtime import FORWARD_PHASES, RUNTIMES
 from ..hwspecs.schema import Spec
 from ..hwspecs.units import format_quantity, parse
-from ..measure.models.kernel_map import reclassified
+from ..measure.models.kernel_map import measured_profile
 
 HOST_BOUND_SHARE = 0.5  # GPU idle for at least half the step: the host sets the pace
 FIXED_BOUND_SHARE = 0.5  # the plan's latency class at least half the step's device time: fixed costs set it
@@ -144,8 +144,8 @@ def rows_of(records: list[dict], spec_for: Callable[[dict], Spec]) -> list[dict[
         if r["runtime"] not in MODULE_KEY and r["runtime"] != "cuda-graph":
             continue
         p = predict_record(r, spec)
-        # parts under the current kernel table (kernel_map.reclassified: a rule added since the run applies)
-        a, prof, t = p["total"]["achievable"], reclassified(r["profile"]), float(r["time_s"]["median"])
+        # parts under the current kernel table (kernel_map.measured_profile: a rule added since the run applies)
+        a, prof, t = p["total"]["achievable"], measured_profile(r), float(r["time_s"]["median"])
         row = {"key": r["key"], "model": r["model"], "runtime": r["runtime"], "phase": r["phase"], "file": r["_file"],
                "date": str(r.get("started_utc") or "")[:10], "spec": spec.id, "measured_s": t,
                "busy_s": prof["busy_s"], "host_idle_share": prof["host_idle_s"] / t,
@@ -273,7 +273,8 @@ def _path_rows(r: dict, spec: Spec) -> list[dict[str, Any]]:
 
     p = predict_record(r, spec)
     bw = float(AchievableTable.of([spec]).dram_bw[0])
-    kernels = [k for k in r["profile"]["kernels"] if STRIDED_COPY_KERNEL.search(k["name"])]
+    prof = measured_profile(r)
+    kernels = [k for k in prof["kernels"] if STRIDED_COPY_KERNEL.search(k["name"])]
     measured = sum(float(k["time_s"]) for k in kernels)
     out = []
     for impl, key in PATH_KEY.items():
@@ -284,8 +285,8 @@ def _path_rows(r: dict, spec: Spec) -> list[dict[str, Any]]:
         fixed = sum(float(o["achievable"]["gpu_s"]) - float(o["achievable"]["dram_bytes"]) / bw for o in ops)
         out.append({"key": r["key"], "model": r["model"], "runtime": r["runtime"], "phase": r["phase"],
                     "file": r["_file"], "date": str(r.get("started_utc") or "")[:10], "spec": spec.id,
-                    "measured_s": float(r["time_s"]["median"]), "busy_s": r["profile"]["busy_s"],
-                    "host_idle_share": r["profile"]["host_idle_s"] / float(r["time_s"]["median"]),
+                    "measured_s": float(r["time_s"]["median"]), "busy_s": prof["busy_s"],
+                    "host_idle_share": prof["host_idle_s"] / float(r["time_s"]["median"]),
                     "launches_measured": sum(float(k["count"]) for k in kernels),
                     "launches_plan": sum(o["launches"] for o in ops), "module_calls": r.get("module_calls"),
                     "op_calls_plan": sum(o["module_calls"] for o in ops), "plan_host_s": 0.0, "plan_gpu_s": fixed,

@@ -107,7 +107,10 @@ def _sync():
 def profile_gpu(call: Callable[[], Any], calls: int,
                 cpu: bool = False) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
     """GPU activities (kernels, memcpy, memset) over ``calls`` calls as (name, seconds) from
-    torch.profiler, and with ``cpu`` the CPU-side events (runtime API calls among them) likewise."""
+    torch.profiler, and with ``cpu`` the CPU-side events (runtime API calls among them) likewise. Range
+    annotations mirrored onto the GPU timeline (``record_function`` ranges such as torch.optim's
+    ``Optimizer.step#AdamW.step``, which kineto reports as CUDA-side events when CPU activity is collected)
+    are not activities: their spans cover kernels already listed, so they are skipped."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
@@ -120,6 +123,8 @@ def profile_gpu(call: Callable[[], Any], calls: int,
     gpu, host = [], []
     for e in prof.events():
         if e.device_type == DeviceType.CUDA:
+            if getattr(e, "is_user_annotation", False):
+                continue
             gpu.append((e.name, e.time_range.elapsed_us() * 1e-6))
         elif cpu:
             host.append((e.name, e.time_range.elapsed_us() * 1e-6))

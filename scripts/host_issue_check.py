@@ -26,10 +26,11 @@ from host_reference_check import errors, ok_records  # a sibling script, not a p
 def rows(paths: list[Path]) -> list[dict]:
     from ssmbench.calibrate.runtime_host import predict_record
     from ssmbench.hwspecs import get_spec
+    from ssmbench.measure.models.kernel_map import measured_profile
 
     spec = get_spec("h200-sxm")
     return [{"key": r["key"], "step_s": float(r["time_s"]["median"]), "issue_s": float(r["host_issue"]["issue_s"]),
-             "busy_s": float(r["profile"]["busy_s"]), "host_s": predict_record(r, spec)["total"]["achievable"]["host_s"]}
+             "busy_s": float(measured_profile(r)["busy_s"]), "host_s": predict_record(r, spec)["total"]["achievable"]["host_s"]}
             for _, r in ok_records(paths, "host_issue", "busy_s")]
 
 

@@ -38,12 +38,13 @@ def rows(paths: list[Path]) -> list[dict]:
     from ssmbench.calibrate.runtime_host import HOST_BOUND_SHARE, predict_record
     from ssmbench.hwspecs import get_spec
     from ssmbench.measure.models.host_reference import reference_s
+    from ssmbench.measure.models.kernel_map import measured_profile
 
     spec = get_spec("h200-sxm")
     out = []
     for path, r in ok_records(paths, "host_reference", "host_idle_s"):
         ref, step = r["host_reference"], float(r["time_s"]["median"])
-        if r["profile"]["host_idle_s"] / step < HOST_BOUND_SHARE:
+        if measured_profile(r)["host_idle_s"] / step < HOST_BOUND_SHARE:
             continue
         host = predict_record(r, spec)["total"]["achievable"]["host_s"]
         out.append({"key": r["key"], "file": str(path), "step_s": step, "host_s": host,

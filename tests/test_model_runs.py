@@ -94,6 +94,29 @@ def test_stored_profiles_are_reclassified_with_the_current_table():
     assert fresh["parts"]["attention"]["share"] == pytest.approx(0.9)
 
 
+def test_range_annotations_on_the_gpu_timeline_are_not_counted_as_kernel_time():
+    # a training step profiled with CPU activity: torch.optim's range is mirrored onto the GPU timeline and spans
+    # the optimizer's own kernels (results/h200/2026-12-05/train-issue, Llama-3.2-1B: 16.3 ms of 178.8 ms "busy")
+    adam = "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<FusedAdam>"
+    stored = {"busy_s": 12e-3, "launches": 3.0, "host_idle_s": 0.0,
+              "parts": {"optimizer": {"time_s": 5e-3, "share": 5 / 12, "launches": 2.0},
+                        "gemm": {"time_s": 1e-3, "share": 1 / 12, "launches": 0.0}},
+              "kernels": [{"name": "Optimizer.step#AdamW.step", "part": "unmapped", "op": None, "time_s": 6e-3,
+                           "count": 1.0},
+                          {"name": adam, "part": "optimizer", "op": "adamw", "time_s": 5e-3, "count": 2.0}],
+              "unmapped": {"time_s": 6e-3, "share": 0.5, "names": ["Optimizer.step#AdamW.step"]}}
+    assert kernel_map.is_annotation("Optimizer.step#AdamW.step") and not kernel_map.is_annotation(adam)
+    fresh = kernel_map.measured_profile({"profile": stored, "time_s": {"median": 10e-3}})
+    assert fresh["busy_s"] == pytest.approx(6e-3) and fresh["launches"] == pytest.approx(2.0)
+    assert fresh["host_idle_s"] == pytest.approx(4e-3)  # the step less the kernels, no longer clipped at zero
+    assert fresh["unmapped"]["time_s"] == pytest.approx(0.0) and fresh["unmapped"]["names"] == []
+    assert fresh["parts"]["optimizer"]["share"] == pytest.approx(5 / 6)
+    assert fresh["annotations_dropped"] == ["Optimizer.step#AdamW.step"]
+    assert stored["busy_s"] == 12e-3  # the stored record is not changed
+    # without the step, the idle time grows by the dropped span
+    assert kernel_map.reclassified(stored)["host_idle_s"] == pytest.approx(6e-3)
+
+
 def test_every_registered_op_has_a_part():
     import ssmbench.analytic  # noqa: F401  (registers every op)
     missing = [op for op in all_ops() if op not in kernel_map.PART_OF_OP]
@@ -365,3 +388,24 @@ def test_stored_runtime_probe_files_load_as_spec_fragments():
         assert {e["key"] for e in entries} == {"launch.host.hf_module", "launch.host.compiled"}
         for e in entries:
             assert ceiling(spec, e["key"]).origin == "measured"
+
+
+@pytest.mark.gpu
+def test_profiled_optimizer_step_lists_its_kernels_not_its_range():
+    # torch.optim wraps step() in a record_function range, which kineto mirrors onto the GPU timeline when CPU
+    # activity is collected: profile_gpu keeps the kernels and skips the range
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    from ssmbench.measure._probe_achievable import profile_gpu
+
+    w = torch.nn.Parameter(torch.randn(1024, 1024, device="cuda"))
+    opt = torch.optim.AdamW([w])
+
+    def step():
+        w.grad = torch.ones_like(w)
+        opt.step()
+
+    step()
+    gpu, _host = profile_gpu(step, 2, cpu=True)
+    assert gpu and not [n for n, _ in gpu if kernel_map.is_annotation(n)]

@@ -34,6 +34,10 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 UNMAPPED = "unmapped"
+# Range annotations PyTorch mirrors onto the GPU timeline (kineto's gpu_user_annotation: the span of the kernels
+# run inside a ``record_function`` range, not a kernel): torch.optim's ``Optimizer.step#AdamW.step`` /
+# ``Optimizer.zero_grad#...`` and the profiler's ``ProfilerStep#N``. A kernel's (C++) name has no '#'.
+ANNOTATION = re.compile(r"^(Optimizer\.\w+#|ProfilerStep#)")
 PARTS = ("gemm", "attention", "ssm_scan", "conv1d", "norm", "embedding", "elementwise", "loss", "optimizer",
          "memory")
 MEASURED_ONLY_PARTS = ("memory",)
@@ -138,15 +142,47 @@ def part_of_op(op: str, impl: str | None = None) -> str:
         raise KeyError(f"op {op!r} has no part in measure/models/kernel_map.py PART_OF_OP") from None
 
 
-def reclassified(profile: dict) -> dict:
+def is_annotation(name: str) -> bool:
+    """Whether a profiler row named ``name`` is a range annotation mirrored onto the GPU timeline, not a kernel
+    (``ANNOTATION``)."""
+    return bool(ANNOTATION.search(name))
+
+
+def measured_profile(record: dict) -> dict:
+    """A model-run record's profile as the analysis reads it: ``reclassified`` with the record's timed median as
+    the step (so an annotation row dropped from the busy time goes back to the host's idle time)."""
+    step = (record.get("time_s") or {}).get("median")
+    return reclassified(record.get("profile") or {}, None if step is None else float(step))
+
+
+def reclassified(profile: dict, step_s: float | None = None) -> dict:
     """``profile`` (a record's ``breakdown``, as stored) with its kernel rows classified again under the current
     table and their time and launches moved between parts where the class changed: a result file keeps the parts
     of the table it was measured with, and a rule added since (a library's kernel that was unmapped) applies to
     stored profiles too. Only the stored rows move (a record keeps its longest ``profile_top`` kernels; the rest
-    stay in the parts they were counted in); profiles without per-kernel rows come back unchanged."""
+    stay in the parts they were counted in); profiles without per-kernel rows come back unchanged.
+
+    Rows that are range annotations (``is_annotation``; profiles taken before ``profile_gpu`` skipped them) are
+    dropped: their time leaves the unmapped part and ``busy_s`` (it was counted twice, once as the annotation and
+    once as the kernels inside it), and ``host_idle_s`` becomes ``step_s`` - ``busy_s`` (without ``step_s``: the
+    stored idle time plus the dropped time, a lower bound where the stored one was clipped at zero)."""
     rows = profile.get("kernels")
     if not rows:
         return profile
+    dropped = [r for r in rows if is_annotation(r["name"])]
+    if dropped:
+        rows = [r for r in rows if not is_annotation(r["name"])]
+        extra = sum(float(r["time_s"]) for r in dropped)
+        names = {r["name"] for r in dropped}
+        old = dict(profile.get("unmapped") or {"time_s": 0.0, "names": []})
+        busy = float(profile.get("busy_s") or 0.0) - extra
+        idle = (max(0.0, step_s - busy) if step_s is not None
+                else float(profile.get("host_idle_s") or 0.0) + extra)
+        profile = {**profile, "busy_s": busy, "host_idle_s": idle,
+                   "launches": float(profile.get("launches") or 0.0) - sum(float(r["count"]) for r in dropped),
+                   "kernels": rows, "annotations_dropped": sorted(names),
+                   "unmapped": {**old, "time_s": float(old.get("time_s") or 0.0) - extra,
+                                "names": [n for n in (old.get("names") or []) if n not in names]}}
     parts = {k: dict(v) for k, v in (profile.get("parts") or {}).items()}
     unmapped = dict(profile.get("unmapped") or {"time_s": 0.0, "share": None, "names": []})
     moved_names, fresh_rows = set(), []

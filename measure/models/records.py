@@ -24,6 +24,7 @@ from typing import Any
 from ...errors import UserError
 from ..results import jsonable
 from .host_reference import python_step_s
+from .kernel_map import measured_profile
 
 SCHEMA_VERSION = 1
 KIND = "model-run"
@@ -189,7 +190,7 @@ def repeat_spread(paths: Iterable[Path]) -> list[dict[str, Any]]:
             if r.get("status") != "ok":
                 continue
             t = float(r["time_s"]["median"])
-            idle = (r.get("profile") or {}).get("host_idle_s")
+            idle = measured_profile(r).get("host_idle_s")
             by_key.setdefault(r["key"], []).append((order, t, None if idle is None else float(idle) / t, str(p)))
             if r.get("host_reference"):
                 python.setdefault(r["key"], []).append(python_step_s(r["host_reference"]))
