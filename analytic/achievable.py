@@ -132,8 +132,8 @@ import numpy as np
 from ..hwspecs import Spec
 from ..hwspecs.schema import (CHAIN_CLASSES, COMPUTE_PATHS, DRAM_PATHS, HOST_CLASS_FALLBACK, HOST_CLASSES,
                               LIBRARY_KERNEL_CLASSES)
-from .chain import (ROW_LOOP, SMEM_BANDWIDTH_KEY, TILE_LOOP, Chain, chain_only_key, chain_time, row_step_time,
-                    tile_step_time)
+from .chain import (L2_LATENCY_KEY, ROW_LOOP, SMEM_BANDWIDTH_KEY, TILE_LOOP, Chain, chain_only_key, chain_time,
+                    row_step_time, tile_step_time)
 from .cost import Cost
 from .roofline import COL, TENSOR_DTYPES, Prefer, check_choice, spec_ceiling, work_array
 
@@ -176,12 +176,13 @@ class AchievableTable:
     path_rate: np.ndarray | None = None
     lib_s: np.ndarray | None = None  # launch.library_fixed; None: unknown for every spec
     smem_bw: np.ndarray | None = None  # memory.shared.bandwidth; None: unknown for every spec
+    l2_latency: np.ndarray | None = None  # memory.<device-wide cache>.latency; None: unknown for every spec
 
     @classmethod
     def of(cls, specs: Sequence[Spec], prefer: Prefer = "measured") -> "AchievableTable":
         rows: dict[str, list] = {k: [] for k in ("tensor", "mma", "vector", "sfu", "dram", "lat", "l2", "l2cap",
                                                  "node", "gemm", "lib", "host", "sms", "chain", "pbw", "prate",
-                                                 "smem")}
+                                                 "smem", "l2lat")}
         missing = []
         for spec in specs:
             miss: dict[str, str] = {}
@@ -203,9 +204,15 @@ class AchievableTable:
                 miss["cache"] = "the spec lists no device-wide level between the SMs and DRAM"
                 rows["l2"].append(np.nan)
                 rows["l2cap"].append(np.nan)
+                rows["l2lat"].append(np.nan)
             else:
                 rows["l2"].append(get(f"memory.{cache}.bandwidth"))
                 rows["l2cap"].append(get(f"memory.{cache}.capacity"))
+                # a tile loop's cache round trip (chain.L2_LATENCY_KEY names it as the spec's l2 level)
+                lat, why = _val(spec, f"memory.{cache}.latency", prefer)
+                if why:
+                    miss[L2_LATENCY_KEY] = why
+                rows["l2lat"].append(lat)
             rows["node"].append(get("launch.graph_node"))
             rows["gemm"].append(get("launch.gemm_fixed"))
             rows["lib"].append(get("launch.library_fixed"))
@@ -227,7 +234,7 @@ class AchievableTable:
                    arr["dram"], arr["lat"], arr["l2"], arr["l2cap"], arr["node"], arr["gemm"],
                    arr["host"].reshape(len(specs), -1), arr["sms"], arr["chain"].reshape(len(specs), -1),
                    tuple(missing), arr["pbw"].reshape(len(specs), -1), arr["prate"].reshape(len(specs), -1),
-                   arr["lib"], arr["smem"])
+                   arr["lib"], arr["smem"], arr["l2lat"])
 
 
 def host_fallback(host_s: np.ndarray) -> np.ndarray:
@@ -323,8 +330,10 @@ def chain_step_time(chain: Chain, table: AchievableTable) -> np.ndarray:
     rate_t = table.rate_tensor[:, d]
     if chain.mma_sync:
         rate_t = np.where(np.isnan(table.rate_mma_sync[:, d]), rate_t, table.rate_mma_sync[:, d])
-    smem = table.smem_bw if table.smem_bw is not None else np.full(len(table.spec_ids), np.nan)
-    return tile_step_time(chain, table.sm_count, rate_t, table.rate_vector, table.rate_sfu, smem)
+    unknown = np.full(len(table.spec_ids), np.nan)
+    smem = table.smem_bw if table.smem_bw is not None else unknown
+    l2_lat = table.l2_latency if table.l2_latency is not None else unknown
+    return tile_step_time(chain, table.sm_count, rate_t, table.rate_vector, table.rate_sfu, smem, l2_lat)
 
 
 def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarray | bool = False,

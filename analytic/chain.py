@@ -259,6 +259,8 @@ RESIDUAL_BWD_PHASES = 1
 RESIDUAL_BWD_BYTES_PER_ELEMENT = 4 + 4
 # the spec key of the shared-memory bandwidth a tile loop's step moves its operands at
 SMEM_BANDWIDTH_KEY = "memory.shared.bandwidth"
+# the spec key of the device-wide cache's round trip a tile loop's step waits for (``Chain.l2_round_trips``)
+L2_LATENCY_KEY = "memory.l2.latency"
 # flash_api.cpp num_splits_heuristic: one split when batch x heads x 64-row query blocks >= 0.8 x the
 # SM count it is given (set_params_splitkv passes 2 x multiProcessorCount)
 FA2_SPLIT_FILL = 0.8 * 2
@@ -269,7 +271,7 @@ def chain_only_key(key: str) -> bool:
     """Whether spec key ``key`` enters an estimate only through a sequential chain (a class's step time, the SM
     count, the shared-memory bandwidth of a tile loop's step): an estimate names it as not modelled only where
     its work has such a chain."""
-    return key.startswith("compute.chain_step.") or key in ("compute.sm_count", SMEM_BANDWIDTH_KEY)
+    return key.startswith("compute.chain_step.") or key in ("compute.sm_count", SMEM_BANDWIDTH_KEY, L2_LATENCY_KEY)
 
 
 @dataclass(frozen=True)
@@ -314,6 +316,12 @@ class Chain:
     # next GEMM), in series with its engines at the CTA's share of the SM's shared-memory bandwidth; 0 where
     # the CTAs resident on an SM hide it (chain_fa2.py: FlashAttention-2's backward)
     smem_bytes: float = 0.0
+    # TILE_LOOP only: dependent round trips to the device-wide cache one step waits for, in series with its
+    # engines (memory.l2.latency each; chain_cudnn.py: cuDNN's backward, one CTA per SM with nothing to hide them)
+    l2_round_trips: int = 0
+    # TILE_LOOP only: the step's vector and special-function work run side by side after its tensor phase (the
+    # backend's "phased" engines, execution.py) instead of one after the other
+    phased: bool = False
 
     def __post_init__(self):
         if self.cls not in CHAIN_CLASSES + (TILE_LOOP, ROW_LOOP):
@@ -346,6 +354,7 @@ class Chain:
         step moves bytes through it)."""
         keys = [link.key for link in self.links if link.key]
         keys += [SMEM_BANDWIDTH_KEY for link in self.links if link.smem_bytes > 0]
+        keys += [L2_LATENCY_KEY for link in self.links if link.l2_round_trips > 0]
         return tuple(dict.fromkeys(keys))
 
 
@@ -390,12 +399,14 @@ def chain_time(chain: Chain, sm_count, step_s):
     return t if chain.then is None else t + chain_time(chain.then, sm_count, step_s)
 
 
-def tile_step_time(chain: Chain, sm_count, rate_tensor, rate_vector, rate_sfu, smem_bw=np.nan):
-    """The TILE_LOOP step time: one step's work at the CTA's share of an SM's engines, and its shared-memory
-    bytes at its share of the SM's shared-memory bandwidth (``Chain.smem_bytes``), the phases one after
-    another (module docstring); arguments may be arrays (one per spec); NaN where an engine rate the step needs
-    is unknown. An unknown shared-memory bandwidth adds nothing (the estimate names the key as not modelled):
-    the step keeps its engines' time."""
+def tile_step_time(chain: Chain, sm_count, rate_tensor, rate_vector, rate_sfu, smem_bw=np.nan, l2_latency=np.nan):
+    """The TILE_LOOP step time: one step's work at the CTA's share of an SM's engines, its shared-memory
+    bytes at its share of the SM's shared-memory bandwidth (``Chain.smem_bytes``) and its dependent round trips
+    to the device-wide cache (``Chain.l2_round_trips`` x ``l2_latency``), the phases one after another (module
+    docstring; with ``Chain.phased`` the vector and special-function work side by side); arguments may be
+    arrays (one per spec); NaN where an engine rate the step needs is unknown. An unknown shared-memory bandwidth
+    or cache latency adds nothing (the estimate names the key as not modelled): the step keeps its engines'
+    time."""
     tf, vf, sf = chain.step_work
     per_sm = np.asarray(sm_count, dtype=float) * chain.programs_per_sm  # rate / SMs / programs per SM
 
@@ -403,7 +414,9 @@ def tile_step_time(chain: Chain, sm_count, rate_tensor, rate_vector, rate_sfu, s
         return 0.0 if work == 0 else work * per_sm / np.asarray(rate, dtype=float)
 
     smem = t(chain.smem_bytes, smem_bw)
-    return t(tf, rate_tensor) + t(vf, rate_vector) + t(sf, rate_sfu) + np.where(np.isnan(smem), 0.0, smem)
+    l2 = chain.l2_round_trips * np.asarray(l2_latency, dtype=float) if chain.l2_round_trips else 0.0
+    side = np.maximum(t(vf, rate_vector), t(sf, rate_sfu)) if chain.phased else t(vf, rate_vector) + t(sf, rate_sfu)
+    return t(tf, rate_tensor) + side + np.where(np.isnan(smem), 0.0, smem) + np.where(np.isnan(l2), 0.0, l2)
 
 
 def row_step_time(chain: Chain, sm_count, dram_bw, dram_latency):

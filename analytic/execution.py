@@ -23,7 +23,10 @@ These traits feed the achievable-time model (``achievable.py``), not the rooflin
   of T_tensor + max(T_sfu, T_vector), against 1.28-1.79x of the overlapped max(T_tensor, ...) (the most at
   head dim 64, whose exponentials per FLOP are twice those of 128) and 0.82-0.98x of all three added; FA3
   at the same shapes took 1.16x (head dim 128) and 1.48x (64) its T_tensor, between the overlapped and the
-  phased times, as its ping-pong schedule intends (kept "overlap").
+  phased times, as its ping-pong schedule intends (kept "overlap"). cuDNN's backward (and the forward of a
+  forward-backward call) is a tile loop with one CTA per SM whose phases follow one another
+  (``chain_cudnn.py``, from the ncu audit of results/h100/2026-12-05/cudnn-bwd): 0.5-0.75x of the measured
+  backward under the phased throughput terms, 0.83-1.04x as the loop.
 - ``fp32_matmul``: where fp32 x fp32 matmul FLOPs run. PyTorch keeps TF32 off by default
   (``torch.backends.cuda.matmul.allow_tf32 = False``), so cuBLAS fp32 GEMMs run on the CUDA cores
   ("vector"); Triton's ``tl.dot`` on fp32 operands uses TF32 tensor cores by default
@@ -76,6 +79,7 @@ from .chain import (
     mamba3_siso_chain,
     splits_key_loop,
 )
+from .chain_cudnn import cudnn_sdpa_chain
 from .chain_fa2 import fa2_chain
 from .chain_ssd import ssd_chunk_scan_chain, ssd_chunked_chain
 from .conventions import nbytes
@@ -306,10 +310,17 @@ TRAITS: dict[tuple[str, str], Traits] = {
 # own forward kernel over 64 x 64 (L, E) tiles: no lane chain.
 BACKEND_TRAITS = {"torch.sdpa.cudnn": Traits("cudnn", engines="phased"), "torch.sdpa.efficient": FA2,
                   "causal_conv1d.causal_conv1d_fn_cl": EXTENSION}
+# A measured backend's traits where they depend on the op as well: cuDNN's backward is a tile loop whose steps
+# depend on the causal mask (chain_cudnn.py); the host class is the backend's (``BACKEND_TRAITS``)
+BACKEND_OP_TRAITS = {(op, "torch.sdpa.cudnn"): dataclasses.replace(BACKEND_TRAITS["torch.sdpa.cudnn"],
+                                                                   chain=cudnn_sdpa_chain(op == "attention_causal"))
+                     for op in ("attention_causal", "attention_full")}
 
 
 def traits(op: str, impl: str, backend: str | None = None) -> Traits:
     """The traits of ``op``/``impl`` (as measured on ``backend`` when given)."""
+    if (op, backend) in BACKEND_OP_TRAITS:
+        return BACKEND_OP_TRAITS[(op, backend)]
     if backend is not None and backend in BACKEND_TRAITS:
         return BACKEND_TRAITS[backend]
     try:
