@@ -409,3 +409,12 @@ def test_profiled_optimizer_step_lists_its_kernels_not_its_range():
     step()
     gpu, _host = profile_gpu(step, 2, cpu=True)
     assert gpu and not [n for n, _ in gpu if kernel_map.is_annotation(n)]
+    # what it skips: the raw profile holds the range as a device-side event (kineto's gpu_user_annotation)
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
+        step()
+        torch.cuda.synchronize()
+    mirrored = [e.name for e in prof.events() if e.device_type == DeviceType.CUDA and e.is_user_annotation]
+    assert mirrored and all(kernel_map.is_annotation(n) for n in mirrored), mirrored
