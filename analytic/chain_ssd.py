@@ -31,23 +31,29 @@ B = 4, L = 4096, H = 32 193.5 against 199.0; B = 4 at L = 32768 1,328 against 1,
 the lone programs take longer than their share of an intake (B = 1, L = 1024, H = 32: 128 programs, 18.8 us
 against 12.4), as the Mamba-1 scan's last blocks do: not modelled.
 
-What the chain leaves out: the call's other four kernels run before the scan, and the one-call estimate
-overlaps their throughput terms with it (max, not sum): where the scan binds, the call's estimate is the
-scan's alone (the chunk-state kernel, also cache-bound at 1.7-2x its DRAM estimate, adds 10-20 % in the
-measurements). The backward kernels have no such term; a forward-backward call carries the forward scan's.
+The whole call (``ssd_chunked_chain``): its four other kernels (chunk cumsum, CB product, chunk state, state
+passing) run before the scan, one after another, so they are added, not overlapped with it: one streaming link
+of their stage ops' executed bytes at the DRAM bandwidth (each of them is DRAM-bound or slower: the chunk state,
+also cache-bound, takes 1.7-2x its DRAM time in the profiles), then the scan. On the H200's GPU-bound forward calls
+(2026-12-02/05) the call's estimate went from 28-41 % under the measurement to 7-19 % under (B = 4, L = 16384,
+H = 80: 1.95 -> 2.57 ms against 3.15 measured); what is left is the chunk state's cache-bound excess and the CB
+product's (1.5x). The backward kernels have no such term; a forward-backward call carries the forward's.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
-from .chain import KIB, Chain, ssd_state_update_chain
+from .chain import KIB, ROW_LOOP, Chain, ssd_state_update_chain
 from .conventions import nbytes
 
 # the autotuner's pick of _chunk_scan_fwd_kernel recorded on the H200 and the H100 (module docstring)
 SCAN_BLOCK_M = 32
 SCAN_BLOCK_N = 64
 SCAN_CLASS = "tile_scan_cta"
+# the call's kernels before the chunk scan, each a stage op of its own (ops/ssd/stages.py)
+PRE_SCAN_STAGES = ("ssd_chunk_cumsum", "ssd_bmm", "ssd_chunk_state", "ssd_state_passing")
 
 
 def scan_tile_bytes(chunk: int, headdim: int, dstate: int, dtype: str) -> float:
@@ -78,9 +84,27 @@ def ssd_chunk_scan_chain(dims: Mapping[str, int], mode: str, dtype: str = "bf16"
                  label="l2")
 
 
+def pre_scan_bytes(dims: Mapping[str, int], dtype: str) -> float:
+    """Executed DRAM bytes of the call's four kernels before the chunk scan (``PRE_SCAN_STAGES``, their stage ops'
+    counts at the length padded to whole chunks)."""
+    from .registry import cost as analytic_cost  # the registry imports this module
+    from .registry import get_op
+
+    c = int(dims["C"])
+    padded = {**dims, "L": -(-int(dims["L"]) // c) * c}
+    return float(sum(analytic_cost(op, {k: padded[k] for k in get_op(op).dims}, impl="triton", mode="fwd",
+                                   dtype=dtype).executed_bytes for op in PRE_SCAN_STAGES))
+
+
 def ssd_chunked_chain(dims: Mapping[str, int], mode: str, dtype: str = "bf16") -> Chain | None:
-    """The chain of a whole chunked-SSD call: the decode state update's programs (``chain.ssd_state_update_chain``)
-    or the forward chunk scan's intake."""
+    """The chain of a whole chunked-SSD call: the decode state update's programs (``chain.ssd_state_update_chain``),
+    or the forward's kernels in launch order: the four before the chunk scan as one streaming link (their bytes at
+    the DRAM bandwidth, a ``ROW_LOOP`` of one row; each of them is DRAM-bound or slower, module docstring), then
+    the chunk scan's intake."""
     if mode == "decode":
         return ssd_state_update_chain(dims, mode, dtype)
-    return ssd_chunk_scan_chain(dims, mode, dtype)
+    scan = ssd_chunk_scan_chain(dims, mode, dtype)
+    if scan is None:
+        return None
+    pre = Chain(ROW_LOOP, 1, 1, 1, row_bytes=pre_scan_bytes(dims, dtype), memory_phases=0, label="dram")
+    return dataclasses.replace(pre, then=scan)

@@ -5,6 +5,7 @@ profiled kernels it predicts."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -46,11 +47,27 @@ def test_the_chain_is_one_intake_step_per_batch_chunk_and_head():
     assert cs.ssd_chunk_scan_chain(dims(4, 16384, 80), "fwdbwd") == c
     assert cs.ssd_chunk_scan_chain(dims(4, 16384, 80), "bwd") is None
     assert cs.ssd_chunk_scan_chain(dims(0, 16384, 80), "fwd") is None
-    # the whole call: the decode state update's chain, else the scan's
+    # the whole call: the decode state update's chain, else the four kernels before the scan, then the scan
     assert cs.ssd_chunked_chain(dims(4, 1, 80), "decode") == ch.ssd_state_update_chain(dims(4, 1, 80), "decode")
-    assert cs.ssd_chunked_chain(dims(4, 16384, 80), "fwd") == c
+    pre, scan = cs.ssd_chunked_chain(dims(4, 16384, 80), "fwd").links
+    assert scan == c and (pre.cls, pre.programs, pre.steps, pre.memory_phases) == (ch.ROW_LOOP, 1, 1, 0)
     assert execution.traits("ssd", "chunked").chain is cs.ssd_chunked_chain
     assert execution.traits("ssd_chunk_scan", "triton").chain is cs.ssd_chunk_scan_chain
+
+
+def test_the_kernels_before_the_scan_stream_their_stage_bytes():
+    from ssmbench.analytic.registry import cost, get_op
+
+    d = dims(2, 1000, 8, c=256)  # not a whole number of chunks: the stage counts at the padded length
+    padded = {**d, "L": 1024}
+    want = sum(float(cost(op, {k: padded[k] for k in get_op(op).dims}, impl="triton", mode="fwd").executed_bytes)
+               for op in cs.PRE_SCAN_STAGES)
+    assert cs.pre_scan_bytes(d, "bf16") == pytest.approx(want) and want > 0
+    pre = cs.ssd_chunked_chain(d, "fwd")
+    assert pre.row_bytes == pytest.approx(want) and pre.label == "dram"
+    # one row of one program: the bytes at the whole DRAM bandwidth
+    assert float(ch.chain_time(dataclasses.replace(pre, then=None), 132, ch.row_step_time(pre, 132, 4e12, 5e-7))) \
+        == pytest.approx(want / 4e12)
 
 
 def test_the_spec_value_reproduces_the_audited_kernel():
