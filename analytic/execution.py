@@ -521,9 +521,9 @@ def as_measured(cost: Cost, backend: str | None, mode: str | None = None, op: st
       host-bound whole-model train records) in place of the retained graph's per-node cost. On the stored H200
       results the host-paced forward-backward calls ran at 1.05-3.9x the per-node estimate (SDPA, FlashAttention-3,
       causal-conv1d, the eager references, mamba-ssm's modules and Triton norms); this estimate puts them at 0.46-1.8x.
-      mamba-ssm's chunked SSD: its backward's 29 launches are 14 autotuned Triton launchers and 15 ATen ops
-      (``ops/ssd/bwd.py`` states their classes), and its seven H200 forward-backward calls land at 0.89-1.32x of the
-      measurement (1.21-1.80x while every backward launch was charged as an autotuned launcher)."""
+      Not mamba-ssm's chunked SSD: its backward's ~24 Triton launchers are each charged
+      ``launch.host.triton_autotune_ssd`` (read off the forward's five), and its forward-backward calls went from
+      0.85-1.27x of the measurement to 1.21-1.80x."""
     host = dict(cost.host)
     if backend in BACKEND_TRAITS:
         calls = sum(host.values(), 0)

@@ -148,12 +148,11 @@ def test_registry_fills_host_calls_from_the_traits():
     s = cost("ssd", dims, impl="chunked")
     # the forward's launchers are the chunked-SSD library's own class (measured on that call)
     assert set(s.host) == {"triton_autotune_ssd"} and float(s.host["triton_autotune_ssd"]) == float(s.launches) == 5
-    # the backward's rule states its own: its Triton kernels through the autotuned launcher, its ATen ops eagerly
     b = cost("ssd", dims, impl="chunked", mode="bwd")
-    assert b.host == {"triton_autotune": 14, "torch_eager": 15} and float(sum(b.host.values())) == float(b.launches)
+    assert set(b.host) == {"triton_autotune"} and float(b.host["triton_autotune"]) == float(b.launches)
     # a train step's forward and backward launches each keep their pass's class
     t = cost("ssd", dims, impl="chunked", mode="fwdbwd")
-    assert t.host == {"triton_autotune_ssd": s.launches, **b.host}
+    assert t.host == {"triton_autotune_ssd": s.launches, "triton_autotune": b.launches}
     d = cost("ssd", {"B": 1, "H": 8, "P": 64, "N": 64, "G": 1}, impl="chunked", mode="decode")
     assert set(d.host) == {"triton"}  # selective_state_update is not autotuned
 

@@ -4,16 +4,9 @@ The derivation (which kernel does which product, what is recomputed) is in ``cos
 this module only spells it out tensor by tensor. e: storage dtype; fp32 elsewhere. The working set
 of the three triangle kernels is taken as ``ssd_chunk_scan``'s tile (same tiling); the others' is
 not modelled.
-
-Host calls: the launch list's Triton kernels (the names with a leading underscore, mamba-ssm's
-``_..._kernel`` and ``_chunk_scan_bwd_*`` launchers, wrapped in ``triton.autotune``) are issued through the
-autotuned launcher (``triton_autotune``); its PyTorch ops (clone, sums, zeros, flips, adds) through ATen's eager
-dispatch (``torch_eager``), not through a Triton launcher.
 """
 
 from __future__ import annotations
-
-import dataclasses
 
 from ...conventions import SOFTPLUS, TENSOR_DTYPE, nbytes
 from ...cost import Cost
@@ -102,7 +95,5 @@ def chunked_bwd(dtype: str) -> Cost:
         Kernel("zeros(ddt_bias)", (), (ddtb_w,)),
         Kernel("_chunk_cumsum_bwd_kernel", (ddA2, ddt_acc, dt_in, A, dtb), (ddt, da_w, ddtb_w), 10 * blh, 3 * blh),
     ]
-    cost = kernel_chain(launches, [dout, x, dt, A, Bm, Cm, D, dtb], [dx, ddt, dbo, dco, da_w, dd_w, ddtb_w],
+    return kernel_chain(launches, [dout, x, dt, A, Bm, Cm, D, dtb], [dx, ddt, dbo, dco, da_w, dd_w, ddtb_w],
                         stream_working_sets=False)
-    triton = sum(1 for k in launches if k.name.startswith("_"))
-    return dataclasses.replace(cost, host={"triton_autotune": triton, "torch_eager": len(launches) - triton})
