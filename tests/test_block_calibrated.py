@@ -26,7 +26,7 @@ H200 = get_spec("h200-sxm")
 PROFILE = ROOT / "results/h200/2026-12-02/calibration/profile.json"
 SSM_MODULE_S = 76.52e-6  # launch.host.ssm_module of the H200 spec (calibrate/runtime_host.py, decode records)
 # the inference forward's classes (calibrate/runtime_host.block_rows, the standalone block cases)
-SSM_FORWARD_S = {"mamba1": 32.8e-6, "mamba2": 57.22e-6}
+SSM_FORWARD_S = {"mamba1": 32.8e-6, "mamba2": 52.48e-6}
 # per block mode, the module class a mamba-ssm block's op call pays (runtime.FORWARD_PHASES: prefill only)
 MODULE_S = {"fwd": SSM_FORWARD_S["mamba1"], "fwdbwd": SSM_MODULE_S}
 
@@ -134,7 +134,7 @@ def test_the_calibration_join_records_a_blocks_composed_estimate():
     assert Features.from_bounds([b]).achievable_time()[0] == pytest.approx(b.achievable["time_s"])
     plain, timed = composed_estimate("block:mamba2", dims, H200, mode="fwd")
     assert plain == b.achievable and timed["timed_call_extra_s"] == pytest.approx(timed_call_extra(H200))
-    # host-bound: 6 op calls x 57.22 us of Mamba2's forward Python on top of the ops' host classes (SSD's 5
+    # host-bound: 6 op calls x 52.48 us of Mamba2's forward Python on top of the ops' host classes (SSD's 5
     # autotuned launches)
     assert plain["bottleneck"] == "host/launch"
     assert plain["host_s"] == pytest.approx(sum(c["host_ops_s"] for c in comp["calls"]) + 6 * SSM_FORWARD_S["mamba2"])
