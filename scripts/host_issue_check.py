@@ -30,7 +30,8 @@ def rows(paths: list[Path]) -> list[dict]:
 
     spec = get_spec("h200-sxm")
     return [{"key": r["key"], "step_s": float(r["time_s"]["median"]), "issue_s": float(r["host_issue"]["issue_s"]),
-             "busy_s": float(measured_profile(r)["busy_s"]), "host_s": predict_record(r, spec)["total"]["achievable"]["host_s"]}
+             "busy_s": float(measured_profile(r)["busy_s"]),
+             "host_s": predict_record(r, spec)["total"]["achievable"]["host_s"]}
             for _, r in ok_records(paths, "host_issue", "busy_s")]
 
 
