@@ -46,10 +46,15 @@ above this chain, at L >= 4096 within 0-6 %.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 
-from .chain import ROW_LOOP, TILE_LOOP, Chain
+from .chain import (
+    ROW_LOOP,
+    TILE_LOOP,
+    Chain,
+    key_tiles_per_query_tile,
+    query_tiles_per_key_tile,
+)
 from .conventions import nbytes
 
 # the bprop kernel's tile (query rows x keys) and the fprop kernel's (query rows x keys), from the kernel names
@@ -75,32 +80,13 @@ def side_bytes(dims: Mapping[str, int], dtype: str) -> float:
     return float(rows * p * (2 * e + F32) + rows * F32 + rows * p * (F32 + e))
 
 
-def _per_key_tile(l_: int, s: int, causal: bool, bm: int, bn: int) -> list[int]:
-    """Query tiles each key tile of ``bn`` keys loops over (bottom-right causal mask: query row i sees keys up to
-    i + S - L)."""
-    n_m, n_n = math.ceil(l_ / bm), math.ceil(s / bn)
-    if not causal:
-        return [n_m] * n_n
-    return [n_m - min(n_m, max(0, (n * bn + l_ - s) // bm)) for n in range(n_n)]
-
-
-def _per_query_tile(l_: int, s: int, causal: bool, bm: int, bn: int) -> list[int]:
-    """Key tiles each query tile of ``bm`` rows loops over (bottom-right causal mask)."""
-    n_m, n_all = math.ceil(l_ / bm), math.ceil(s / bn)
-    if not causal:
-        return [n_all] * n_m
-    return [min(n_all, math.ceil((s - l_ + (m + 1) * bm) / bn)) for m in range(n_m)]
-
-
 def bwd_links(dims: Mapping[str, int], dtype: str, causal: bool) -> Chain | None:
     """The backward's loop, then its two streaming kernels (module docstring); None for an empty call."""
     b, h, l_, s, p = (int(dims[k]) for k in ("B", "H", "L", "S", "P"))
     if min(b, h, l_, s, p) <= 0:
         return None
     bm, bn = BWD_TILE
-    per_tile = [n for n in _per_key_tile(l_, s, causal, bm, bn) if n > 0]
-    if not per_tile:
-        return None
+    per_tile = query_tiles_per_key_tile(l_, s, causal, bm, bn)
     side = Chain(ROW_LOOP, 1, 1, 1, row_bytes=side_bytes(dims, dtype), memory_phases=0, label="dram")
     work = (2.0 * BWD_GEMMS * bm * bn * p, float(BWD_VECTOR_PER_ENTRY * bm * bn), float(bm * bn))
     return Chain(TILE_LOOP, max(per_tile), b * h * len(per_tile), CTAS_PER_SM, total_steps=float(b * h * sum(per_tile)),
@@ -114,7 +100,7 @@ def fwd_link(dims: Mapping[str, int], dtype: str, causal: bool) -> Chain | None:
     if min(b, h, l_, s, p) <= 0:
         return None
     bm, bn = FWD_TILE
-    per_tile = _per_query_tile(l_, s, causal, bm, bn)
+    per_tile = key_tiles_per_query_tile(l_, s, causal, bm, bn)
     work = (2 * 2.0 * bm * bn * p, 4.0 * bm * bn + (p + 3.0) * bm, float(bm * bn + bm))
     return Chain(TILE_LOOP, max(per_tile), b * h * len(per_tile), CTAS_PER_SM, total_steps=float(b * h * sum(per_tile)),
                  step_work=work, dtype=dtype, phased=True, label="tensor")

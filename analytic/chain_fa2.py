@@ -57,7 +57,13 @@ import dataclasses
 import math
 from collections.abc import Mapping
 
-from .chain import FA2_SPLIT_BLOCK_M, TILE_LOOP, Chain
+from .chain import (
+    FA2_SPLIT_BLOCK_M,
+    TILE_LOOP,
+    Chain,
+    key_tiles_per_query_tile,
+    query_tiles_per_key_tile,
+)
 from .conventions import nbytes
 
 # FlashAttention-2 forward CTAs per SM (module docstring: the register file's limit)
@@ -87,12 +93,11 @@ def fa2_fwd_chain(causal: bool):
         if min(b, heads, rows, s, p) <= 0:  # a call with a zero dimension runs no kernel
             return None
         bm, bn = next(t for d, t in FA2_FWD_TILES if p <= d) if p <= FA2_FWD_TILES[-1][0] else FA2_FWD_TILES[-1][1]
-        n_m, n_all = math.ceil(rows / bm), math.ceil(s / bn)
-        per_tile = [min(n_all, math.ceil((s - rows + (m + 1) * bm) / bn)) if is_causal else n_all for m in range(n_m)]
+        per_tile = key_tiles_per_query_tile(rows, s, is_causal, bm, bn)
         # one key tile: QK^T and PV over the full tile; the online softmax's 4 vector + 1 exp per entry
         # and its per-row rescale (P + 3 vector, 1 exp) (ops/attention/common.online_softmax)
         work = (2 * 2.0 * bm * bn * p, 4.0 * bm * bn + (p + 3.0) * bm, float(bm * bn + bm))
-        return Chain(TILE_LOOP, max(per_tile), b * heads * n_m, FA2_FWD_CTAS_PER_SM,
+        return Chain(TILE_LOOP, max(per_tile), b * heads * len(per_tile), FA2_FWD_CTAS_PER_SM,
                      total_steps=float(b * heads * sum(per_tile)), step_work=work, mma_sync=True,
                      split_grid=float(b * heads * math.ceil(rows / FA2_SPLIT_BLOCK_M)))
 
@@ -136,12 +141,11 @@ def fa2_bwd_chain(causal: bool):
         if min(b, h, l_, s, p) <= 0:  # a call with a zero dimension runs no kernel
             return None
         bm, bn = fa2_bwd_traits(p)[:2]
-        n_m, n_n = math.ceil(l_ / bm), math.ceil(s / bn)
         # the first query tile of key tile n under the bottom-right causal mask (m_block_min in the kernel)
-        per_tile = [n_m - (max(0, (n * bn + l_ - s) // bm) if causal else 0) for n in range(n_n)]
+        per_tile = query_tiles_per_key_tile(l_, s, causal, bm, bn)
         # the five GEMMs over the full tile; P recomputed (FMA + exp) and dS = P (dP - D): 4 vector, 1 exp per entry
         work = (2.0 * BWD_GEMMS * bm * bn * p, 4.0 * bm * bn, float(bm * bn))
-        return Chain(TILE_LOOP, max(per_tile), b * h * n_n, FA2_BWD_CTAS_PER_SM,
+        return Chain(TILE_LOOP, max(per_tile), b * h * len(per_tile), FA2_BWD_CTAS_PER_SM,
                      total_steps=float(b * h * sum(per_tile)), step_work=work, mma_sync=True, dtype=dtype,
                      smem_bytes=fa2_bwd_smem_bytes(p, dtype), label="tensor")
 
