@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 from collections import defaultdict
@@ -166,6 +167,13 @@ def _print_predictions(rows: list[dict], target: str, base: str) -> None:
     print(f"{len(rows)} cases; estimates: achievable estimate (analytic), measurements: {base} medians per call")
 
 
+def _cell(value: float, width: int, fmt: str, unit: str = "") -> str:
+    """``value`` right-aligned in ``width`` characters with its unit; "-" where there is none (NaN: no case was
+    measured on the base device)."""
+    text = "-" if math.isnan(value) else f"{value:{fmt}}{unit}"
+    return f"{text:>{width}}"
+
+
 def _print_check(rows: list[dict], summ: dict, target: str, base: str) -> None:
     print(f"{'case':<70} {'meas us':>10} {'est us':>10} {'est/meas':>8} {base + ' meas/est':>17} {'ratio t/b':>9}")
     for r in sorted(rows, key=lambda r: (r["family"], r["case"])):
@@ -182,9 +190,9 @@ def _print_check(rows: list[dict], summ: dict, target: str, base: str) -> None:
         if not summ[fam]["n"]:
             continue
         s = summ[fam]
-        print(f"{fam:<18} {s['n']:4d} {s['n_both']:5d} {s['target_median_ape_pct']:19.1f}%"
-              f" {s['target_p90_ape_pct']:5.1f}% {s['base_median_ape_pct']:19.1f}% {s['ratio_median_ape_pct']:15.1f}%"
-              f" {s['measured_ratio_median']:9.2f}")
+        print(f"{fam:<18} {s['n']:4d} {s['n_both']:5d} {_cell(s['target_median_ape_pct'], 20, '.1f', '%')}"
+              f" {_cell(s['target_p90_ape_pct'], 6, '.1f', '%')} {_cell(s['base_median_ape_pct'], 20, '.1f', '%')}"
+              f" {_cell(s['ratio_median_ape_pct'], 16, '.1f', '%')} {_cell(s['measured_ratio_median'], 9, '.2f')}")
     print("|err|: |achievable estimate / measurement - 1| (analytic estimate vs CUDA-event medians); ratio: the "
           f"predicted {target}/{base} time ratio against the measured one; host-bound: the target's achievable "
           "estimate is host/launch-bound (calibrate/pace.py), GPU-bound: any other")

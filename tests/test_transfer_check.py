@@ -70,3 +70,12 @@ def test_bad_input_is_named_with_exit_2(tmp_path):
     assert r.returncode == 2 and "no-such-gpu" in r.stderr and "Traceback" not in r.stderr
     r = run("--predict-suite", "no_such_suite", "--base", H200)
     assert r.returncode == 2 and "no_such_suite" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_without_a_base_device_its_columns_say_so_instead_of_printing_nan():
+    r = run("--target", "results/h100/2026-12-05/oos")
+    assert r.returncode == 0, r.stderr
+    summary = r.stdout.split("family", 1)[1]
+    assert "nan" not in summary.lower()
+    all_row = next(line for line in summary.splitlines() if line.startswith("all "))
+    assert all_row.split()[-3:] == ["-", "-", "-"]  # base |err|, ratio |err|, measured ratio: no base case
