@@ -81,6 +81,7 @@ from .chain import (
 )
 from .chain_cudnn import cudnn_sdpa_chain
 from .chain_fa2 import fa2_chain
+from .chain_memeff import memeff_fwd_chain
 from .chain_ssd import ssd_chunk_scan_chain, ssd_chunked_chain
 from .conventions import nbytes
 from .cost import Cost
@@ -306,15 +307,19 @@ TRAITS: dict[tuple[str, str], Traits] = {
 # Measured backends that execute an implementation differently from what it implies: SDPA's cuDNN
 # backend runs cuDNN's own Hopper kernels (wgmma GEMMs, the softmax phased between them) behind cuDNN's call path.
 # The memory-efficient backend runs CUTLASS's sm80 kernels (mma.sync, phases in sequence) with its own
-# grid and loop, not FlashAttention-2's: no FA2 chain. causal-conv1d's channel-last entry point runs its
-# own forward kernel over 64 x 64 (L, E) tiles: no lane chain.
+# grid and loop, not FlashAttention-2's: its forward's chain is its own (BACKEND_OP_TRAITS, chain_memeff.py).
+# causal-conv1d's channel-last entry point runs its own forward kernel over 64 x 64 (L, E) tiles: no lane chain.
 BACKEND_TRAITS = {"torch.sdpa.cudnn": Traits("cudnn", engines="phased"), "torch.sdpa.efficient": FA2,
                   "causal_conv1d.causal_conv1d_fn_cl": EXTENSION}
 # A measured backend's traits where they depend on the op as well: cuDNN's backward is a tile loop whose steps
 # depend on the causal mask (chain_cudnn.py); the host class is the backend's (``BACKEND_TRAITS``)
-BACKEND_OP_TRAITS = {(op, "torch.sdpa.cudnn"): dataclasses.replace(BACKEND_TRAITS["torch.sdpa.cudnn"],
-                                                                   chain=cudnn_sdpa_chain(op == "attention_causal"))
-                     for op in ("attention_causal", "attention_full")}
+# the memory-efficient forward is a key-tile loop of its own tiles and warp layout (chain_memeff.py)
+BACKEND_OP_TRAITS = {**{(op, "torch.sdpa.cudnn"): dataclasses.replace(BACKEND_TRAITS["torch.sdpa.cudnn"],
+                                                                      chain=cudnn_sdpa_chain(op == "attention_causal"))
+                        for op in ("attention_causal", "attention_full")},
+                     **{(op, "torch.sdpa.efficient"): dataclasses.replace(BACKEND_TRAITS["torch.sdpa.efficient"],
+                                                                          chain=memeff_fwd_chain(op == "attention_causal"))
+                        for op in ("attention_causal", "attention_full")}}
 
 
 def traits(op: str, impl: str, backend: str | None = None) -> Traits:
