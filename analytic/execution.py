@@ -314,12 +314,10 @@ BACKEND_TRAITS = {"torch.sdpa.cudnn": Traits("cudnn", engines="phased"), "torch.
 # A measured backend's traits where they depend on the op as well: cuDNN's backward is a tile loop whose steps
 # depend on the causal mask (chain_cudnn.py); the host class is the backend's (``BACKEND_TRAITS``)
 # the memory-efficient forward is a key-tile loop of its own tiles and warp layout (chain_memeff.py)
-BACKEND_OP_TRAITS = {**{(op, "torch.sdpa.cudnn"): dataclasses.replace(BACKEND_TRAITS["torch.sdpa.cudnn"],
-                                                                      chain=cudnn_sdpa_chain(op == "attention_causal"))
-                        for op in ("attention_causal", "attention_full")},
-                     **{(op, "torch.sdpa.efficient"): dataclasses.replace(BACKEND_TRAITS["torch.sdpa.efficient"],
-                                                                          chain=memeff_fwd_chain(op == "attention_causal"))
-                        for op in ("attention_causal", "attention_full")}}
+_ATTENTION_OPS = ("attention_causal", "attention_full")
+_OWN_CHAINS = {"torch.sdpa.cudnn": cudnn_sdpa_chain, "torch.sdpa.efficient": memeff_fwd_chain}
+BACKEND_OP_TRAITS = {(op, be): dataclasses.replace(BACKEND_TRAITS[be], chain=of(op == "attention_causal"))
+                     for be, of in _OWN_CHAINS.items() for op in _ATTENTION_OPS}
 
 
 def traits(op: str, impl: str, backend: str | None = None) -> Traits:
