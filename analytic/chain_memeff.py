@@ -35,11 +35,13 @@ per SM (``Chain.smem_bytes``); the work items are dispatched in grid order, the 
 ``chain.chain_time``). Nothing is fitted: the rates are the spec's (the probe's mma.sync loop, the shared-memory
 bandwidth from the bank count).
 
-Against the H200's stored calls (2026-12-02 default and calibration suites, six causal forward calls, L = S = 512
-to 8192, head dims 64 and 128): the estimate goes from 0.24-0.40x of the measured time (the throughput terms
-at the mma.sync rate) to the numbers ``tests/test_chain_memeff.py`` pins (0.8-1.0x at L >= 1024), under at every
-shape: the barriers also wait on the slowest warp, and the softmax's shared-memory reductions and atomics are
-not in the step.
+Against the H200's stored calls (the default suite of 2026-12-02 and a fill call of 2026-12-03: six causal forward
+calls, L = S = 512 to 8192, head dims 64 and 128): the estimate goes from 0.24-0.40x of the measured time (the
+throughput terms at the mma.sync rate) to 0.82-0.98x at the five the GPU paces (``tests/test_chain_memeff.py``; the
+sixth, B = 1 and L = 512, is paced by the call's host time). It stays under at every shape: the barriers also wait
+on the slowest warp, and the softmax's shared-memory reductions and atomics are not in the step. MM1's warps tile
+an output kKeysPerBlock columns wide (its ThreadblockShape; predicated beyond the head dim), so its operand reads
+do not shrink with a head dim below kMaxK.
 
 Not modelled: the backward kernel (``AttentionBackwardKernel``, a key-block loop of five GEMMs with its own tile
 choice and dQ accumulation): a forward-backward call keeps the throughput terms for it (0.26-0.45x of the
@@ -63,7 +65,6 @@ MEMEFF_WARPS_PER_SM = 16
 # the warp tile of both GEMMs (WarpShape<32, 32>), and its elements per warp per reduction index (32 rows of A
 # + 32 columns of B)
 MEMEFF_WARP_TILE = 32
-WARP_SIZE = 32
 # storage dtypes the chain covers (the 16-bit sm80 kernels); fp32 runs other kernels (not modelled)
 MEMEFF_DTYPES = ("bf16", "fp16")
 
