@@ -85,7 +85,8 @@ Terms, for one call of an op whose kernels launch back to back (``launches`` = n
   with the causal grid's uneven CTAs scheduled longest-last; its backward's query-tile loop (one CTA per
   SM) adds to each step the bytes its GEMMs' operands move through shared memory, at the CTA's share of
   memory.shared.bandwidth, in series with the MMAs (``chain_fa2.fa2_bwd_chain``; labelled ``tensor`` where it
-  binds). Mamba-1's selective scan steps over (chunk,
+  binds), and so does SDPA's memory-efficient forward, whose 32 x 32 warp tiles read every operand from shared
+  memory (``chain_memeff.py``). Mamba-1's selective scan steps over (chunk,
   state) with the blocks resident on an SM sharing its intake of the steps' B and C rows
   (``chain.lane_state_cta``): its chain is paced by bytes, and where it binds the label is ``l2``; so is
   the chunked SSD's chunk scan, whose programs share their SM's intake of the tiles they load from L2
