@@ -419,23 +419,6 @@ def tile_step_time(chain: Chain, sm_count, rate_tensor, rate_vector, rate_sfu, s
     return t(tf, rate_tensor) + side + np.where(np.isnan(smem), 0.0, smem) + np.where(np.isnan(l2), 0.0, l2)
 
 
-def key_tiles_per_query_tile(rows: int, keys: int, causal: bool, bm: int, bn: int) -> list[int]:
-    """Key tiles of ``bn`` each query tile of ``bm`` rows loops over; causal: bottom-right aligned (query row i
-    sees the keys up to i + keys - rows), as FlashAttention >= 2.1 and cuDNN mask."""
-    n_m, n_all = math.ceil(rows / bm), math.ceil(keys / bn)
-    if not causal:
-        return [n_all] * n_m
-    return [min(n_all, math.ceil((keys - rows + (m + 1) * bm) / bn)) for m in range(n_m)]
-
-
-def query_tiles_per_key_tile(rows: int, keys: int, causal: bool, bm: int, bn: int) -> list[int]:
-    """Query tiles of ``bm`` rows that see each key tile of ``bn`` (a backward's loop per key tile); causal:
-    bottom-right aligned, key tile n first seen by query tile (n bn + rows - keys) / bm (the kernels'
-    ``m_block_min``)."""
-    n_m, n_n = math.ceil(rows / bm), math.ceil(keys / bn)
-    return [n_m - (max(0, (n * bn + rows - keys) // bm) if causal else 0) for n in range(n_n)]
-
-
 def row_step_time(chain: Chain, sm_count, dram_bw, dram_latency):
     """The ROW_LOOP step time (module docstring): ``memory_phases`` DRAM latencies plus the row's bytes at the
     program's share of the DRAM bandwidth, shared by the min(programs, slots) programs that run at once;

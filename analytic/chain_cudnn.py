@@ -48,13 +48,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from .chain import (
-    ROW_LOOP,
-    TILE_LOOP,
-    Chain,
+from .attention_tiles import (
+    attention_bwd_step_work,
+    attention_fwd_step_work,
     key_tiles_per_query_tile,
     query_tiles_per_key_tile,
 )
+from .chain import ROW_LOOP, TILE_LOOP, Chain
 from .conventions import nbytes
 
 # the bprop kernel's tile (query rows x keys) and the fprop kernel's (query rows x keys), from the kernel names
@@ -62,9 +62,6 @@ BWD_TILE = (64, 64)
 FWD_TILE = (64, 128)
 # CTAs per SM of both persistent kernels (the grid is the SM count; registers and shared memory leave room for one)
 CTAS_PER_SM = 1
-# GEMMs of one backward step (module docstring) and the vector FLOPs per score entry: P recomputed (FMA), dS
-BWD_GEMMS = 5
-BWD_VECTOR_PER_ENTRY = 4
 # dependent L2 round trips one backward step waits for (module docstring)
 BWD_L2_ROUND_TRIPS = 1
 # bytes of the fp32 dQ accumulator and of the row statistics (lse, D) per element
@@ -88,7 +85,7 @@ def bwd_links(dims: Mapping[str, int], dtype: str, causal: bool) -> Chain | None
     bm, bn = BWD_TILE
     per_tile = query_tiles_per_key_tile(l_, s, causal, bm, bn)
     side = Chain(ROW_LOOP, 1, 1, 1, row_bytes=side_bytes(dims, dtype), memory_phases=0, label="dram")
-    work = (2.0 * BWD_GEMMS * bm * bn * p, float(BWD_VECTOR_PER_ENTRY * bm * bn), float(bm * bn))
+    work = attention_bwd_step_work(bm, bn, p)
     return Chain(TILE_LOOP, max(per_tile), b * h * len(per_tile), CTAS_PER_SM, total_steps=float(b * h * sum(per_tile)),
                  step_work=work, dtype=dtype, l2_round_trips=BWD_L2_ROUND_TRIPS, label="tensor", then=side)
 
@@ -101,7 +98,7 @@ def fwd_link(dims: Mapping[str, int], dtype: str, causal: bool) -> Chain | None:
         return None
     bm, bn = FWD_TILE
     per_tile = key_tiles_per_query_tile(l_, s, causal, bm, bn)
-    work = (2 * 2.0 * bm * bn * p, 4.0 * bm * bn + (p + 3.0) * bm, float(bm * bn + bm))
+    work = attention_fwd_step_work(bm, bn, p)
     return Chain(TILE_LOOP, max(per_tile), b * h * len(per_tile), CTAS_PER_SM, total_steps=float(b * h * sum(per_tile)),
                  step_work=work, dtype=dtype, phased=True, label="tensor")
 

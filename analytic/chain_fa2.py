@@ -57,13 +57,13 @@ import dataclasses
 import math
 from collections.abc import Mapping
 
-from .chain import (
-    FA2_SPLIT_BLOCK_M,
-    TILE_LOOP,
-    Chain,
+from .attention_tiles import (
+    attention_bwd_step_work,
+    attention_fwd_step_work,
     key_tiles_per_query_tile,
     query_tiles_per_key_tile,
 )
+from .chain import FA2_SPLIT_BLOCK_M, TILE_LOOP, Chain
 from .conventions import nbytes
 
 # FlashAttention-2 forward CTAs per SM (module docstring: the register file's limit)
@@ -71,8 +71,6 @@ FA2_FWD_CTAS_PER_SM = 2
 # FlashAttention-2 backward CTAs per SM: its shared-memory tiles (144 KB at head dims 64 and 128) leave room for
 # one in the 228 KB of an sm90 SM (module docstring)
 FA2_BWD_CTAS_PER_SM = 1
-# GEMMs of one FlashAttention-2 backward tile: S = Q K^T recomputed, dV, dP, dS's dQ and dK
-BWD_GEMMS = 5
 
 
 def fa2_fwd_chain(causal: bool):
@@ -94,9 +92,7 @@ def fa2_fwd_chain(causal: bool):
             return None
         bm, bn = next(t for d, t in FA2_FWD_TILES if p <= d) if p <= FA2_FWD_TILES[-1][0] else FA2_FWD_TILES[-1][1]
         per_tile = key_tiles_per_query_tile(rows, s, is_causal, bm, bn)
-        # one key tile: QK^T and PV over the full tile; the online softmax's 4 vector + 1 exp per entry
-        # and its per-row rescale (P + 3 vector, 1 exp) (ops/attention/common.online_softmax)
-        work = (2 * 2.0 * bm * bn * p, 4.0 * bm * bn + (p + 3.0) * bm, float(bm * bn + bm))
+        work = attention_fwd_step_work(bm, bn, p)  # one key tile over the full tile
         return Chain(TILE_LOOP, max(per_tile), b * heads * len(per_tile), FA2_FWD_CTAS_PER_SM,
                      total_steps=float(b * heads * sum(per_tile)), step_work=work, mma_sync=True,
                      split_grid=float(b * heads * math.ceil(rows / FA2_SPLIT_BLOCK_M)))
@@ -143,8 +139,7 @@ def fa2_bwd_chain(causal: bool):
         bm, bn = fa2_bwd_traits(p)[:2]
         # the first query tile of key tile n under the bottom-right causal mask (m_block_min in the kernel)
         per_tile = query_tiles_per_key_tile(l_, s, causal, bm, bn)
-        # the five GEMMs over the full tile; P recomputed (FMA + exp) and dS = P (dP - D): 4 vector, 1 exp per entry
-        work = (2.0 * BWD_GEMMS * bm * bn * p, 4.0 * bm * bn, float(bm * bn))
+        work = attention_bwd_step_work(bm, bn, p)
         return Chain(TILE_LOOP, max(per_tile), b * h * len(per_tile), FA2_BWD_CTAS_PER_SM,
                      total_steps=float(b * h * sum(per_tile)), step_work=work, mma_sync=True, dtype=dtype,
                      smem_bytes=fa2_bwd_smem_bytes(p, dtype), label="tensor")

@@ -53,7 +53,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .chain import TILE_LOOP, Chain, key_tiles_per_query_tile
+from .attention_tiles import attention_fwd_step_work, key_tiles_per_query_tile
+from .chain import TILE_LOOP, Chain
 from .conventions import nbytes
 
 # (kMaxK bound on the head dim, (kQueriesPerBlock, kKeysPerBlock)): the bf16 and fp16 sm80 forward kernels in
@@ -102,9 +103,7 @@ def memeff_fwd_chain(causal: bool):
             return None
         bq, bk = memeff_fwd_tile(p)
         per_tile = key_tiles_per_query_tile(rows, s, causal, bq, bk)
-        # QK^T and PV over the full tile; the online softmax's 4 vector + 1 exp per entry and the per-row
-        # rescale (P + 3 vector, 1 exp), as FlashAttention-2's step (ops/attention/common.online_softmax)
-        work = (2 * 2.0 * bq * bk * p, 4.0 * bq * bk + (p + 3.0) * bq, float(bq * bk + bq))
+        work = attention_fwd_step_work(bq, bk, p)
         per_sm = max(1, MEMEFF_WARPS_PER_SM // memeff_warps(bq, bk))
         return Chain(TILE_LOOP, max(per_tile), b * h * len(per_tile), per_sm,
                      total_steps=float(b * h * sum(per_tile)), step_work=work, mma_sync=True, dtype=dtype,
