@@ -37,6 +37,7 @@ import fnmatch
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -54,6 +55,24 @@ MARKER = "spin_kernel"  # the kernel torch.cuda._sleep launches
 SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "WarpStateStats", "ComputeWorkloadAnalysis",
             "MemoryWorkloadAnalysis", "SchedulerStats", "InstructionStats")
 COMMAND_LINE_SECTION = "Command line profiler metrics"  # ncu's section name of the --metrics values
+# named sets of raw ncu metrics that ``--metrics`` may add, for the questions the sections' summaries leave open:
+# which pipe a kernel keeps busy (the mma.sync tensor pipe, shared-memory wavefronts and their bank conflicts,
+# L2 atomics and reductions such as a lock or an accumulation in global memory) and what its warps wait on (the
+# average warps stalled per issued instruction, by reason: a barrier, a global load, shared memory or another
+# MIO unit, a busy math pipe, a fixed latency)
+METRIC_SETS = {
+    "pipes_stalls": (
+        "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+        "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum.pct_of_peak_sustained_elapsed",
+        "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum",
+        "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum",
+        "lts__t_sectors_op_atom.sum",
+        "lts__t_sectors_op_red.sum",
+        *(f"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio"
+          for r in ("barrier", "long_scoreboard", "short_scoreboard", "mio_throttle", "math_pipe_throttle",
+                    "wait", "lg_throttle", "not_selected", "selected", "membar", "branch_resolving")),
+    ),
+}
 
 
 def backend_selected(backend: str, patterns: tuple[str, ...] | None, exclude: tuple[str, ...] = ()) -> bool:
@@ -91,6 +110,21 @@ def sections_of(text: str | None) -> tuple[str, ...]:
         raise UserError(f"--sections: {', '.join(bad)} not an ncu section this audit reads; expected a comma-separated "
                         f"list of {', '.join(SECTIONS)}")
     return names
+
+
+def metrics_of(text: str | None) -> tuple[str, ...]:
+    """The ``--metrics`` value as raw ncu metric names: comma-separated names of ``METRIC_SETS`` or metric names
+    (lower-case letters, digits, '_' and '.'), in order, without repeats."""
+    out: list[str] = []
+    for x in (x.strip() for x in (text or "").split(",") if x.strip()):
+        if x in METRIC_SETS:
+            out += METRIC_SETS[x]
+        elif re.fullmatch(r"[a-z0-9_]+(\.[a-z0-9_]+)+", x):
+            out.append(x)
+        else:
+            raise UserError(f"--metrics: {x!r} is neither a metric set ({', '.join(METRIC_SETS)}) nor an ncu metric "
+                            "name (lower-case letters, digits, '_' and '.', e.g. dram__bytes_read.sum)")
+    return tuple(dict.fromkeys(m for m in out if m not in METRICS))
 
 
 def parse_ncu_csv(text: str) -> list[dict[str, Any]]:
@@ -181,19 +215,20 @@ def _analytic(case: dict[str, Any]) -> dict[str, Any] | None:
             "bytes_read": float(c.bytes_read), "bytes_written": float(c.bytes_written), "launches": float(c.launches)}
 
 
-def ncu_command(ncu: str, log: Path, cases_file: Path, sidecar: Path, sections: tuple[str, ...] = ()) -> list[str]:
-    """The ncu command line: the DRAM byte metrics, and each of ``sections`` (``SECTIONS``)."""
-    return [ncu, "--clock-control", "none", "--profile-from-start", "off", "--metrics", ",".join(METRICS),
+def ncu_command(ncu: str, log: Path, cases_file: Path, sidecar: Path, sections: tuple[str, ...] = (),
+                metrics: tuple[str, ...] = ()) -> list[str]:
+    """The ncu command line: the DRAM byte metrics and ``metrics``, and each of ``sections`` (``SECTIONS``)."""
+    return [ncu, "--clock-control", "none", "--profile-from-start", "off", "--metrics", ",".join((*METRICS, *metrics)),
             *[a for s in sections for a in ("--section", s)],
             "--csv", "--print-units", "base", "--log-file", str(log),
             sys.executable, "-m", "ssmbench.measure.byte_audit", "_child", str(cases_file), str(sidecar)]
 
 
 def audit(cases: list[dict[str, Any]], ncu: str, timeout_s: float, workdir: Path,
-          sections: tuple[str, ...] = ()) -> dict[str, Any]:
+          sections: tuple[str, ...] = (), metrics: tuple[str, ...] = ()) -> dict[str, Any]:
     cases_file, sidecar, log = workdir / "audit_cases.json", workdir / "audit_status.json", workdir / "ncu.csv"
     cases_file.write_text(json.dumps(cases))
-    cmd = ncu_command(ncu, log, cases_file, sidecar, sections)
+    cmd = ncu_command(ncu, log, cases_file, sidecar, sections, metrics)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     secs = time.perf_counter() - t0
@@ -216,7 +251,7 @@ def audit(cases: list[dict[str, Any]], ncu: str, timeout_s: float, workdir: Path
             rec["ratio_measured_to_compulsory"] = (rd + wr) / a["bytes"] if a["bytes"] else None
             rec["ratio_measured_to_executed"] = (rd + wr) / a["executed_bytes"] if a["executed_bytes"] else None
         out.append(rec)
-    return {"schema_version": 1, "tool": "ncu", "metrics": list(METRICS), "sections": list(sections),
+    return {"schema_version": 1, "tool": "ncu", "metrics": [*METRICS, *metrics], "sections": list(sections),
             "ncu_seconds": secs, "command": " ".join(cmd[:cmd.index("--csv")]) + " ...", "cases": out}
 
 
@@ -263,6 +298,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sections", default="",
                    help=f"comma-separated ncu sections to collect too, per kernel ({', '.join(SECTIONS)}); "
                         "each adds replays of every profiled kernel")
+    p.add_argument("--metrics", default="",
+                   help="comma-separated raw ncu metrics to collect too, per kernel, or names of metric sets "
+                        f"({', '.join(METRIC_SETS)}: the tensor and shared-memory pipes, L2 atomics, warp stall "
+                        "reasons)")
     args = p.parse_args(argv)
     patterns = tuple(x for x in args.backends.split(",") if x) if args.backends else None
     exclude = tuple(x for x in args.exclude_backends.split(",") if x)
@@ -272,13 +311,14 @@ def main(argv: list[str] | None = None) -> int:
         if not Path(args.out).resolve().parent.is_dir():
             raise UserError(f"--out {args.out}: no such folder {Path(args.out).parent}")
         sections = sections_of(args.sections)
+        metrics = metrics_of(args.metrics)
         cases = select_cases(args.suite, args.per_backend, tuple(args.modes), patterns, exclude)
         if not cases:
             raise UserError(f"{', '.join(args.suite)}: no kernel case in modes {args.modes} of the selected backends "
                             f"(--backends {args.backends or '*'}, --exclude-backends {args.exclude_backends or '-'})")
         meta = _meta(argv)
         with tempfile.TemporaryDirectory() as tmp:
-            result = audit(cases, args.ncu, args.timeout, Path(tmp), sections)
+            result = audit(cases, args.ncu, args.timeout, Path(tmp), sections, metrics)
         result["suite"] = args.suite
         result["meta"] = {**meta, "selection": {"per_backend": args.per_backend, "modes": args.modes,
                                                 "backends": args.backends, "exclude_backends": args.exclude_backends}}

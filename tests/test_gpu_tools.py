@@ -124,9 +124,20 @@ def test_byte_audit_reads_sections_per_kernel_with_the_launch_shape():
     assert cmd[cmd.index("--metrics") + 2:cmd.index("--csv")] == ["--section", "SpeedOfLight", "--section", "Occupancy"]
 
 
+def test_byte_audit_metrics_expand_sets_after_the_byte_metrics_without_repeats():
+    from ssmbench.measure.byte_audit import METRIC_SETS, METRICS, metrics_of, ncu_command
+
+    extra = metrics_of("pipes_stalls, lts__t_sectors_op_atom.sum, dram__bytes_read.sum, sm__cycles_elapsed.avg")
+    assert extra == (*METRIC_SETS["pipes_stalls"], "sm__cycles_elapsed.avg")
+    assert "smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio" in extra
+    cmd = ncu_command("ncu", Path("log.csv"), Path("cases.json"), Path("side.json"), (), extra)
+    assert cmd[cmd.index("--metrics") + 1].split(",") == [*METRICS, *extra]
+
+
 @pytest.mark.parametrize("args, message", [
     (["--sections", "SpeedOfLight,Roofline"], "Roofline not an ncu section"),
     (["--out", "no/such/dir/audit.json"], "no such folder"),
+    (["--metrics", "pipes_stalls,Stall-Reasons"], "'Stall-Reasons' is neither a metric set"),
 ])
 def test_byte_audit_cli_rejects_unknown_sections_and_output_folders(tmp_path, capsys, monkeypatch, args, message):
     from ssmbench.measure.byte_audit import main
