@@ -184,7 +184,13 @@ mamba-ssm's fused Mamba-2 path (the whole-model profiles: ~247 us per call at B 
 gives 148 us and the op call took 154 us; that path also recomputes the norm's output for out_proj's weight
 gradient).
 
-FlashAttention-2's forward and backward tile loops (class ``TILE_LOOP``) are in ``chain_fa2.py``.
+FlashAttention-2's forward and backward tile loops (class ``TILE_LOOP``) are in ``chain_fa2.py``; cuDNN's and
+SDPA's memory-efficient ones in ``chain_cudnn.py`` and ``chain_memeff.py``. A tile loop's CTAs share their SM's
+engines with the others resident there: min(programs_per_sm, ceil(programs / SMs)) of them, so a grid of no more
+CTAs than SMs gives each its SM's full rates. Programs of different lengths (causal tiles) are scheduled as the
+block scheduler does where the chain knows the grid's order (``Chain.group_steps``: each CTA in grid order to
+the slot that frees first, ``list_schedule``); else (cuDNN's persistent kernels, whose own tile schedulers hand out
+the work) by Graham's bound, (total - longest) / slots + longest steps. Programs of one length run in whole waves.
 
 """
 
@@ -198,6 +204,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..hwspecs.schema import CHAIN_CLASSES
+from .block_schedule import list_schedule
 from .conventions import nbytes
 
 # Resident blocks per SM on compute capability 9.0 (CUDA C++ Programming Guide, Table "Technical
@@ -322,6 +329,15 @@ class Chain:
     # TILE_LOOP only: the step's vector and special-function work run side by side after its tensor phase (the
     # backend's "phased" engines, execution.py) instead of one after the other
     phased: bool = False
+    # TILE_LOOP only: the step counts of one group of programs in the grid's dispatch order (one (batch, head)'s
+    # tiles), the grid being ``programs / len(group_steps)`` such groups one after another: the block scheduler's
+    # list schedule over the slots is then simulated (``list_schedule``) instead of bounded
+    group_steps: tuple[int, ...] | None = None
+    # TILE_LOOP only: the step's vector and special-function work run beside its tensor phase and its
+    # shared-memory operand delivery, which follow one another (the other CTA resident on the SM issues its
+    # softmax while this one's MMAs and ldmatrix run: chain_fa2.py, FlashAttention-2's forward); the step is the
+    # longer of the two
+    side_overlapped: bool = False
 
     def __post_init__(self):
         if self.cls not in CHAIN_CLASSES + (TILE_LOOP, ROW_LOOP):
@@ -387,7 +403,11 @@ def chain_time(chain: Chain, sm_count, step_s):
         steps = chain.steps * (per_sm + chain.tail_programs) * chain.shared_kib
     elif chain.fluid:
         steps = chain.steps * chain.programs / slots
-    elif chain.total_steps is None:
+    elif chain.group_steps is not None:
+        steps = np.vectorize(lambda s: list_schedule(chain.group_steps, round(chain.programs / len(chain.group_steps)),
+                                                     int(s)), otypes=[float])(slots)
+    elif chain.total_steps is None or chain.total_steps == chain.programs * chain.steps:
+        # programs of one length run in whole waves (Graham's bound below would add a program's length to them)
         steps = chain.steps * np.ceil(chain.programs / slots)
     else:
         steps = np.where(chain.programs <= slots, chain.steps,
@@ -408,7 +428,10 @@ def tile_step_time(chain: Chain, sm_count, rate_tensor, rate_vector, rate_sfu, s
     or cache latency adds nothing (the estimate names the key as not modelled): the step keeps its engines'
     time."""
     tf, vf, sf = chain.step_work
-    per_sm = np.asarray(sm_count, dtype=float) * chain.programs_per_sm  # rate / SMs / programs per SM
+    # the CTAs that share an SM: programs_per_sm, or fewer where the grid does not fill every SM's slots (a CTA
+    # alone on its SM has the SM's engines to itself)
+    resident = np.minimum(chain.programs_per_sm, np.ceil(chain.programs / np.asarray(sm_count, dtype=float)))
+    per_sm = np.asarray(sm_count, dtype=float) * resident  # rate / SMs / CTAs sharing the SM
 
     def t(work, rate):
         return 0.0 if work == 0 else work * per_sm / np.asarray(rate, dtype=float)
@@ -416,7 +439,9 @@ def tile_step_time(chain: Chain, sm_count, rate_tensor, rate_vector, rate_sfu, s
     smem = t(chain.smem_bytes, smem_bw)
     l2 = chain.l2_round_trips * np.asarray(l2_latency, dtype=float) if chain.l2_round_trips else 0.0
     side = np.maximum(t(vf, rate_vector), t(sf, rate_sfu)) if chain.phased else t(vf, rate_vector) + t(sf, rate_sfu)
-    return t(tf, rate_tensor) + side + np.where(np.isnan(smem), 0.0, smem) + np.where(np.isnan(l2), 0.0, l2)
+    delivered = t(tf, rate_tensor) + np.where(np.isnan(smem), 0.0, smem) + np.where(np.isnan(l2), 0.0, l2)
+    # a lone CTA has no neighbour whose softmax fills its MMA and operand-delivery phases
+    return np.where(chain.side_overlapped & (resident >= 2), np.maximum(delivered, side), delivered + side)
 
 
 def row_step_time(chain: Chain, sm_count, dram_bw, dram_latency):

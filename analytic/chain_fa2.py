@@ -5,20 +5,28 @@ the kernel PyTorch's SDPA flash backend vendors) runs one CTA per (query tile of
 head), grid (ceil(L / kBlockM), B, H) with the query tile fastest; each CTA loops over its key tiles
 of kBlockN (``FA2_FWD_TILES``): QK^T, the online softmax, PV, one after another on the same four
 warps. One step is one key tile of the full kBlockM x kBlockN tile (rows beyond L are computed and
-discarded: a decode's one query row costs a whole tile), and its time is that tile's work at the
-CTA's share of its SM, t_step = programs_per_sm x (tile tensor FLOPs / (mma.sync rate / SMs) +
-tile exponentials / (special-function rate / SMs) + tile vector FLOPs / (vector rate / SMs)): the
-CTAs resident on an SM share its engines, and a CTA alone on an SM does not run faster (its warps
-wait on their own dependent steps; on the H200 the lone CTAs of L = 512, S = 2048, B = 1, H = 32
-(128 CTAs) took 117 us for 32 steps: 3.6 us per step against 2.55 us at the two-CTA share).
-Programs per SM: 2, the register file's limit (the fp32 accumulators O [kBlockM, P] and S
-[kBlockM, kBlockN] over 128 threads: 128 + 64 registers per thread at P = 128, tile 128 x 64, so
-65536 / (128 x 192) = 2.7 CTAs before operands and addresses). Causal CTAs (bottom-right aligned)
-differ in length: the query tile m sees min(ceil((S - L + (m + 1) kBlockM) / kBlockN), ceil(S /
-kBlockN)) key tiles. The block scheduler hands CTAs out in grid order, the longest query tile of the
-last head last, so that one starts when the others have spread the rest of the work over every slot:
-T = ((total steps - longest) / slots + longest) x t_step (Graham's bound for list scheduling, reached
-because the longest job comes last); with no more CTAs than slots, T = longest x t_step. A grid
+discarded: a decode's one query row costs a whole tile). Its MMAs take their operands from registers (Q, P)
+and shared memory (K and V, each read by all four warps through ldmatrix after cp.async wrote it there:
+``fa2_fwd_smem_bytes``, itemsize x (2 x 4 + 2) x kBlockN x P, 160 KiB at head dim 128), and ncu on an H100
+(results/h100/2026-12-05/attention-paths, the unsplit decode at B = 64, S = 8192) found the tensor pipe 55.7 %
+and the shared-memory data pipe 47.4 % busy: 103 % together, the two one after the other at the SM's scale,
+with nothing left over for the softmax, which the other resident CTA issues meanwhile. So the step is
+t_step = CTAs sharing the SM x max(tile tensor FLOPs / (mma.sync rate / SMs) + shared-memory bytes /
+(memory.shared.bandwidth / SMs), tile exponentials / (special-function rate / SMs) + tile vector FLOPs /
+(vector rate / SMs)) (``Chain.side_overlapped``), with two CTAs per SM, the register file's limit (the fp32
+accumulators O [kBlockM, P] and S [kBlockM, kBlockN] over 128 threads: 128 + 64 registers per thread at
+P = 128, tile 128 x 64; ncu: 255 registers, two blocks by registers and by shared memory). A grid of no
+more CTAs than SMs leaves each CTA its SM, which then runs all of it in series at the whole SM's rates:
+the H200's lone CTAs of L = 512, S = 8192 (128 CTAs of 128 steps) took 1.9 us per step where the pairs
+of the long calls take 3.1-3.3 us. Causal CTAs (bottom-right aligned) differ in length: the query tile m
+sees min(ceil((S - L + (m + 1) kBlockM) / kBlockN), ceil(S / kBlockN)) key tiles. The block scheduler
+hands CTAs out in grid order (query tile fastest, then batch, then head) to the first free slot, which
+``block_schedule.list_schedule`` simulates; programs of one length run in whole waves. Over the H200's bf16 and fp16
+forward and decode calls through SDPA (2026-12-02/05) this takes the median |error| of the flash group's
+achievable estimate from 14.3 % (the throughput step at the CTAs' share, Graham's bound) to 8.2 %: the long
+calls at head dim 128 sit at 0.97-1.04x (they were 0.85-0.94x causal, 1.09-1.18x at equal lengths, whose
+whole waves Graham's bound overstates by a program), the unsplit decode at B = 16-256 at 0.89-0.95x
+(1.09-1.17x); head dim 64 (128 x 128 tiles, twice the softmax per step) lands at 0.72-0.92x. A grid
 smaller than 0.8 x 2 x SMs query tiles of 64 rows makes FlashAttention split the key loop over more
 CTAs (``num_splits_heuristic``, csrc/flash_attn/flash_api.cpp): the split kernel's chain is then not
 modelled (on the 19 split H200 decode cases the throughput terms exceed it).
@@ -45,9 +53,7 @@ part of it, so the serial step is the high end, 19 % above the profiled kernel's
 above the timed backward calls at S = 8192. Over the 25 H200 backward calls (2026-12-02/05) the estimate went from
 0.36-0.96x of the measurement (median 0.52) to 0.48-1.20x (median 1.03; the two under 0.6 are calls at L = S = 512
 whose host paces them or nearly), over the 13 forward-backward calls from 0.36-1.45x (median 0.61) to 0.65-1.45x
-(median 1.09). The forward carries no such term: its two CTAs per SM are not held together by barriers, and one's
-ldmatrix runs while the other's MMAs do (its operands, ~180 KB per 128 x 64 step at head dim 128, are 0.8x its MMA
-time; without the term the forward's long calls land 6-15 % under their measurement). Not in the chain: the backward's small kernels (D = rowsum(dO O), the dQ conversion, GQA's head
+(median 1.09). Not in the chain: the backward's small kernels (D = rowsum(dO O), the dQ conversion, GQA's head
 sums), which the throughput terms count.
 """
 
@@ -68,6 +74,8 @@ from .conventions import nbytes
 
 # FlashAttention-2 forward CTAs per SM (module docstring: the register file's limit)
 FA2_FWD_CTAS_PER_SM = 2
+# FlashAttention-2 forward warps per CTA (Flash_fwd_kernel_traits' kNWarps at every head dim SDPA dispatches)
+FA2_FWD_WARPS = 4
 # FlashAttention-2 backward CTAs per SM: its shared-memory tiles (144 KB at head dims 64 and 128) leave room for
 # one in the 228 KB of an sm90 SM (module docstring)
 FA2_BWD_CTAS_PER_SM = 1
@@ -95,9 +103,17 @@ def fa2_fwd_chain(causal: bool):
         work = attention_fwd_step_work(bm, bn, p)  # one key tile over the full tile
         return Chain(TILE_LOOP, max(per_tile), b * heads * len(per_tile), FA2_FWD_CTAS_PER_SM,
                      total_steps=float(b * heads * sum(per_tile)), step_work=work, mma_sync=True,
-                     split_grid=float(b * heads * math.ceil(rows / FA2_SPLIT_BLOCK_M)))
+                     split_grid=float(b * heads * math.ceil(rows / FA2_SPLIT_BLOCK_M)), group_steps=tuple(per_tile),
+                     smem_bytes=fa2_fwd_smem_bytes(p, bn, dtype), side_overlapped=True, label="tensor")
 
     return chain
+
+
+def fa2_fwd_smem_bytes(head_dim: int, block_n: int, dtype: str) -> float:
+    """Bytes one step of the forward kernel moves through shared memory (module docstring): its K and V tiles
+    written there (cp.async) and read by each of its warps as the B operands of S = Q K^T and O += P V (ldmatrix),
+    Q and P staying in registers: itemsize x (2 W + 2) x kBlockN x head dim."""
+    return float(nbytes(dtype) * (2 * FA2_FWD_WARPS + 2) * block_n * head_dim)
 
 
 def fa2_bwd_smem_bytes(head_dim: int, dtype: str) -> float:
@@ -142,7 +158,7 @@ def fa2_bwd_chain(causal: bool):
         work = attention_bwd_step_work(bm, bn, p)
         return Chain(TILE_LOOP, max(per_tile), b * h * len(per_tile), FA2_BWD_CTAS_PER_SM,
                      total_steps=float(b * h * sum(per_tile)), step_work=work, mma_sync=True, dtype=dtype,
-                     smem_bytes=fa2_bwd_smem_bytes(p, dtype), label="tensor")
+                     smem_bytes=fa2_bwd_smem_bytes(p, dtype), label="tensor", group_steps=tuple(per_tile))
 
     return chain
 

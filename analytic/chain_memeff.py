@@ -31,21 +31,31 @@ and P into shared memory:
 separated by barriers and every resident CTA runs the same phases, so the step is modelled in series, as
 FlashAttention-2's backward is: t_step = tile tensor FLOPs / (mma.sync rate / SMs) + smem bytes /
 (memory.shared.bandwidth / SMs) + the softmax's exponentials and vector work at their engines' share, x the CTAs
-per SM (``Chain.smem_bytes``); the work items are dispatched in grid order, the longest last (Graham's bound,
-``chain.chain_time``). Nothing is fitted: the rates are the spec's (the probe's mma.sync loop, the shared-memory
+sharing the SM (``Chain.smem_bytes``); the CTAs go out in grid order (query tile fastest) to the first free slot
+(``block_schedule.list_schedule``). Nothing is fitted: the rates are the spec's (the probe's mma.sync loop, the shared-memory
 bandwidth from the bank count).
 
 Against the H200's stored calls (the default suite of 2026-12-02 and a fill call of 2026-12-03: six causal forward
 calls, L = S = 512 to 8192, head dims 64 and 128): the estimate goes from 0.24-0.40x of the measured time (the
-throughput terms at the mma.sync rate) to 0.82-0.98x at the five the GPU paces (``tests/test_chain_memeff.py``; the
+throughput terms at the mma.sync rate) to 0.77-0.88x at the five the GPU paces (``tests/test_chain_memeff.py``; the
 sixth, B = 1 and L = 512, is paced by the call's host time). It stays under at every shape: the barriers also wait
-on the slowest warp, and the softmax's shared-memory reductions and atomics are not in the step. MM1's warps tile
+on the slowest warp, and the softmax's shared-memory reductions and atomics are not in the step. ncu on an H100
+(results/h100/2026-12-05/attention-paths) confirms the kernels, their warps and CTAs per SM (8 warps, 2 per SM at
+head dim 128; 4 warps, 4 per SM at 64) and finds no unit near its peak: the mma.sync pipe 34 % and 23 % busy, the
+shared-memory data pipe 40 % and 31 %, the warps stalled mostly on fixed latencies, short scoreboard (shared
+memory) and barriers. MM1's warps tile
 an output kKeysPerBlock columns wide (its ThreadblockShape; predicated beyond the head dim), so its operand reads
 do not shrink with a head dim below kMaxK.
 
-Not modelled: the backward kernel (``AttentionBackwardKernel``, a key-block loop of five GEMMs with its own tile
-choice and dQ accumulation): a forward-backward call keeps the throughput terms for it (0.26-0.45x of the
-measured calls); fp32 (the 32 x 128 TF32 kernels); decode's single-query fast path (``num_queries == 1`` with
+Not modelled: the backward kernel (``AttentionBackwardKernel``, a key-block loop of five GEMMs with its dQ
+accumulated in an fp32 workspace under a lock per query block): a forward-backward call keeps the throughput terms
+for it (0.26-0.45x of the measured calls). What ncu found on an H100 (results/h100/2026-12-05/attention-paths): at
+head dim 128 the 128 x 128 kernel (16 warps, one CTA per SM, 131 KiB of shared memory), at 64 the 64 x 64 one
+(4 warps, three per SM), grid (key blocks, H, B), after a copy kernel and the workspace's memset (134 MB at B = 2,
+H = 32, L = 4096: 42 us); no unit near its peak (the mma.sync pipe 27 %, the shared-memory data pipe 35 %, L2 40 %),
+the warps waiting on barriers, shared memory, fixed latencies, global loads and the lock's memory barrier; its
+timed steps (~20 us per 128 x 128 step at L = 4096-8192) are ~1.6x its MMAs and shared-memory operands in series.
+Also not modelled: fp32 (the 32 x 128 TF32 kernels); decode's single-query fast path (``num_queries == 1`` with
 broadcast K and V heads, which iterates over heads instead of rows).
 """
 
@@ -107,6 +117,6 @@ def memeff_fwd_chain(causal: bool):
         per_sm = max(1, MEMEFF_WARPS_PER_SM // memeff_warps(bq, bk))
         return Chain(TILE_LOOP, max(per_tile), b * h * len(per_tile), per_sm,
                      total_steps=float(b * h * sum(per_tile)), step_work=work, mma_sync=True, dtype=dtype,
-                     smem_bytes=memeff_fwd_smem_bytes(p, dtype), label="tensor")
+                     smem_bytes=memeff_fwd_smem_bytes(p, dtype), label="tensor", group_steps=tuple(per_tile))
 
     return chain

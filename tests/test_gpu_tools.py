@@ -125,7 +125,12 @@ def test_byte_audit_reads_sections_per_kernel_with_the_launch_shape():
 
 
 def test_byte_audit_metrics_expand_sets_after_the_byte_metrics_without_repeats():
-    from ssmbench.measure.byte_audit import METRIC_SETS, METRICS, metrics_of, ncu_command
+    from ssmbench.measure.byte_audit import (
+        METRIC_SETS,
+        METRICS,
+        metrics_of,
+        ncu_command,
+    )
 
     extra = metrics_of("pipes_stalls, lts__t_sectors_op_atom.sum, dram__bytes_read.sum, sm__cycles_elapsed.avg")
     assert extra == (*METRIC_SETS["pipes_stalls"], "sm__cycles_elapsed.avg")
