@@ -21,9 +21,10 @@ the H200's lone CTAs of L = 512, S = 8192 (128 CTAs of 128 steps) took 1.9 us pe
 of the long calls take 3.1-3.3 us. Causal CTAs (bottom-right aligned) differ in length: the query tile m
 sees min(ceil((S - L + (m + 1) kBlockM) / kBlockN), ceil(S / kBlockN)) key tiles. The block scheduler
 hands CTAs out in grid order (query tile fastest, then batch, then head) to the first free slot, which
-``block_schedule.list_schedule`` simulates; programs of one length run in whole waves. Over the H200's bf16 and fp16
-forward and decode calls through SDPA (2026-12-02/05) this takes the median |error| of the flash group's
-achievable estimate from 14.3 % (the throughput step at the CTAs' share, Graham's bound) to 8.2 %: the long
+``block_schedule.list_schedule`` simulates; programs of one length run in whole waves. Over the 110 stored H200
+calls through SDPA's flash backend (2026-12-02/05: forward, decode, backward, forward-backward) this and the same
+schedule for the backward take the achievable estimate's median |error| from 14.3 % (the forward's step at the
+CTAs' share without its operands, Graham's bound) to 8.2 %: the long
 calls at head dim 128 sit at 0.97-1.04x (they were 0.85-0.94x causal, 1.09-1.18x at equal lengths, whose
 whole waves Graham's bound overstates by a program), the unsplit decode at B = 16-256 at 0.89-0.95x
 (1.09-1.17x); head dim 64 (128 x 128 tiles, twice the softmax per step) lands at 0.72-0.92x. A grid

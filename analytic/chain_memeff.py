@@ -32,8 +32,8 @@ separated by barriers and every resident CTA runs the same phases, so the step i
 FlashAttention-2's backward is: t_step = tile tensor FLOPs / (mma.sync rate / SMs) + smem bytes /
 (memory.shared.bandwidth / SMs) + the softmax's exponentials and vector work at their engines' share, x the CTAs
 sharing the SM (``Chain.smem_bytes``); the CTAs go out in grid order (query tile fastest) to the first free slot
-(``block_schedule.list_schedule``). Nothing is fitted: the rates are the spec's (the probe's mma.sync loop, the shared-memory
-bandwidth from the bank count).
+(``block_schedule.list_schedule``). Nothing is fitted: the rates are the spec's (the probe's mma.sync loop, the
+shared-memory bandwidth from the bank count).
 
 Against the H200's stored calls (the default suite of 2026-12-02 and a fill call of 2026-12-03: six causal forward
 calls, L = S = 512 to 8192, head dims 64 and 128): the estimate goes from 0.24-0.40x of the measured time (the
