@@ -450,7 +450,9 @@ def _sdpa_lower_right_mask(dims: Mapping[str, int], mode: str) -> str:
     other two are disabled, so cuDNN runs its masked kernel: every L x S score tile (no causal tile
     skipping) with a bias operand, after the eager ops that build and convert the mask. Measured on the
     H200 (2026-12-02 calibration-torchref, one session): measured / achievable 2.5-3.1 at L < S against
-    1.3-1.6 at L = S, the same kernel group otherwise."""
+    1.3-1.6 at L = S, the same kernel group otherwise. The estimate runs it as such (``dense_mask_call``: every
+    score entry, the mask's eager kernels): the 12 stored H200 forward calls go from 0.49-0.52x to 0.53-0.60x;
+    the rest is the masked kernel's per-step bias loads (1.4x per score entry on an H100), not modelled."""
     if mode == "decode" or "L" not in dims or "S" not in dims:
         return ""
     return "dense_mask" if dims["L"] < dims["S"] else ""
@@ -499,12 +501,45 @@ def call_backward_launches(op: str, impl: str, dims: Mapping[str, int], dtype: s
     return max(float(both.launches) - float(fwd.launches), 0.0)
 
 
+# The eager work PyTorch's SDPA does to hand cuDNN a lower-right causal mask (``_sdpa_lower_right_mask``), as ncu saw
+# it on an H100 (results/h100/2026-12-05/attention-paths): a bool fill of ones, tril, two one-element fills and the
+# where that turns the bool mask into the additive bias, one kernel each; three Python-level ops issue them
+# (torch.ones, Tensor.tril, the boolean-mask conversion)
+DENSE_MASK_KERNELS = 5
+DENSE_MASK_HOST_OPS = 3
+
+
+def dense_mask_call(cost: Cost, dims: Mapping[str, int], dtype: str) -> Cost:
+    """``cost`` of a causal call with L < S as cuDNN runs it with the dense mask SDPA builds: every L x S score
+    entry (the kernel sees an arbitrary bias and skips no tile), so the score work (its tensor, vector and
+    special-function parts) grows by L S / (L (S - L) + L (L + 1) / 2), the entries under the bottom-right
+    diagonal the causal cost counts; and the mask built first: a bool L x S written, read and rewritten by tril,
+    read by the conversion that writes the bias in ``dtype`` (``DENSE_MASK_KERNELS`` kernels,
+    ``DENSE_MASK_HOST_OPS`` eager ops). The kernel's per-step bias loads are not in it: on the H100 the masked
+    kernel's steps took 1.4x the unmasked kernel's per score entry (results/h100/2026-12-05/attention-paths)."""
+    rows, keys = int(dims["L"]), int(dims["S"])
+    entries = rows * keys
+    grow = entries / (rows * (keys - rows) + rows * (rows + 1) / 2)
+    scaled = dataclasses.replace(cost, tensor={k: v * grow for k, v in cost.tensor.items()},
+                                 vector=cost.vector * grow, transcendental=cost.transcendental * grow)
+    host = dict(scaled.host)
+    host["torch_eager"] = host.get("torch_eager", 0) + DENSE_MASK_HOST_OPS
+    mask = Cost(read={"intermediates": 2 * entries}, write={"intermediates": (2 + nbytes(dtype)) * entries},
+                launches=DENSE_MASK_KERNELS)
+    return dataclasses.replace(scaled, host=host) + mask
+
+
 def measured_call(cost: Cost, backend: str | None, op: str, impl: str, dims: Mapping[str, int], dtype: str,
                   mode: str, launch: str = "eager") -> Cost:
     """``cost`` (of ``op``/``impl`` in ``mode``) as one measured call (``as_measured``), a forward-backward call
-    timed eagerly paying its backward kernels' per-launch host cost (``call_backward_launches``)."""
+    timed eagerly paying its backward kernels' per-launch host cost (``call_backward_launches``), a causal call
+    with fewer queries than keys on cuDNN running the dense mask SDPA builds for it (``dense_mask_call``; the forward:
+    no masked backward is measured here)."""
     bwd = call_backward_launches(op, impl, dims, dtype, mode, cost) if mode == "fwdbwd" and launch == "eager" else None
-    return as_measured(cost, backend, mode, op, impl, bwd_launches=bwd)
+    call = as_measured(cost, backend, mode, op, impl, bwd_launches=bwd)
+    if mode == "fwd" and KERNEL_PATHS.get((op, backend or ""), lambda d, m: "")(dims, mode) == "dense_mask":
+        call = dense_mask_call(call, dims, dtype)
+    return call
 
 
 def as_measured(cost: Cost, backend: str | None, mode: str | None = None, op: str | None = None,

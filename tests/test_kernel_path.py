@@ -91,3 +91,27 @@ def test_profile_finds_the_group_of_the_shapes_path():
     only_usual = Profile({"spec": {"id": "h200-sxm"}, "groups": groups[:1]})
     with pytest.raises(UserError, match="kernel path dense_mask"):
         only_usual.find("attention_causal", "fa2", "bf16", "fwd", backend=CUDNN, dims=_dims(512, 2048))
+
+
+def test_the_dense_mask_call_runs_every_score_entry_after_building_the_mask():
+    from ssmbench.analytic.registry import cost
+
+    d = _dims(512, 2048)
+    causal = cost("attention_causal", d, impl="fa2", mode="fwd", dtype="bf16")
+    plain = execution.as_measured(causal, CUDNN, "fwd", "attention_causal", "fa2")
+    masked = execution.measured_call(causal, CUDNN, "attention_causal", "fa2", d, "bf16", "fwd")
+    # 512 x 2048 entries against the 512 x 1536 + 512 x 513 / 2 under the bottom-right diagonal
+    grow = 512 * 2048 / (512 * 1536 + 512 * 513 / 2)
+    assert float(masked.tensor["bf16"]) == pytest.approx(float(plain.tensor["bf16"]) * grow)
+    assert float(masked.transcendental) == pytest.approx(float(plain.transcendental) * grow)
+    # the mask: bool written, tril read and written, the conversion's bool read and bf16 bias written
+    assert float(masked.bytes) - float(plain.bytes) == pytest.approx(6 * 512 * 2048)
+    assert masked.launches - plain.launches == execution.DENSE_MASK_KERNELS
+    assert masked.host["torch_eager"] - plain.host.get("torch_eager", 0) == execution.DENSE_MASK_HOST_OPS
+    # the usual kernel (L = S) and the flash backend keep the causal count
+    same = _dims(2048, 2048)
+    c2 = cost("attention_causal", same, impl="fa2", mode="fwd", dtype="bf16")
+    assert execution.measured_call(c2, CUDNN, "attention_causal", "fa2", same, "bf16", "fwd") == \
+        execution.as_measured(c2, CUDNN, "fwd", "attention_causal", "fa2")
+    assert execution.measured_call(causal, FLASH, "attention_causal", "fa2", d, "bf16", "fwd") == \
+        execution.as_measured(causal, FLASH, "fwd", "attention_causal", "fa2")
