@@ -82,6 +82,19 @@ def test_list_schedule_is_the_block_schedulers_refill_in_grid_order():
     assert ch.list_schedule((1, 2, 3), 1, 8) == 3.0  # fewer programs than slots: the longest
 
 
+def test_a_large_grid_adds_its_further_groups_evenly(monkeypatch):
+    from ssmbench.analytic import block_schedule as bs
+
+    causal = tuple(2 * (m + 1) for m in range(64))  # one head's query tiles at L = 8192, 128 x 64 tiles
+    steady = bs.list_schedule(causal, 5000, 264)  # 320000 programs: 1024 groups simulated, the rest spread
+    monkeypatch.setattr(bs, "SIMULATED_PROGRAMS", 10 ** 9)
+    bs.list_schedule.cache_clear()
+    try:
+        assert steady == pytest.approx(bs.list_schedule(causal, 5000, 264), rel=1e-4)
+    finally:
+        bs.list_schedule.cache_clear()
+
+
 def test_h200_chain_of_a_named_case_by_hand():
     # B=1, H=32, L=S=2048, P=128 (measured 164.5 us, results/h200/2026-12-02/default): 512 CTAs of 2 (m + 1)
     # steps in grid order (query tile fastest), 264 slots; a step is its MMAs at the mma.sync rate and its
