@@ -30,7 +30,9 @@ whole waves Graham's bound overstates by a program), the unsplit decode at B = 1
 (1.09-1.17x); head dim 64 (128 x 128 tiles, twice the softmax per step) lands at 0.72-0.92x. A grid
 smaller than 0.8 x 2 x SMs query tiles of 64 rows makes FlashAttention split the key loop over more
 CTAs (``num_splits_heuristic``, csrc/flash_attn/flash_api.cpp): the split kernel's chain is then not
-modelled (on the 19 split H200 decode cases the throughput terms exceed it).
+modelled (on the 19 split H200 decode cases the throughput terms exceed it), nor the combine kernel after it,
+whose loop over the splits waits one memory round trip per split (ncu on an H100: 15.6-17.6 us at 28-32 splits,
+long-scoreboard stalls; graph-timed calls at B = 1-2 run 10-16 us over the estimate, results/h100/2026-12-05).
 On the 2026-12-02/03 H200 SDPA-flash cases this term takes the achievable estimate's median |error|
 over forward and decode from 36 % to 16 %.
 
