@@ -404,8 +404,9 @@ def chain_time(chain: Chain, sm_count, step_s):
     elif chain.fluid:
         steps = chain.steps * chain.programs / slots
     elif chain.group_steps is not None:
-        steps = np.vectorize(lambda s: list_schedule(chain.group_steps, round(chain.programs / len(chain.group_steps)),
-                                                     int(s)), otypes=[float])(slots)
+        launches = chain.steps / max(chain.group_steps)  # Chain.repeated scales steps: one schedule per launch
+        steps = launches * np.vectorize(lambda s: list_schedule(chain.group_steps, round(chain.programs / len(
+            chain.group_steps)), int(s)), otypes=[float])(slots)
     elif chain.total_steps is None or chain.total_steps == chain.programs * chain.steps:
         # programs of one length run in whole waves (Graham's bound below would add a program's length to them)
         steps = chain.steps * np.ceil(chain.programs / slots)

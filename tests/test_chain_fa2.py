@@ -122,3 +122,13 @@ def test_which_backends_carry_the_chain():
     own = execution.chain_of("attention_causal", "fa2", d, "fwd", "torch.sdpa.efficient")
     assert own.smem_bytes > 0 and own.programs == 32 * 2048 // 64
     assert execution.serial_engines("attention_causal", "fa2", "torch.sdpa.efficient")
+
+
+@pytest.mark.parametrize("backend", ["torch.sdpa.flash", "torch.sdpa.efficient"])
+def test_a_repeated_scheduled_chain_takes_one_schedule_per_launch(backend):
+    # a model's layers launch the kernel back to back (Chain.repeated): the grid-order schedule is paid per launch
+    d = {"B": 1, "H": 32, "G": 8, "L": 8192, "S": 8192, "P": 128}
+    c = execution.chain_of("attention_causal", "fa2", d, "fwd", backend)
+    assert c.group_steps is not None
+    one = ch.chain_time(c, 132, 1.0)
+    assert ch.chain_time(c.repeated(10), 132, 1.0) == pytest.approx(10 * one, rel=1e-12)

@@ -42,6 +42,7 @@ from ...hwspecs.schema import (
     value_kind,
 )
 from ..achievable import AchievableTable, host_fallback
+from ..chain import SMEM_BANDWIDTH_KEY
 from ..roofline import ON_CHIP_LEVELS, TENSOR_DTYPES, spec_ceiling
 from ..workloads.placement import PERSISTENT_LEVEL
 from . import energy
@@ -101,9 +102,13 @@ def model_params(base: Spec) -> dict[str, Param]:
     add("compute.special_function", "rate", "transcendentals")
     add("memory.dram.bandwidth", "rate", "DRAM bytes")
     add("memory.dram.latency", "overhead", "one DRAM load-to-use latency per kernel")
+    if "shared" in base.memory:
+        add(SMEM_BANDWIDTH_KEY, "rate", "a tile loop's operands through shared memory (FlashAttention-2's step)")
     cache = cache_level(base)
     if cache is not None:
         add(f"memory.{cache}.bandwidth", "rate", "extra traffic served by the device-wide cache")
+        add(f"memory.{cache}.latency", "overhead", "a tile loop's dependent round trips to the device-wide cache "
+                                                   "(cuDNN's backward step)")
         add(f"memory.{cache}.capacity", "capacity", "a kernel's extra traffic is served by the cache when it "
                                                     f"fits in {0.5:g} of it")
     state = state_level(base)
@@ -306,6 +311,8 @@ class Designs:
             dram_bw=col("memory.dram.bandwidth"), dram_latency=col("memory.dram.latency"),
             l2_bw=self.get(cache and f"memory.{cache}.bandwidth"),
             l2_capacity=self.get(cache and f"memory.{cache}.capacity"),
+            smem_bw=self.get(SMEM_BANDWIDTH_KEY if SMEM_BANDWIDTH_KEY in self.values else None),
+            l2_latency=self.get(cache and f"memory.{cache}.latency"),
             node_s=col("launch.graph_node"),
             # a GEMM kernel's fixed time is a property of the GEMM library on its base, as chain steps are
             gemm_s=np.full(self.n, _base_value(self.base, "launch.gemm_fixed")),
