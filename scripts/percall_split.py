@@ -105,6 +105,12 @@ CALLS = (
       for op in ("rmsnorm", "layernorm", "gated_rmsnorm") for dt in ("bf16", "fp32")),
     ("rope_b8_h14", "rope", "torch_ref", "bf16", {"B": 8, "L": 2048, "H": 14, "G": 2, "P": 64}),
     ("rope_b8_fp32", "rope", "torch_ref", "fp32", {"B": 8, "L": 2048, "H": 32, "G": 8, "P": 64}),
+    # FlashAttention-2's split-KV decode through SDPA at B = 1-16 (num_splits_heuristic splits the key loop: a
+    # split kernel and a combine kernel, chain_fa2.py): each kernel's device time, where the estimate falls
+    # 10-16 us short of the graph-timed calls (results/h100/2026-12-05/fa2-fwd-oos)
+    *((f"sdpa_flash_decode_b{b}_s{s}", "attention_causal", "torch.sdpa.flash", "bf16",
+       {"B": b, "S": s, "H": 32, "G": 8, "P": 128}, "decode")
+      for b, s in ((1, 1024), (1, 4096), (1, 16384), (1, 65536), (1, 131072), (2, 8192), (16, 4096))),
 )
 HOST_SINGLE = 30
 B2B_CALLS, B2B_REPEATS = 10, 10
