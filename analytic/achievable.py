@@ -94,8 +94,11 @@ Terms, for one call of an op whose kernels launch back to back (``launches`` = n
   Triton norms' backward loops over rows on one program per SM, each row a few DRAM round trips and its
   bytes at the program's share of the bandwidth (``chain.ROW_LOOP``: no spec parameter beyond
   memory.dram.latency and memory.dram.bandwidth).
-- GPU time: T_gpu = n x graph_node + n_cublas x gemm_fixed + n_lib x library_fixed + max(T_tensor, T_vector, T_sfu, T_mem, T_l2 + T_reread, T_chain): the engines
-  and the memory system overlap within a call; the per-kernel fixed costs do not. For a kernel whose
+- GPU time: T_gpu = n x graph_node + n_cublas x gemm_fixed + n_lib x library_fixed
+  + max(T_tensor, T_vector, T_sfu, T_mem, T_l2 + T_reread, T_chain) + T_after: the engines and the memory system overlap within a call; the per-kernel fixed costs do not. T_after
+  is what runs once the streaming is done: where FlashAttention-2 splits its key loop (``fa2_split.py``), the
+  split kernel's last step and the combine kernel (one launch, (splits + 1) round trips to the device-wide
+  cache); 0 elsewhere. For a kernel whose
   phases run one after another on the same warps (FlashAttention-2's softmax between its two GEMMs;
   the selective scan's B/C loads, exponentials and block scan between barriers;
   ``execution.Traits.engines``) those times add: max(T_tensor + T_vector + T_sfu + T_reread, T_mem, T_l2).
@@ -136,6 +139,7 @@ from ..hwspecs.schema import (CHAIN_CLASSES, COMPUTE_PATHS, DRAM_PATHS, HOST_CLA
 from .chain import (L2_LATENCY_KEY, ROW_LOOP, SMEM_BANDWIDTH_KEY, TILE_LOOP, Chain, chain_only_key, chain_time,
                     row_step_time, tile_step_time)
 from .cost import Cost
+from .fa2_split import split_kv_after
 from .roofline import COL, TENSOR_DTYPES, Prefer, check_choice, spec_ceiling, work_array
 
 LABEL = "achievable estimate"
@@ -331,10 +335,13 @@ def chain_step_time(chain: Chain, table: AchievableTable) -> np.ndarray:
     rate_t = table.rate_tensor[:, d]
     if chain.mma_sync:
         rate_t = np.where(np.isnan(table.rate_mma_sync[:, d]), rate_t, table.rate_mma_sync[:, d])
-    unknown = np.full(len(table.spec_ids), np.nan)
-    smem = table.smem_bw if table.smem_bw is not None else unknown
-    l2_lat = table.l2_latency if table.l2_latency is not None else unknown
-    return tile_step_time(chain, table.sm_count, rate_t, table.rate_vector, table.rate_sfu, smem, l2_lat)
+    smem = table.smem_bw if table.smem_bw is not None else np.full(len(table.spec_ids), np.nan)
+    return tile_step_time(chain, table.sm_count, rate_t, table.rate_vector, table.rate_sfu, smem, _l2_latency(table))
+
+
+def _l2_latency(table: AchievableTable) -> np.ndarray:
+    """The device-wide cache's round trip per spec of ``table``; NaN where unknown."""
+    return table.l2_latency if table.l2_latency is not None else np.full(len(table.spec_ids), np.nan)
 
 
 def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarray | bool = False,
@@ -426,14 +433,20 @@ def achievable_work(work: np.ndarray, table: AchievableTable, *, tf32: np.ndarra
     phased = stacked[0] + np.maximum(stacked[1], stacked[2])
     top = np.where(mode == 1, np.maximum(engines, np.maximum(stacked[3], stacked[4] - reread)),
                    np.where(mode == 2, np.maximum(phased, np.maximum(stacked[3], stacked[4])), stacked.max(axis=0)))
+    after = 0.0
     if chain is not None:
-        chain_s = np.broadcast_to(chain_time(chain, ps(table.sm_count), lambda link: ps(chain_step_time(link, table))),
-                                  shape)
+        def step(link):
+            return ps(chain_step_time(link, table))
+
+        chain_s = np.broadcast_to(chain_time(chain, ps(table.sm_count), step), shape)
+        # a split-KV kernel's last step and its combine kernel run after the streaming (fa2_split.py)
+        after = split_kv_after(chain, ps(table.sm_count), step, ps(table.node_s), ps(table.dram_latency),
+                               ps(_l2_latency(table)))
     else:
         chain_s = np.zeros(shape) if chain_s is None else np.broadcast_to(np.asarray(chain_s, dtype=float), shape)
     chain_binds = (chain_s > 0) & (chain_s >= top)
     top = np.maximum(top, chain_s)
-    gpu = node + top
+    gpu = node + top + after
 
     if launch == "eager":
         host_cols = np.stack([work[COL[f"host.{c}"]] for c in HOST_CLASSES])  # [H, *shape]

@@ -206,6 +206,7 @@ import numpy as np
 from ..hwspecs.schema import CHAIN_CLASSES
 from .block_schedule import list_schedule
 from .conventions import nbytes
+from .fa2_split import split_kv_parts
 
 # Resident blocks per SM on compute capability 9.0 (CUDA C++ Programming Guide, Table "Technical
 # Specifications per Compute Capability": maximum number of resident blocks per SM, 32)
@@ -268,10 +269,6 @@ RESIDUAL_BWD_BYTES_PER_ELEMENT = 4 + 4
 SMEM_BANDWIDTH_KEY = "memory.shared.bandwidth"
 # the spec key of the device-wide cache's round trip a tile loop's step waits for (``Chain.l2_round_trips``)
 L2_LATENCY_KEY = "memory.l2.latency"
-# flash_api.cpp num_splits_heuristic: one split when batch x heads x 64-row query blocks >= 0.8 x the
-# SM count it is given (set_params_splitkv passes 2 x multiProcessorCount)
-FA2_SPLIT_FILL = 0.8 * 2
-FA2_SPLIT_BLOCK_M = 64
 
 
 def chain_only_key(key: str) -> bool:
@@ -292,13 +289,14 @@ class Chain:
     programs_per_sm: float
     # TILE_LOOP only: steps summed over the programs when they differ (the longest, ``steps``, is
     # dispatched last); one step's work (tensor FLOPs, vector FLOPs, transcendentals) at the CTA's
-    # share of its SM, the tensor FLOPs at the mma.sync rate of ``dtype`` where ``mma_sync``; the grid
-    # (in 64-row query blocks) below which the kernel splits its key loop (the chain is then 0)
+    # share of its SM, the tensor FLOPs at the mma.sync rate of ``dtype`` where ``mma_sync``
     total_steps: float | None = None
     step_work: tuple[float, float, float] | None = None
     dtype: str = "bf16"
     mma_sync: bool = False
-    split_grid: float | None = None
+    # TILE_LOOP only: the split-KV kernel FlashAttention runs instead where its grid is small (fa2_split.py), as a
+    # chain of programs = the grid's 64-row query blocks and steps = its key blocks all told; None: never splits
+    split: Chain | None = None
     # programs flow through the slots (the scheduler refills a slot as its program exits): the chain is
     # steps x programs / slots x step, not whole waves (``state_tile_cta``); with shared_kib, an SM's
     # ceil(programs / SMs) programs (``lane_state_cta``)
@@ -374,15 +372,6 @@ class Chain:
         return tuple(dict.fromkeys(keys))
 
 
-def splits_key_loop(chain: Chain, sm_count):
-    """Whether the kernel of ``chain`` splits its key loop over more CTAs on a device of ``sm_count`` SMs
-    (FlashAttention's ``num_splits_heuristic``, module docstring): a split kernel and a combine kernel
-    run instead of the tile loop. ``sm_count`` may be an array (one per spec)."""
-    if chain.split_grid is None:
-        return np.zeros(np.shape(sm_count), dtype=bool)
-    return chain.split_grid < FA2_SPLIT_FILL * np.asarray(sm_count, dtype=float)
-
-
 def chain_time(chain: Chain, sm_count, step_s):
     """T_chain = steps x ceil(programs / (sm_count x programs_per_sm)) x step_s (a fluid chain: without the
     ceil), or for programs of different lengths ((total - longest) / slots + longest) x step_s, or where the
@@ -413,10 +402,11 @@ def chain_time(chain: Chain, sm_count, step_s):
     else:
         steps = np.where(chain.programs <= slots, chain.steps,
                          (chain.total_steps - chain.steps) / slots + chain.steps)
-    if chain.split_grid is not None:  # the kernel splits its key loop on a small grid: not modelled
-        steps = np.where(splits_key_loop(chain, sms), 0.0, steps)
     step = step_s(chain) if callable(step_s) else step_s
     t = np.nan_to_num(steps * np.asarray(step, dtype=float), nan=0.0)
+    if chain.split is not None:  # the split kernel's steps but its last where the key loop splits (fa2_split.py)
+        inside, _, n = split_kv_parts(chain, sms, step_s if callable(step_s) else (lambda link: step_s))
+        t = np.where(n > 1, inside, t)
     return t if chain.then is None else t + chain_time(chain.then, sm_count, step_s)
 
 

@@ -5,9 +5,10 @@ the kernel PyTorch's SDPA flash backend vendors) runs one CTA per (query tile of
 head), grid (ceil(L / kBlockM), B, H) with the query tile fastest; each CTA loops over its key tiles
 of kBlockN (``FA2_FWD_TILES``): QK^T, the online softmax, PV, one after another on the same four
 warps. One step is one key tile of the full kBlockM x kBlockN tile (rows beyond L are computed and
-discarded: a decode's one query row costs a whole tile). Its MMAs take their operands from registers (Q, P)
-and shared memory (K and V, each read by all four warps through ldmatrix after cp.async wrote it there:
-``fa2_fwd_smem_bytes``, itemsize x (2 x 4 + 2) x kBlockN x P, 160 KiB at head dim 128), and ncu on an H100
+discarded: a decode's one query row costs a whole tile). Its MMAs take their operands from shared memory (K
+and V, each read by all four warps through ldmatrix after cp.async wrote it there, and Q's fragments again each
+step) and registers (P): ``fa2_fwd_smem_bytes``, itemsize x (2 x 4 x kBlockN + kBlockM) x P, 160 KiB at head
+dim 128. ncu on an H100
 (results/h100/2026-12-05/attention-paths, the unsplit decode at B = 64, S = 8192) found the tensor pipe 55.7 %
 and the shared-memory data pipe 47.4 % busy: 103 % together, the two one after the other at the SM's scale,
 with nothing left over for the softmax, which the other resident CTA issues meanwhile. So the step is
@@ -27,14 +28,16 @@ schedule for the backward take the achievable estimate's median |error| from 14.
 CTAs' share without its operands, Graham's bound) to 8.2 %: the long
 calls at head dim 128 sit at 0.97-1.04x (they were 0.85-0.94x causal, 1.09-1.18x at equal lengths, whose
 whole waves Graham's bound overstates by a program), the unsplit decode at B = 16-256 at 0.89-0.95x
-(1.09-1.17x); head dim 64 (128 x 128 tiles, twice the softmax per step) lands at 0.72-0.92x. A grid
+(1.09-1.17x); head dim 64 (128 x 128 tiles, twice the softmax per step) lands at 0.71-0.92x (ncu on an H100,
+results/h100/2026-12-06/fa2-paths: its tensor and shared-memory pipes add to 80-86 % of the time, not all of it;
+the rest, the warps' dependent softmax and MMAs, is not modelled). A grid
 smaller than 0.8 x 2 x SMs query tiles of 64 rows makes FlashAttention split the key loop over more
-CTAs (``num_splits_heuristic``, csrc/flash_attn/flash_api.cpp): the split kernel's chain is then not
-modelled (on the 19 split H200 decode cases the throughput terms exceed it), nor the combine kernel after it,
-whose loop over the splits waits one memory round trip per split (ncu on an H100: 15.6-17.6 us at 28-32 splits,
-long-scoreboard stalls; graph-timed calls at B = 1-2 run 10-16 us over the estimate, results/h100/2026-12-05).
-On the 2026-12-02/03 H200 SDPA-flash cases this term takes the achievable estimate's median |error|
-over forward and decode from 36 % to 16 %.
+CTAs (``num_splits_heuristic``, csrc/flash_attn/flash_api.cpp): a split kernel of 64 x kBlockN tiles
+(``fa2_splitkv_chain``) and a combine kernel run instead, timed in ``fa2_split.py``: on the H100's graph-timed
+decode calls at B = 1-2 (results/h100/2026-12-05/fa2-fwd-oos, 2026-12-06/fa2-paths) 0.56-0.86x before, 0.88-1.04x
+with them; on the 13 stored H200 split calls (eager) that the host does not pace 0.35-1.02x before (median
+0.63), 0.71-1.05x (median 0.80). On the 2026-12-02/03 H200 SDPA-flash cases the tile-loop term took the
+achievable estimate's median |error| over forward and decode from 36 % to 16 %.
 
 FlashAttention-2's backward kernel (``flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel``, flash_bwd_kernel.h; grid
 (ceil(S / kBlockN), B, H), the key tile fastest) runs one CTA per (key tile, batch, query head), looping over the
@@ -72,8 +75,9 @@ from .attention_tiles import (
     key_tiles_per_query_tile,
     query_tiles_per_key_tile,
 )
-from .chain import FA2_SPLIT_BLOCK_M, TILE_LOOP, Chain
+from .chain import TILE_LOOP, Chain
 from .conventions import nbytes
+from .fa2_split import FA2_SPLIT_BLOCK_M
 
 # FlashAttention-2 forward CTAs per SM (module docstring: the register file's limit)
 FA2_FWD_CTAS_PER_SM = 2
@@ -106,17 +110,41 @@ def fa2_fwd_chain(causal: bool):
         work = attention_fwd_step_work(bm, bn, p)  # one key tile over the full tile
         return Chain(TILE_LOOP, max(per_tile), b * heads * len(per_tile), FA2_FWD_CTAS_PER_SM,
                      total_steps=float(b * heads * sum(per_tile)), step_work=work, mma_sync=True,
-                     split_grid=float(b * heads * math.ceil(rows / FA2_SPLIT_BLOCK_M)), group_steps=tuple(per_tile),
-                     smem_bytes=fa2_fwd_smem_bytes(p, bn, dtype), side_overlapped=True, label="tensor")
+                     split=fa2_splitkv_chain(b * heads * math.ceil(rows / FA2_SPLIT_BLOCK_M), s, p, dtype),
+                     group_steps=tuple(per_tile), smem_bytes=fa2_fwd_smem_bytes(p, bn, dtype, bm), side_overlapped=True,
+                     label="tensor")
 
     return chain
 
 
-def fa2_fwd_smem_bytes(head_dim: int, block_n: int, dtype: str) -> float:
-    """Bytes one step of the forward kernel moves through shared memory (module docstring): its K and V tiles
-    written there (cp.async) and read by each of its warps as the B operands of S = Q K^T and O += P V (ldmatrix),
-    Q and P staying in registers: itemsize x (2 W + 2) x kBlockN x head dim."""
-    return float(nbytes(dtype) * (2 * FA2_FWD_WARPS + 2) * block_n * head_dim)
+def fa2_splitkv_chain(grid_blocks: int, keys: int, head_dim: int, dtype: str) -> Chain:
+    """The split-KV kernel FlashAttention-2 runs where its grid is small (fa2_split.py) as a chain template:
+    ``grid_blocks`` programs (the grid's 64-row query blocks) over ceil(S / kBlockN) key blocks all told, tile
+    64 x kBlockN (``FA2_SPLITKV_TILES``), its step as the forward's (two CTAs per SM, the K and V operands
+    through shared memory in series with the MMAs, the softmax beside them); ``fa2_split.split_link`` gives the
+    chain at a number of splits. Causal masking of prefill query tiles is not counted (each split's key blocks
+    all told: an upper bound there)."""
+    from .ops.attention.common import FA2_SPLITKV_TILES
+
+    bm, bn = next((t for d, t in FA2_SPLITKV_TILES if head_dim <= d), FA2_SPLITKV_TILES[-1][1])
+    return Chain(TILE_LOOP, math.ceil(keys / bn), grid_blocks, FA2_FWD_CTAS_PER_SM,
+                 step_work=attention_fwd_step_work(bm, bn, head_dim),
+                 dtype=dtype if dtype in ("bf16", "fp16") else "bf16", mma_sync=True,
+                 smem_bytes=fa2_fwd_smem_bytes(head_dim, bn, dtype, bm), side_overlapped=True, label="tensor")
+
+
+def fa2_fwd_smem_bytes(head_dim: int, block_n: int, dtype: str, block_m: int | None = None) -> float:
+    """Bytes one step of the forward kernel reads from shared memory through its load pipe (module docstring): its
+    K and V tiles, read by each of its W warps as the B operands of S = Q K^T and O += P V (ldmatrix), and its
+    Q tile, whose A fragments the warps load again each step (Is_Q_in_regs is false), P staying in registers:
+    itemsize x (2 W kBlockN + kBlockM) x head dim (``block_m`` 2 x ``block_n`` where not given). The cp.async
+    copies that write K and V there do not go through that pipe: ncu's shared-memory wavefronts on an H100
+    (results/h100/2026-12-05/attention-paths, 2026-12-06/fa2-paths) were 172 KB per step against 164 KB
+    counted for the 128 x 64 tile at head dim 128, 287 against 279 KB for the split kernel's 64 x 128 tile, and
+    156-162 against 147 KB for the 128 x 128 tile at head dim 64, where counting the writes too gives 164, 344
+    and 164 KB."""
+    block_m = 2 * block_n if block_m is None else block_m
+    return float(nbytes(dtype) * (2 * FA2_FWD_WARPS * block_n + block_m) * head_dim)
 
 
 def fa2_bwd_smem_bytes(head_dim: int, dtype: str) -> float:

@@ -77,7 +77,6 @@ from .chain import (
     layer_norm_bwd_chain,
     mamba1_scan_chain,
     mamba3_siso_chain,
-    splits_key_loop,
 )
 from .chain_cudnn import cudnn_sdpa_chain
 from .chain_fa2 import fa2_chain
@@ -85,6 +84,7 @@ from .chain_memeff import memeff_fwd_chain
 from .chain_ssd import ssd_chunk_scan_chain, ssd_chunked_chain
 from .conventions import nbytes
 from .cost import Cost
+from .fa2_split import splits
 
 Fp32Matmul = Literal["vector", "tf32"]
 
@@ -483,7 +483,7 @@ def kernel_path(op: str, impl: str, dims: Mapping[str, int], mode: str, backend:
         c = chain_of(op, impl, dims, mode, backend)
     except KeyError:  # an implementation without traits has no chain
         return ""
-    return SPLIT_KV if c is not None and bool(splits_key_loop(c, sm_count)) else ""
+    return SPLIT_KV if c is not None and float(splits(c, sm_count)) > 1 else ""
 
 
 def call_backward_launches(op: str, impl: str, dims: Mapping[str, int], dtype: str, mode: str,

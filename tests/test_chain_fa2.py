@@ -10,7 +10,7 @@ import math
 import pytest
 from ssmbench.analytic import chain as ch
 from ssmbench.analytic import chain_fa2 as fa
-from ssmbench.analytic import execution
+from ssmbench.analytic import execution, fa2_split
 from ssmbench.analytic.achievable import estimate
 from ssmbench.analytic.cost import Cost
 from ssmbench.hwspecs import get_spec
@@ -51,10 +51,15 @@ def test_schedule_longest_last_and_one_wave():
     assert float(ch.chain_time(c, 5, 1e-6)) == pytest.approx(((120 - 8) / 10 + 8) * 1e-6)
 
 
-def test_a_small_grid_splits_the_key_loop_and_drops_the_chain():
-    c = ch.Chain(ch.TILE_LOOP, 8, 24, 2, total_steps=120, step_work=(1.0, 0.0, 0.0), split_grid=24)
-    assert float(ch.chain_time(c, 16, 1e-6)) == 0.0  # 24 < 0.8 x 2 x 16
-    assert float(ch.chain_time(c, 15, 1e-6)) > 0.0  # 24 = 0.8 x 2 x 15: one split
+def test_a_small_grid_runs_the_split_kernels_chain_instead():
+    split = ch.Chain(ch.TILE_LOOP, 8, 24, 2, step_work=(1.0, 0.0, 0.0))  # 24 query blocks, 8 key blocks
+    c = ch.Chain(ch.TILE_LOOP, 8, 24, 2, total_steps=120, step_work=(1.0, 0.0, 0.0), split=split, group_steps=(8,))
+    # 24 >= 0.8 x 2 x 15: one split, the tile loop's own chain (24 CTAs in 30 slots: one wave of 8 steps)
+    assert float(ch.chain_time(c, 15, 1e-6)) == pytest.approx(8e-6)
+    # 24 < 0.8 x 2 x 16: 4 splits (the fewest whose 96 CTAs fill whole waves of 32 slots) of 2 key blocks each:
+    # 3 waves of 2 steps, the last step after the max (fa2_split.split_kv_after)
+    assert fa2_split.num_splits(24, 16, 8) == 4
+    assert float(ch.chain_time(c, 16, 1e-6)) == pytest.approx((2 * 3 - 1) * 1e-6)
 
 
 def test_step_time_is_the_tile_at_the_ctas_share_of_the_sm():

@@ -52,8 +52,11 @@ def test_flash_decode_split_kv_path_follows_the_grid(B, sms, path):
 
 
 def test_flash_prefill_on_a_small_grid_splits_too():
-    # fwd, G = H = 32, L = 128: grid 32 x ceil(128 / 64) = 64 < 211.2; at L = 2048: 1024 blocks
-    assert execution.kernel_path("attention_causal", "fa2", _dims(128, 128, G=32), "fwd", FLASH, H200_SMS) == "split_kv"
+    # fwd, G = H = 32, L = 128: grid 32 x ceil(128 / 64) = 64 < 211.2, over S = 1024 keys (8 blocks of 128); at
+    # S = 128 one key block leaves nothing to split (num_splits_heuristic: at most n_blocks splits); at L = 2048:
+    # 1024 blocks
+    assert execution.kernel_path("attention_causal", "fa2", _dims(128, 1024, G=32), "fwd", FLASH, H200_SMS) == "split_kv"
+    assert execution.kernel_path("attention_causal", "fa2", _dims(128, 128, G=32), "fwd", FLASH, H200_SMS) == ""
     assert execution.kernel_path("attention_causal", "fa2", _dims(2048, 2048, G=32), "fwd", FLASH, H200_SMS) == ""
     # a backend that runs no FlashAttention chain (cuDNN) never splits
     assert execution.kernel_path("attention_causal", "fa2", _dims(128, 128, G=32), "fwd", CUDNN, H200_SMS) == ""

@@ -35,8 +35,10 @@ import math
 import numpy as np
 
 from ...hwspecs.schema import COMPUTE_PATHS, DRAM_PATHS, HOST_CLASSES, LIBRARY_KERNEL_CLASSES
-from ..achievable import CLASSES, L2_RESIDENT_FRACTION, AchievableTable, _lib_s, _z, chain_step_time, host_cost
+from ..achievable import (CLASSES, L2_RESIDENT_FRACTION, AchievableTable, _l2_latency, _lib_s, _z, chain_step_time,
+                          host_cost)
 from ..chain import chain_time
+from ..fa2_split import split_kv_after
 from ..registry import AnalyticError
 from ..roofline import COL, TENSOR_DTYPES
 from .train_host import KEY as BACKWARD
@@ -77,19 +79,26 @@ def _constants(t: AchievableTable) -> dict | None:
     return k
 
 
-def chain_seconds(table: AchievableTable, c, phase: str, batch: float, length: float) -> float:
-    """The chain time of plan call ``c`` at this point on the table's first spec, as ``step_achievable``
-    and ``achievable_work`` compute it (0 where the call has no chain here)."""
+def chain_seconds(table: AchievableTable, c, phase: str, batch: float, length: float) -> tuple[float, float]:
+    """The chain time of plan call ``c`` at this point on the table's first spec, and the time after the max of
+    its terms (a split-KV kernel's last step and combine, fa2_split.py), as ``step_achievable`` and
+    ``achievable_work`` compute them ((0, 0) where the call has no chain here)."""
     from ..execution import chain_of
     from .evaluate import call_shape
 
     chain = chain_of(c.op, c.impl, {k: round(v) for k, v in call_shape(c, phase, batch, length).items()}, c.mode,
                      c.backend)
     if chain is None:
-        return 0.0
+        return 0.0, 0.0
     chain = chain.repeated(c.count)
-    return _f(chain_time(chain, np.asarray(table.sm_count).reshape(-1, 1),
-                         lambda link: np.asarray(chain_step_time(link, table)).reshape(-1, 1)))
+    sms = np.asarray(table.sm_count).reshape(-1, 1)
+
+    def step(link):
+        return np.asarray(chain_step_time(link, table)).reshape(-1, 1)
+
+    after = split_kv_after(chain, sms, step, np.reshape(table.node_s, (-1, 1)),
+                           np.reshape(table.dram_latency, (-1, 1)), np.reshape(_l2_latency(table), (-1, 1)))
+    return _f(chain_time(chain, sms, step)), _f(after)
 
 
 def _call_lines(i: int, c, k: dict, tf32: bool, serial: int, mma: bool, launch: str, chained: bool,
@@ -153,12 +162,13 @@ def _call_lines(i: int, c, k: dict, tf32: bool, serial: int, mma: bool, launch: 
         out.append("m = dram if dram >= l2 else l2")
         out.append("if m > top: top = m")
     if chained:
-        out.append(f"cs = _chain{i}(batch, length)")
+        out.append(f"cs, after = _chain{i}(batch, length)")
         out.append("binds = cs > 0 and cs >= top")
         out.append("if cs > top: top = cs")
+        out.append("g = node + top + after")
     else:
         out.append("binds = False")
-    out.append("g = node + top")
+        out.append("g = node + top")
     if launch == "eager":
         hterms = [f"{k['zh'][n]!r} * w{COL[f'host.{h}']}" for n, h in enumerate(HOST_CLASSES)
                   if COL[f"host.{h}"] in cols]
