@@ -18,7 +18,7 @@ in the max with the throughput terms (its K and V stream while the steps run), t
 step (nothing left to load beside it) and the combine kernel: one more launch (launch.graph_node, one DRAM
 round trip) and (n + 1) round trips to the device-wide cache (memory.l2.latency).
 
-Measured on an H100 SXM (results/h100/2026-12-06/split-kv-decode; torch.profiler kernel times, B = 1, H = 32,
+Measured on an H100 SXM (results/h100/2026-12-06/fa2-paths; torch.profiler kernel times, B = 1-16, H = 32,
 G = 8, P = 128): the combine kernel took 3.55 / 4.34 / 6.27 / 9.15-9.49 us at 2 / 8 / 16 / 28-32 splits, 0.195 us
 per split against the cache round trip of 0.149 us the probe measured (the loop's address arithmetic and the
 scale's shared-memory load add to each trip); the split kernel at S = 4,096-131,072 took its K and V bytes at

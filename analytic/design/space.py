@@ -107,8 +107,8 @@ def model_params(base: Spec) -> dict[str, Param]:
     cache = cache_level(base)
     if cache is not None:
         add(f"memory.{cache}.bandwidth", "rate", "extra traffic served by the device-wide cache")
-        add(f"memory.{cache}.latency", "overhead", "a tile loop's dependent round trips to the device-wide cache "
-                                                   "(cuDNN's backward step)")
+        add(f"memory.{cache}.latency", "overhead", "dependent round trips to the device-wide cache (cuDNN's "
+                                                   "backward step, FlashAttention-2's split-KV combine)")
         add(f"memory.{cache}.capacity", "capacity", "a kernel's extra traffic is served by the cache when it "
                                                     f"fits in {0.5:g} of it")
     state = state_level(base)
