@@ -65,3 +65,11 @@ def test_a_grid_that_fills_the_device_keeps_its_tile_loop():
                                  "torch.sdpa.flash", 132) == ""
     assert execution.kernel_path("attention_causal", "fa2", dict(DECODE, S=8192), "decode",
                                  "torch.sdpa.flash", 132) == execution.SPLIT_KV
+
+
+def test_a_spec_without_the_cache_latency_names_it_for_a_split_decode():
+    # b200: no memory.l2.latency; its split decode (B = 1, 148 SMs) waits on the combine's round trips
+    spec = get_spec("b200")
+    c = execution.chain_of("attention_causal", "fa2", dict(DECODE, S=8192), "decode", "torch.sdpa.flash")
+    e = estimate(Cost(tensor={"bf16": 1.0}, launches=1), spec, chain=c)
+    assert "memory.l2.latency" in e.not_modelled
