@@ -139,7 +139,7 @@ from ..hwspecs.schema import (CHAIN_CLASSES, COMPUTE_PATHS, DRAM_PATHS, HOST_CLA
 from .chain import (L2_LATENCY_KEY, ROW_LOOP, SMEM_BANDWIDTH_KEY, TILE_LOOP, Chain, chain_only_key, chain_time,
                     row_step_time, tile_step_time)
 from .cost import Cost
-from .fa2_split import split_kv_after
+from .fa2_split import split_keys, split_kv_after
 from .roofline import COL, TENSOR_DTYPES, Prefer, check_choice, spec_ceiling, work_array
 
 LABEL = "achievable estimate"
@@ -510,7 +510,7 @@ def estimate(cost: Cost, spec: Spec, *, tf32: bool = False, serial: bool | int =
             or (dram_path >= 0 and k == f"memory.dram.path.{DRAM_PATHS[dram_path]}")}
     # a chain class's step is named only where the work has that chain; the SM count only with a chain
     miss = {k: v for k, v in miss.items() if not chain_only_key(k)
-            or (chain is not None and k in chain.keys + ("compute.sm_count",))}
+            or (chain is not None and k in chain.keys + ("compute.sm_count",) + split_keys(chain, table.sm_count))}
     # a software path's rate is named only where the work runs through it; its work then stays at the
     # engine's or the memory's rate
     miss = {k: (v if k not in used_paths else f"{v}; its work is timed at the "

@@ -365,11 +365,11 @@ class Chain:
     @property
     def keys(self) -> tuple[str, ...]:
         """The spec keys of every link's step time, each once (the shared-memory bandwidth where a tile loop's
-        step moves bytes through it; the device-wide cache's round trip where a step or a split-KV combine waits
-        on it)."""
+        step moves bytes through it; the device-wide cache's round trip where a step waits on it; a split-KV
+        combine's, which only a spec's SM count decides, ``fa2_split.split_keys``)."""
         keys = [link.key for link in self.links if link.key]
         keys += [SMEM_BANDWIDTH_KEY for link in self.links if link.smem_bytes > 0]
-        keys += [L2_LATENCY_KEY for link in self.links if link.l2_round_trips > 0 or link.split is not None]
+        keys += [L2_LATENCY_KEY for link in self.links if link.l2_round_trips > 0]
         return tuple(dict.fromkeys(keys))
 
 

@@ -126,3 +126,11 @@ def split_kv_after(chain, sm_count, step_s, node_s, dram_latency, l2_latency) ->
                       (node_s, dram_latency, (n + 1) * np.asarray(l2_latency, dtype=float)))
         total = total + np.where(n > 1, last + launches * combine, 0.0)
     return total
+
+
+def split_keys(chain, sm_count) -> tuple[str, ...]:
+    """The spec keys the split-KV path of ``chain`` adds on a device of ``sm_count`` SMs (one spec): the
+    device-wide cache's round trip where a link splits its key loop there (the combine kernel waits on it)."""
+    from .chain import L2_LATENCY_KEY
+
+    return (L2_LATENCY_KEY,) if any(float(np.ravel(splits(link, sm_count))[0]) > 1 for link in chain.links) else ()
