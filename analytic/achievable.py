@@ -95,10 +95,10 @@ Terms, for one call of an op whose kernels launch back to back (``launches`` = n
   bytes at the program's share of the bandwidth (``chain.ROW_LOOP``: no spec parameter beyond
   memory.dram.latency and memory.dram.bandwidth).
 - GPU time: T_gpu = n x graph_node + n_cublas x gemm_fixed + n_lib x library_fixed
-  + max(T_tensor, T_vector, T_sfu, T_mem, T_l2 + T_reread, T_chain) + T_after: the engines and the memory system overlap within a call; the per-kernel fixed costs do not. T_after
-  is what runs once the streaming is done: where FlashAttention-2 splits its key loop (``fa2_split.py``), the
-  split kernel's last step and the combine kernel (one launch, (splits + 1) round trips to the device-wide
-  cache); 0 elsewhere. For a kernel whose
+  + max(T_tensor, T_vector, T_sfu, T_mem, T_l2 + T_reread, T_chain) + T_after: the engines and the memory
+  system overlap within a call; the per-kernel fixed costs do not. T_after is what runs once the streaming
+  is done: where FlashAttention-2 splits its key loop (``fa2_split.py``), the split kernel's last step and the
+  combine kernel (one launch, (splits + 1) round trips to the device-wide cache); 0 elsewhere. For a kernel whose
   phases run one after another on the same warps (FlashAttention-2's softmax between its two GEMMs;
   the selective scan's B/C loads, exponentials and block scan between barriers;
   ``execution.Traits.engines``) those times add: max(T_tensor + T_vector + T_sfu + T_reread, T_mem, T_l2).

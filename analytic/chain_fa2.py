@@ -141,8 +141,8 @@ def fa2_fwd_smem_bytes(head_dim: int, block_n: int, dtype: str, block_m: int | N
     copies that write K and V there do not go through that pipe: ncu's shared-memory wavefronts on an H100
     (results/h100/2026-12-05/attention-paths, 2026-12-06/fa2-paths) were 172 KB per step against 164 KB
     counted for the 128 x 64 tile at head dim 128, 287 against 279 KB for the split kernel's 64 x 128 tile, and
-    156-162 against 147 KB for the 128 x 128 tile at head dim 64, where counting the writes too gives 164, 344
-    and 164 KB."""
+    156-162 against 147 KB for the 128 x 128 tile at head dim 64, where the former count, the writes of K and V
+    in place of Q's reads, gave 164, 328 and 164 KB."""
     block_m = 2 * block_n if block_m is None else block_m
     return float(nbytes(dtype) * (2 * FA2_FWD_WARPS * block_n + block_m) * head_dim)
 
