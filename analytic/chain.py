@@ -352,6 +352,12 @@ class Chain:
         return dataclasses.replace(self, steps=self.steps * count, total_steps=total, then=then)
 
     @property
+    def launches(self) -> float:
+        """How many launches of the kernel the chain stands for (``repeated`` scales ``steps``): steps over one
+        launch's longest program where the grid's order is known (``group_steps``), else 1."""
+        return self.steps / max(self.group_steps) if self.group_steps else 1.0
+
+    @property
     def key(self) -> str:
         """The spec key of the step time ("" for TILE_LOOP and ROW_LOOP: derived from the engine rates, or from
         the memory's latency and bandwidth)."""
@@ -394,8 +400,7 @@ def chain_time(chain: Chain, sm_count, step_s):
     elif chain.fluid:
         steps = chain.steps * chain.programs / slots
     elif chain.group_steps is not None:
-        launches = chain.steps / max(chain.group_steps)  # Chain.repeated scales steps: one schedule per launch
-        steps = launches * np.vectorize(lambda s: list_schedule(chain.group_steps, round(chain.programs / len(
+        steps = chain.launches * np.vectorize(lambda s: list_schedule(chain.group_steps, round(chain.programs / len(
             chain.group_steps)), int(s)), otypes=[float])(slots)
     elif chain.total_steps is None or chain.total_steps == chain.programs * chain.steps:
         # programs of one length run in whole waves (Graham's bound below would add a program's length to them)

@@ -95,7 +95,7 @@ def fa2_fwd_chain(causal: bool):
 
     def chain(dims: Mapping[str, int], mode: str, dtype: str = "bf16") -> Chain | None:
         # imports the registry, which imports this module
-        from .ops.attention.common import FA2_FWD_TILES
+        from .ops.attention.common import FA2_FWD_TILES, by_head_dim
 
         if mode not in ("fwd", "decode"):
             return None
@@ -105,7 +105,7 @@ def fa2_fwd_chain(causal: bool):
             rows, heads = h // g, g
         if min(b, heads, rows, s, p) <= 0:  # a call with a zero dimension runs no kernel
             return None
-        bm, bn = next(t for d, t in FA2_FWD_TILES if p <= d) if p <= FA2_FWD_TILES[-1][0] else FA2_FWD_TILES[-1][1]
+        bm, bn = by_head_dim(FA2_FWD_TILES, p)
         per_tile = key_tiles_per_query_tile(rows, s, is_causal, bm, bn)
         work = attention_fwd_step_work(bm, bn, p)  # one key tile over the full tile
         return Chain(TILE_LOOP, max(per_tile), b * heads * len(per_tile), FA2_FWD_CTAS_PER_SM,
@@ -124,9 +124,9 @@ def fa2_splitkv_chain(grid_blocks: int, keys: int, head_dim: int, dtype: str) ->
     through shared memory in series with the MMAs, the softmax beside them); ``fa2_split.split_link`` gives the
     chain at a number of splits. Causal masking of prefill query tiles is not counted (each split's key blocks
     all told: an upper bound there)."""
-    from .ops.attention.common import FA2_SPLITKV_TILES
+    from .ops.attention.common import FA2_SPLITKV_TILES, by_head_dim
 
-    bm, bn = next((t for d, t in FA2_SPLITKV_TILES if head_dim <= d), FA2_SPLITKV_TILES[-1][1])
+    bm, bn = by_head_dim(FA2_SPLITKV_TILES, head_dim)
     return Chain(TILE_LOOP, math.ceil(keys / bn), grid_blocks, FA2_FWD_CTAS_PER_SM,
                  step_work=attention_fwd_step_work(bm, bn, head_dim),
                  dtype=dtype if dtype in ("bf16", "fp16") else "bf16", mma_sync=True,

@@ -99,8 +99,7 @@ def split_kv_parts(chain, sm_count, step_s) -> tuple[np.ndarray, np.ndarray, np.
     inside, last = np.zeros(sms.shape), np.zeros(sms.shape)
     if chain.split is None:
         return inside, last, n
-    # Chain.repeated scales steps: its launches are steps over one launch's schedule (1 without one)
-    launches = chain.steps / max(chain.group_steps) if chain.group_steps else 1.0
+    launches = chain.launches
     for k in np.unique(n[n > 1]):
         link = split_link(chain, float(k))
         step = np.nan_to_num(np.broadcast_to(np.asarray(step_s(link), dtype=float), sms.shape), nan=0.0)
@@ -121,10 +120,9 @@ def split_kv_after(chain, sm_count, step_s, node_s, dram_latency, l2_latency) ->
         _, last, n = split_kv_parts(link, sms, step_s)
         if not (n > 1).any():
             continue
-        launches = link.steps / max(link.group_steps) if link.group_steps else 1.0
         combine = sum(np.nan_to_num(np.asarray(x, dtype=float), nan=0.0) for x in
                       (node_s, dram_latency, (n + 1) * np.asarray(l2_latency, dtype=float)))
-        total = total + np.where(n > 1, last + launches * combine, 0.0)
+        total = total + np.where(n > 1, last + link.launches * combine, 0.0)
     return total
 
 

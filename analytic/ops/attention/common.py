@@ -139,9 +139,15 @@ FA2_BWD_TRAITS = ((32, (128, 128, 8, 4, 4, 4, True)), (64, (128, 128, 8, 4, 4, 4
                   (224, (64, 64, 8, 4, 4, 4, False)), (256, (64, 64, 8, 4, 2, 2, False)))
 
 
+def by_head_dim(table, head_dim: int):
+    """The entry of a head-dim table ((max head dim, entry), ...) for ``head_dim``: the first whose bound it fits
+    under, the last beyond them."""
+    return next((t for d, t in table if head_dim <= d), table[-1][1])
+
+
 def fa2_bwd_traits(head_dim: int) -> tuple[int, int, int, int, int, int, bool]:
     """The FA2_BWD_TRAITS entry of ``head_dim`` (the first whose bound it fits under; the last beyond 256)."""
-    return next((t for d, t in FA2_BWD_TRAITS if head_dim <= d), FA2_BWD_TRAITS[-1][1])
+    return by_head_dim(FA2_BWD_TRAITS, head_dim)
 
 
 # The cost rule's working set uses the head-dim-128 tile (kBlockM 64, kBlockN 128) for every head dim
