@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call for issue #15 (whole models): the runtime probe, then a model suite, within the deadline.
-# selective_scan_cuda compiles in the background (~150 s; causal_conv1d_cuda comes prebuilt in .prebuilt/)
+# the extensions the suite needs (selective_scan_cuda ~150 s, causal_conv1d_cuda ~350-420 s) compile in the background
 # while the suite's first entries (Hugging Face transformers, no mamba-ssm) run; before building a model
 # the runner waits on the status file of each build that model needs (measure/models/build.needed_extensions,
 # measure/extensions.ensure_extension), and never imports a module still being built (on 2026-12-03 the
@@ -43,8 +43,17 @@ if command -v taskset >/dev/null && [ "$NCPU" -ge 6 ]; then  # host times are no
 fi
 begin_call device_models.log "device_models.sh $ARGS"
 unpack_extensions
+install_python_parts   # first: reading the suite imports the package, which needs the wheels (pint, pydantic)
+# only the extensions the suite's entries import (measure/models/build.needed_extensions): a suite of Hugging Face
+# transformers alone compiles nothing, so no compiler shares the host with its measurements
+NEEDED=$("$PY" -c 'import sys
+from ssmbench.measure.models.build import needed_extensions
+from ssmbench.measure.models.suite import load_suite
+print(" ".join(sorted({m for e in load_suite(sys.argv[1]).entries for m in needed_extensions(e)})))' "$SUITE") \
+    || bad "cannot read the suite $SUITE"
+say "extensions the suite needs: ${NEEDED:-none}"
 TODO=()
-for m in selective_scan_cuda causal_conv1d_cuda; do
+for m in $NEEDED; do
   if [ -f "$EXT/$m.so" ] && grep -qs '"state": "done"' "$EXT/$m.status.json"; then say "$m: already built"
   else TODO+=("$m"); fi
 done
@@ -53,7 +62,6 @@ if [ ${#TODO[@]} -gt 0 ]; then
   "${PIN_BUILD[@]}" "$PY" -m ssmbench.measure.extensions build --ext "${TODO[@]}" --sdist-dir .sdist \
       --build-dir "$EXT" --arch 90 --jobs "${BUILD_JOBS:-12}" --background
 fi
-install_python_parts
 select_hw
 check_imports
 export SSMBENCH_EXT_WAIT_S=$(( $(remaining) - 60 ))
