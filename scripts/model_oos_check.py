@@ -133,6 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from ssmbench.errors import UserError
     try:
+        if args.json:  # a bad output path fails before any work
+            from ssmbench.files import check_output_file
+            check_output_file(args.json, "--json")
         if args.predict_suite:
             doc = predict_suite(args.predict_suite, args.hw, args.calibration)
             print(f"{len(doc['cases'])} cases estimated on {doc['spec']}")
@@ -142,8 +145,6 @@ def main(argv: list[str] | None = None) -> int:
             doc = check(args.check, args.predicted)
             print(markdown(doc), end="")
         if args.json:
-            from ssmbench.files import check_output_file
-            check_output_file(args.json, "--json")
             Path(args.json).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
             print(f"wrote {args.json}")
     except (UserError, OSError, json.JSONDecodeError, KeyError) as exc:
