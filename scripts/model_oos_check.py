@@ -106,8 +106,8 @@ def _pct(x) -> str:
 def markdown(doc: dict) -> str:
     out = ["| record | pace | measured | estimate before the run | error |", "|---|---|---|---|---|"]
     for r in sorted(doc["rows"], key=lambda r: r["key"]):
-        out.append(f"| {r['key']} | {r['pace']} | {r['measured_s'] * 1e3:.2f} ms | {r['estimate_before_s'] * 1e3:.2f} ms "
-                   f"| {100 * r['error']:+.1f} % |")
+        out.append(f"| {r['key']} | {r['pace']} | {r['measured_s'] * 1e3:.2f} ms | "
+                   f"{r['estimate_before_s'] * 1e3:.2f} ms | {100 * r['error']:+.1f} % |")
     out += ["", "| phase | n | median / p90 |error| | GPU-bound n, median / p90 | host-bound n, median / p90 |",
             "|---|---|---|---|---|"]
     for phase, s in doc["summary"].items():
@@ -128,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--check", metavar="CHARACTERIZE_JSON", help="`ssmbench characterize --format json` of the run")
     ap.add_argument("--hw", default="h200-sxm", help="spec to predict on (with --predict-suite; default h200-sxm)")
     ap.add_argument("--calibration", metavar="PROFILE", help="calibrated profile (with --predict-suite)")
-    ap.add_argument("--predicted", metavar="FILE", help="the --predict-suite JSON written before the run (with --check)")
+    ap.add_argument("--predicted", metavar="FILE",
+                    help="the --predict-suite JSON written before the run (with --check)")
     ap.add_argument("--json", metavar="OUT", help="write the result as JSON")
     args = ap.parse_args(argv)
     from ssmbench.errors import UserError
