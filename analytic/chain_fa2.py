@@ -36,8 +36,10 @@ CTAs (``num_splits_heuristic``, csrc/flash_attn/flash_api.cpp): a split kernel o
 (``fa2_splitkv_chain``) and a combine kernel run instead, timed in ``fa2_split.py``: on the H100's graph-timed
 decode calls at B = 1-2 (results/h100/2026-12-05/fa2-fwd-oos, 2026-12-06/fa2-paths) 0.56-0.86x before, 0.88-1.04x
 with them; on the 13 stored H200 split calls (eager) that the host does not pace 0.35-1.02x before (median
-0.63), 0.71-1.05x (median 0.80). On the 2026-12-02/03 H200 SDPA-flash cases the tile-loop term took the
-achievable estimate's median |error| over forward and decode from 36 % to 16 %.
+0.63), 0.71-1.05x (median 0.80). Out of sample 0.87-1.00x on the H100 and 0.69-0.93x on the H200; the H100's figure
+leans on its spec's timed-call intercept (8.98 us; another H100 read 4.38 us, results/h100/2026-12-06/probe-recheck),
+so the split calls carry 5-13 us the rule does not explain. On the 2026-12-02/03 H200 SDPA-flash cases the
+tile-loop term took the achievable estimate's median |error| over forward and decode from 36 % to 16 %.
 
 FlashAttention-2's backward kernel (``flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel``, flash_bwd_kernel.h; grid
 (ceil(S / kBlockN), B, H), the key tile fastest) runs one CTA per (key tile, batch, query head), looping over the
