@@ -312,6 +312,14 @@ def test_runtime_probe_arithmetic():
         hf_module_cost(5e-6, 50e-6, 20, 23)
 
 
+def test_native_backward_cost_arithmetic():
+    from ssmbench.measure.models.runtime_probe import backward_kernel_cost
+    assert backward_kernel_cost(3e-3, 1e-3, 150, 50) == pytest.approx(2e-3 / 100)
+    for bad in ((1e-3, 1e-3, 150, 50), (3e-3, 1e-3, 50, 50)):
+        with pytest.raises(RuntimeError, match="no per-kernel cost"):
+            backward_kernel_cost(*bad)
+
+
 @pytest.mark.gpu
 def test_gpu_model_runner(tmp_path):
     """One small model through the runner on a GPU: a record per case, a profile with parts."""

@@ -12,6 +12,13 @@
   calls a prediction charges): hf_module = (H - kernels x torch_eager) / op calls.
 - ``compiled``: ``torch.compile`` (Inductor, default mode) of a chain of ``COMPILED_MATMULS`` tiny
   matmuls with a ReLU between them; host time per call / kernels per call (from the profiler).
+- An observation, not a spec entry: the host time per backward kernel of a model whose backward is ATen's own
+  derivatives, issued by the C++ autograd engine (the same tiny Llama in training mode, ``TRAIN_TOKENS`` tokens,
+  the loss of its logits): (host time per forward + loss + backward - host time per forward + loss) / (GPU
+  activities per training step - per forward + loss). ``launch.host.backward_launch`` is read off whole-model
+  training steps whose backward runs library ``autograd.Function``s in Python (mamba-ssm, Hugging Face's Mamba-2);
+  this tells whether a native backward costs the same per kernel (results/h200/2026-12-06/models-oos: Qwen2.5-0.5B's
+  training step ran below the estimate that charges it so).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import yaml
 
 HOST_CALLS, HOST_REPEATS = 100, 15
 COMPILED_MATMULS = 16
+TRAIN_TOKENS = 16  # the tiny Llama's training step: one sequence of this many tokens (the host sets the pace)
 TINY_LLAMA = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
               "num_key_value_heads": 4, "head_dim": 16, "vocab_size": 256, "tie_word_embeddings": True,
               "max_position_embeddings": 128, "rms_norm_eps": 1e-5}
@@ -48,6 +56,17 @@ def hf_module_cost(eager_s: float, host_per_forward_s: float, kernels_per_forwar
     return rest / op_calls
 
 
+def backward_kernel_cost(host_step_s: float, host_forward_s: float, activities_step: float,
+                         activities_forward: float) -> float:
+    """(host per training step - host per forward with its loss) / (the step's GPU activities - the forward's):
+    the host time the backward adds per kernel it issues; an error where the backward adds no time or no kernel."""
+    extra_s, extra_k = host_step_s - host_forward_s, activities_step - activities_forward
+    if extra_s <= 0 or extra_k <= 0:
+        raise RuntimeError(f"the backward adds {extra_s:.3g} s and {extra_k:g} GPU activities per step: "
+                           "no per-kernel cost to attribute")
+    return extra_s / extra_k
+
+
 def eager_observation(seconds: float) -> dict:
     """The probe's own launch.host.torch_eager, an observation (it is the subtrahend of hf_module, not a
     spec entry: ``ssmbench probe`` measures that one), in the time unit of the spec format."""
@@ -55,6 +74,37 @@ def eager_observation(seconds: float) -> dict:
 
     return _observation("launch.host.torch_eager (runtime probe)", seconds, "time",
                         f"one-element add_, {HOST_CALLS} calls back to back, median of {HOST_REPEATS}")
+
+
+NATIVE_BACKWARD = "host time per backward kernel, ATen derivatives (runtime probe)"
+
+
+def native_backward_observation(device, sync) -> dict:
+    """The observation of the module docstring's last item, with its method."""
+    import torch
+    import transformers
+
+    from .._probe_achievable import profile_gpu
+    from ..probe import _observation
+
+    cfg = transformers.LlamaConfig(**TINY_LLAMA)
+    lm = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa").to(device).train()
+    ids = torch.randint(0, TINY_LLAMA["vocab_size"], (1, TRAIN_TOKENS), device=device)
+
+    def forward():
+        return lm(ids, labels=ids, use_cache=False).loss
+
+    def step():
+        forward().backward()
+    h_fwd, h_step = _host(forward, sync), _host(step, sync)
+    k_fwd, k_step = (len(profile_gpu(f, 5)[0]) / 5 for f in (forward, step))
+    v = backward_kernel_cost(h_step, h_fwd, k_step, k_fwd)
+    return _observation(NATIVE_BACKWARD, v, "time",
+                        f"2-layer width-64 HF Llama (transformers {transformers.__version__}, SDPA, training mode, "
+                        f"{TRAIN_TOKENS} tokens, loss on its logits): host per forward + loss + backward "
+                        f"{h_step * 1e6:.4g} us, per forward + loss {h_fwd * 1e6:.4g} us; GPU activities per step "
+                        f"{k_step:g}, per forward + loss {k_fwd:g}; {HOST_CALLS} calls back to back, median of "
+                        f"{HOST_REPEATS}")
 
 
 def _host(call, sync) -> float:
@@ -104,6 +154,10 @@ def measure(device) -> tuple[list[dict], list[dict], list[dict]]:
                                f"of its plan; {HOST_CALLS} calls back to back, median of {HOST_REPEATS}", today))
     except Exception as exc:
         failed.append({"name": "launch.host.hf_module", "reason": failure_reason(exc)})
+    try:
+        observations.append(native_backward_observation(device, sync))
+    except Exception as exc:
+        failed.append({"name": NATIVE_BACKWARD, "reason": failure_reason(exc)})
     try:
         ws = [torch.randn(64, 64, device=device, dtype=torch.bfloat16) for _ in range(COMPILED_MATMULS)]
 
