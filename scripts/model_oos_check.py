@@ -108,14 +108,17 @@ def markdown(doc: dict) -> str:
     for r in sorted(doc["rows"], key=lambda r: r["key"]):
         out.append(f"| {r['key']} | {r['pace']} | {r['measured_s'] * 1e3:.2f} ms | "
                    f"{r['estimate_before_s'] * 1e3:.2f} ms | {100 * r['error']:+.1f} % |")
-    out += ["", "| phase | n | median / p90 |error| | GPU-bound n, median / p90 | host-bound n, median / p90 |",
+    out += ["", "| phase | n | median / p90 abs error | GPU-bound n, median / p90 | host-bound n, median / p90 |",
             "|---|---|---|---|---|"]
     for phase, s in doc["summary"].items():
         cells = [f"{s[k]['n']}, {_pct(s[k]['median_abs'])} / {_pct(s[k]['p90_abs'])}" for k in ("gpu", "host")]
         out.append(f"| {phase} | {s['all']['n']} | {_pct(s['all']['median_abs'])} / {_pct(s['all']['p90_abs'])} | "
                    f"{cells[0]} | {cells[1]} |")
     same = "yes" if doc["unchanged"] else "no (see estimate_now_s in the JSON)"
-    out += ["", f"Spec {doc['spec']}. The current code gives the estimates written before the run: {same}."]
+    labels = (f"Spec {doc['spec']}. Labels: measurement (CUDA events, median per step; pace from its profile), "
+              "calibrated estimate written before the run (the achievable estimate where no profile covered the "
+              "model); error = estimate / measured - 1.")
+    out += ["", labels, f"The current code gives the estimates written before the run: {same}."]
     if doc["not_measured"]:
         out.append(f"Not measured (no ok record): {', '.join(doc['not_measured'])}.")
     return "\n".join(out) + "\n"
