@@ -151,7 +151,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             Path(args.json).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
             print(f"wrote {args.json}")
-    except (UserError, OSError, json.JSONDecodeError, KeyError) as exc:
+    except KeyError as exc:
+        print(f"model_oos_check: the input lacks the field {exc}; expected --check to be `ssmbench characterize "
+              "--format json` output and --predicted a --predict-suite JSON", file=sys.stderr)
+        return 2
+    except (UserError, OSError, json.JSONDecodeError) as exc:
         print(f"model_oos_check: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -3,7 +3,8 @@
 Usage: python scripts/probe_spread.py [DIR ...] [--json OUT]      (default DIR: results)
 
 Reads every probe fragment under the folders (``probe-*.yaml`` or ``.json`` with a ``measured:`` list, as
-``ssmbench probe`` writes them; hwspecs/fragment.load_fragment), groups them by the device name their ``meta``
+``ssmbench probe`` and the runtime probe write them; hwspecs/fragment.load_fragment; other probe-* files are
+listed as skipped), groups them by the device name their ``meta``
 records, and prints per device and key, over the probe files that measured it: n, min, median, max and
 max / min. A key whose value repeats within ``STABLE_RATIO`` over two or more files is labelled ``stable``,
 else ``moves``. On the stored results the device's own terms (bandwidths, latencies, engine rates, the graph
@@ -25,27 +26,31 @@ from pathlib import Path
 STABLE_RATIO = 1.05  # max / min within which a key's probes agree (the probes' own repeat spread is 1-2 %)
 
 
-def fragments(dirs: list[str]):
-    """(path, Fragment) of every probe fragment under ``dirs`` (files that are not fragments are skipped)."""
+def fragments(dirs: list[str]) -> tuple[list, list[str]]:
+    """([(path, Fragment)] of every probe fragment under ``dirs`` (``ssmbench probe``'s and the runtime probe's),
+    [the probe-* files that are not fragments, e.g. a failed run's record])."""
     from ssmbench.hwspecs.fragment import load_fragment
     from ssmbench.hwspecs.loader import SpecError
 
+    found, skipped = [], []
     for d in dirs:
         for p in sorted(Path(d).rglob("probe-*")):
-            if p.suffix not in (".yaml", ".yml", ".json") or p.name.startswith("probe-runtime"):
+            if p.suffix not in (".yaml", ".yml", ".json"):
                 continue
             try:
-                yield p, load_fragment(p)
+                found.append((p, load_fragment(p)))
             except SpecError:
-                continue
+                skipped.append(str(p))
+    return found, skipped
 
 
 def spread(dirs: list[str]) -> dict:
     from ssmbench.hwspecs import units
     from ssmbench.hwspecs.schema import value_kind
 
+    found, skipped = fragments(dirs)
     values: dict[str, dict[str, list[tuple[float, str, str]]]] = defaultdict(lambda: defaultdict(list))
-    for path, frag in fragments(dirs):
+    for path, frag in found:
         for e in frag.entries:
             kind = value_kind(e["key"])
             values[frag.device_name or "unknown device"][e["key"]].append(
@@ -61,13 +66,14 @@ def spread(dirs: list[str]) -> dict:
                          "label": None if len(si) < 2 else ("stable" if hi / lo <= STABLE_RATIO else "moves"),
                          "files": sorted({f for _, _, f in vs})})
         out[device] = rows
-    return {"label": "measurement (probe values); spread: analysis", "stable_ratio": STABLE_RATIO, "devices": out}
+    return {"label": "measurement (probe values); spread: analysis", "stable_ratio": STABLE_RATIO, "devices": out,
+            "skipped": skipped}
 
 
 def markdown(doc: dict) -> str:
     from ssmbench.hwspecs.units import format_quantity
 
-    lines = []
+    lines = [f"Labels: {doc['label']}; stable: max / min <= {doc['stable_ratio']:g} over two or more probe files.", ""]
     for device, rows in doc["devices"].items():
         files = sorted({f for r in rows for f in r["files"]})
         lines += [f"## {device} ({len(files)} probe files)", "",
@@ -77,6 +83,8 @@ def markdown(doc: dict) -> str:
             lines.append(f"| {r['key']} | {r['n']} | {q[0]} | {q[1]} | {q[2]} | {r['ratio']:.2f} | "
                          f"{r['label'] or ''} |")
         lines.append("")
+    if doc["skipped"]:
+        lines += [f"Not probe fragments (no valid measured: list), skipped: {', '.join(doc['skipped'])}", ""]
     return "\n".join(lines)
 
 

@@ -66,6 +66,9 @@ def test_check_errors_and_unmeasured(checked):
 def test_bad_input_exit_2(tmp_path):
     r = _script("--check", tmp_path / "missing.json", "--predicted", tmp_path / "p.json")
     assert r.returncode == 2 and "model_oos_check:" in r.stderr and "Traceback" not in r.stderr
+    (tmp_path / "p.json").write_text("{}")
+    r = _script("--check", tmp_path / "p.json", "--predicted", tmp_path / "p.json")
+    assert r.returncode == 2 and "lacks the field 'records'" in r.stderr and "Traceback" not in r.stderr
     (tmp_path / "s.yaml").write_text("name: x\nentries: []\n")
     r = _script("--predict-suite", tmp_path / "s.yaml", "--json", tmp_path / "out.json")
     assert r.returncode == 2 and "entries" in r.stderr

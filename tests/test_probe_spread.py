@@ -37,6 +37,7 @@ def test_spread_per_device_and_key(tmp_path):
     assert abs(a["launch.host.torch_eager"]["median"] - 9e-6) < 1e-12
     b = {row["key"]: row for row in doc["devices"]["GPU B"]}
     assert b["launch.host.torch_eager"]["n"] == 1 and b["launch.host.torch_eager"]["label"] is None
+    assert doc["skipped"] == [str(tmp_path / "c" / "probe-runtime-x.yaml")] and "skipped:" in r.stdout
     assert "## GPU A (2 probe files)" in r.stdout and "| launch.host.torch_eager | 2 | 6 us | 9 us | 12 us | 2.00 | moves |" in r.stdout
 
 

@@ -80,6 +80,14 @@ def eager_observation(seconds: float) -> dict:
 NATIVE_BACKWARD = "host time per backward kernel, ATen derivatives (runtime probe)"
 
 
+def tiny_llama(device):
+    """The probe's Hugging Face Llama (``TINY_LLAMA``, SDPA attention, random weights) on ``device``."""
+    import transformers
+
+    cfg = transformers.LlamaConfig(**TINY_LLAMA)
+    return transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa").to(device)
+
+
 def native_backward_observation(device, sync) -> dict:
     """The observation of the module docstring's last item, with its method."""
     import torch
@@ -88,8 +96,7 @@ def native_backward_observation(device, sync) -> dict:
     from .._probe_achievable import profile_gpu
     from ..probe import _observation
 
-    cfg = transformers.LlamaConfig(**TINY_LLAMA)
-    lm = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa").to(device).train()
+    lm = tiny_llama(device).train()
     ids = torch.randint(0, TINY_LLAMA["vocab_size"], (1, TRAIN_TOKENS), device=device)
 
     def forward():
@@ -136,8 +143,7 @@ def measure(device) -> tuple[list[dict], list[dict], list[dict]]:
     try:
         import transformers
 
-        cfg = transformers.LlamaConfig(**TINY_LLAMA)
-        lm = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa").to(device).eval()
+        lm = tiny_llama(device).eval()
         x = torch.randint(0, TINY_LLAMA["vocab_size"], (1, 1), device=device)
 
         def fwd():
