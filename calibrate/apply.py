@@ -146,8 +146,9 @@ def add_calibration(r: dict, profile, spec, backends: dict[str, str] | None = No
     from .runtime_step import compose
     compose(r)  # under a runtime: the step composed from calibrated device times and the runtime's host
     target = transfer_label(profile.spec_id, spec.id)
-    # the calibrated time where the profile calibrates some op of the step; an all-bound sum is a lower bound
-    t["calibrated"]["energy"] = _calibrated_energy(profile, spec, t, est_s if cal else None)
+    # the calibrated time where the profile calibrates some op of the step (an all-bound sum is a lower bound):
+    # the step's, after compose, so that a host-paced step pays static power for its whole time, not its ops' sum
+    t["calibrated"]["energy"] = _calibrated_energy(profile, spec, t, t["calibrated"]["estimate_s"] if cal else None)
     held = sorted({f"{g['key']['op']}/{g['key']['impl']} {g['key']['dtype']} {g['key']['mode']} ({g['key']['backend']})"
                    + (f" [pooled from {g['pooled_from']['level']}]" if g["status"] == "pooled" else "")
                    for g in profile.groups if g["status"] in ("calibrated", "pooled")})

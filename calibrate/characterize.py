@@ -82,10 +82,16 @@ HELD_OUT_RULE = ("leave one model out: each record predicted with " + ", ".join(
 # at the achievable time (``total.energy_j``), and the energy model alone at the measured window time
 # (static power x that time + the prediction's dynamic terms), which judges the energy model without the
 # time model's error; with a profile that has an energy section, the calibrated energies at the measured
-# time too (``energy_profile.step_energy``).
+# time too (``energy_profile.step_energy``), and the calibrated energy the prediction itself gives, at its
+# calibrated step time (``apply._calibrated_energy``: the energy a user is told before any measurement).
 ENERGY_AT_MEASURED = ("analytic estimate at the measured time: static power x the window's time per call + the "
                       "step's dynamic energy per term (analytic/energy.py)")
 ENERGY_NONE = "not available: the spec has no energy section, or the record no energy window"
+# the energy predictions beside each record, as ``summarize`` names them -> what each is
+ENERGY_KINDS = {"energy": "analytic estimate at the achievable time",
+                "energy_at_measured_time": "analytic estimate at the measured time",
+                "energy_calibrated_at_measured_time": "calibrated estimate at the measured time",
+                "energy_calibrated": "calibrated estimate at the calibrated time (the prediction's own)"}
 
 
 def roof_class(bounds: dict[str, float], time_s: float) -> tuple[str | None, dict[str, float]]:
@@ -193,7 +199,8 @@ def energy_row(window: dict, t: dict, section: dict | None) -> dict[str, Any]:
     meas, wall = window.get("joules_per_call"), window.get("wall_s_per_call")
     out = {"energy_predicted_j": None, "energy_error": None, "energy_at_measured_time_j": None,
            "energy_at_measured_time_error": None, "energy_calibrated_at_measured_time_j": None,
-           "energy_calibrated_at_measured_time_error": None, "energy_note": ENERGY_NONE}
+           "energy_calibrated_at_measured_time_error": None, "energy_calibrated_j": None,
+           "energy_calibrated_error": None, "energy_note": ENERGY_NONE}
     if not e.get("label") or not meas or not wall:
         return out
     static_w = e["static_j"] / e["time_s_after_power_limit"] if e["time_s_after_power_limit"] else 0.0
@@ -208,6 +215,9 @@ def energy_row(window: dict, t: dict, section: dict | None) -> dict[str, Any]:
         c = step_energy(section, e["counts"], wall)
         cal = min(c["energy_j"], float(section["power_limit_w"]) * wall)
         out.update(energy_calibrated_at_measured_time_j=cal, energy_calibrated_at_measured_time_error=cal / meas - 1)
+    predicted = ((t.get("calibrated") or {}).get("energy") or {}).get("energy_j")
+    if predicted:
+        out.update(energy_calibrated_j=predicted, energy_calibrated_error=predicted / meas - 1)
     return out
 
 
@@ -231,11 +241,12 @@ def summarize(rows: list[dict]) -> dict[str, Any]:
                                   "energy": _stats(r["energy_error"] for r in sel),
                                   "energy_at_measured_time": _stats(r["energy_at_measured_time_error"] for r in sel),
                                   "energy_calibrated_at_measured_time":
-                                      _stats(r["energy_calibrated_at_measured_time_error"] for r in sel)}
+                                      _stats(r["energy_calibrated_at_measured_time_error"] for r in sel),
+                                  "energy_calibrated": _stats(r["energy_calibrated_error"] for r in sel)}
         out["by_pace"][phase] = {pace: _stats(r["calibrated_error"] for r in sel if r.get("measured_pace") == pace)
                                  for pace in ("gpu", "host")}
     out["energy"] = {k: _stats(r[f"{k}_error"] for r in rows)
-                     for k in ("energy", "energy_at_measured_time", "energy_calibrated_at_measured_time")}
+                     for k in ENERGY_KINDS}
     w = [(r["class_agreement_share"], r["measured_s"]) for r in rows if r["class_agreement_share"] is not None]
     out["class_agreement_time_weighted"] = (sum(a * t for a, t in w) / sum(t for _, t in w)) if w else None
     out["targets"] = {"time_median_abs": 0.10, "time_p90_abs": 0.20, "energy_median_abs": 0.15,

@@ -60,3 +60,16 @@ def test_the_power_limit_stretches_the_calibrated_energy():
     e = ep.step_energy(sec, {"tensor.bf16": 1e12}, 1e-3)  # 1 J in 1 ms: 1100 W wanted
     assert e["power_limited"] and e["time_s_after_power_limit"] == pytest.approx(1.0 / 400.0)
     assert e["energy_j"] == pytest.approx(500.0 * 1.0 / 400.0) and e["avg_power_w"] == pytest.approx(500.0)
+
+
+def test_the_calibrated_energy_of_a_host_paced_step_is_at_the_composed_step_time(capsys):
+    """Under a runtime the calibrated step is max(host, device) (``runtime_step.compose``): the static power is
+    paid for that whole time, not for the ops' calibrated sum (a host-paced decode step runs 4x longer)."""
+    profile = REPO / "results" / "h200" / "2026-12-02" / "calibration" / "profile.json"
+    assert main(["predict", "--model", "qwen2.5-0.5b", "--hw", "h200-sxm", "--phase", "decode", "--batch", "1",
+                 "--seqlen", "2048", "--runtime", "hf-eager", "--calibration", str(profile), "--json"]) == 0
+    cal = json.loads(capsys.readouterr().out)["total"]["calibrated"]
+    e = cal["energy"]
+    assert cal["estimate_s"] > 2 * cal["ops_sum_s"]  # the host sets the pace of this step
+    assert e["time_s"] == pytest.approx(cal["estimate_s"]) and e["time_basis"] == "calibrated time estimate"
+    assert e["energy_j"] >= ep.fit_of(read_profile(profile).data["energy"]).static_w * cal["estimate_s"]

@@ -258,6 +258,7 @@ def test_characterize_on_a_synthetic_run(tmp_path, capsys):
     assert parts["gemm"]["measured_share"] == pytest.approx(0.45) and parts["unmapped"]["predicted_class"] is None
     assert pre["achievable_error"] == pytest.approx(pre["achievable_s"] / 6e-3 - 1)
     assert pre["calibrated_s"] is None and pre["energy_calibrated_at_measured_time_j"] is None
+    assert pre["energy_calibrated_j"] is None and doc["summary"]["energy"]["energy_calibrated"]["n"] == 0
     # the energy model alone at the measured time: static power x the window's time + the predicted dynamic energy
     from ssmbench.analytic.workloads.report import predict
     from ssmbench.hwspecs import get_spec

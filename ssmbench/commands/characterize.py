@@ -52,6 +52,8 @@ def _repeats_md(rep: dict | None) -> list[str]:
 
 
 def markdown(doc: dict) -> str:
+    from ..calibrate.characterize import ENERGY_KINDS
+
     out = [f"# {doc['label']}", "",
            f"Class rule: a part is bound by the resource whose attained roofline it reaches to at least "
            f"{doc['rule']['roofline_fraction_bound']:.0%}, else by the largest compute engine where the engines "
@@ -76,9 +78,7 @@ def markdown(doc: dict) -> str:
             out.append(f"| {phase} | {g['n']} | {_share(g['median_abs'])} | {_share(g['p90_abs'])} | {h['n']} | "
                        f"{_share(h['median_abs'])} | {_share(h['p90_abs'])} |")
     out += ["", "| energy per step | n | median abs error | p90 abs error |", "|---|---|---|---|"]
-    for kind, text in (("energy", "analytic estimate at the achievable time"),
-                       ("energy_at_measured_time", "analytic estimate at the measured time"),
-                       ("energy_calibrated_at_measured_time", "calibrated estimate at the measured time")):
+    for kind, text in ENERGY_KINDS.items():
         st = s["energy"][kind]
         out.append(f"| {text} | {st['n']} | {_share(st['median_abs'])} | {_share(st['p90_abs'])} |")
     out += ["", f"Energy target: median abs error <= {s['targets']['energy_median_abs']:.0%}.", ""]
@@ -97,7 +97,7 @@ def markdown(doc: dict) -> str:
     out += ["## Model level", "",
             "| record | measurement | achievable estimate (host / device) | error | calibrated estimate | error | "
             "energy (measurement) | energy at the measured time (analytic / calibrated estimate) | "
-            "class agreement |", "|---|---|---|---|---|---|---|---|---|"]
+            "energy, calibrated estimate at the calibrated time | class agreement |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in doc["records"]:
         e = si(r["energy_measured_j"], "J") if r["energy_measured_j"] is not None else "-"
         pe = "-" if r["energy_at_measured_time_j"] is None else (
@@ -106,9 +106,11 @@ def markdown(doc: dict) -> str:
                f" / {si(r['energy_calibrated_at_measured_time_j'], 'J')} "
                f"({_pct(r['energy_calibrated_at_measured_time_error'])})"))
         cal = si(r["calibrated_s"], "s") if r["calibrated_s"] else f"- ({r['calibrated_note']})"
+        ce = "-" if r.get("energy_calibrated_j") is None else (
+            f"{si(r['energy_calibrated_j'], 'J')} ({_pct(r['energy_calibrated_error'])})")
         out.append(f"| {r['key']} | {si(r['measured_s'], 's')} | {si(r['achievable_s'], 's')} "
                    f"({si(r['achievable_host_s'], 's')} / {si(r['achievable_gpu_s'], 's')}) | "
-                   f"{_pct(r['achievable_error'])} | {cal} | {_pct(r['calibrated_error'])} | {e} | {pe} | "
+                   f"{_pct(r['achievable_error'])} | {cal} | {_pct(r['calibrated_error'])} | {e} | {pe} | {ce} | "
                    f"{_share(r['class_agreement_share'])} |")
     out += ["", f"Energy prediction: {doc['records'][0]['energy_note'] if doc['records'] else '-'}.", ""]
     for r in doc["records"]:
