@@ -310,3 +310,35 @@ def test_host_issue_check_sets_the_step_against_its_measured_parts(tmp_path, cap
     assert hic.main([str(tmp_path)]) == 0
     assert "step / max(issue, busy) - 1|: median 12.5 %" in capsys.readouterr().out
     assert hic.main([]) == 2 and hic.main([str(tmp_path / "nothing-here")]) == 2
+
+
+def test_host_issue_check_sets_a_runs_training_factor_beside_its_forward_factor(tmp_path, capsys):
+    """scripts/host_issue_check.py's per run and model table: issue / host estimate of the host-paced forward and
+    training steps (issue >= busy; a record whose kernels outlast its issue is left out), and their ratio."""
+    import json
+    import sys
+    from pathlib import Path
+
+    import pytest
+
+    repo = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(repo / "scripts"))
+    import host_issue_check as hic
+
+    src = json.loads((repo / "results/h200/2026-12-03/models-b/model-run-20261203T181901.343056Z-905.json")
+                     .read_text(encoding="utf-8"))
+    base = next(r for r in src["records"] if r["key"] == "model/mamba-130m/mamba_ssm/prefill/mamba-ssm/b1_l2048")
+    prof = {**base["profile"], "busy_s": 0.01}
+    recs = [{**base, "time_s": {"median": 0.03}, "profile": prof, "host_issue": {"issue_s": 0.024}},
+            {**base, "time_s": {"median": 0.03}, "profile": {**prof, "busy_s": 0.05}, "host_issue": {"issue_s": 0.02}},
+            {**base, "key": base["key"].replace("prefill", "train"), "phase": "train", "time_s": {"median": 0.09},
+             "profile": prof, "host_issue": {"issue_s": 0.08}}]
+    (tmp_path / "model-run-x.json").write_text(json.dumps({"meta": src.get("meta"), "records": recs}))
+    found = hic.rows([tmp_path / "model-run-x.json"])
+    fwd, train = found[0], found[2]
+    (g,) = hic.by_run_and_model(found)
+    assert (g["model"], g["n_forward"], g["n_train"]) == ("mamba-130m", 1, 1)  # the queue-bound record left out
+    assert g["forward"] == pytest.approx(0.024 / fwd["host_s"]) and g["train"] == pytest.approx(0.08 / train["host_s"])
+    assert g["train_over_forward"] == pytest.approx(g["train"] / g["forward"])
+    assert hic.main([str(tmp_path)]) == 0
+    assert "| mamba-130m | 1 |" in capsys.readouterr().out
