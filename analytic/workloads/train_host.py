@@ -29,6 +29,12 @@ forward's does. A graph runtime pays none of it (one replay); a compiled runtime
 every class (``runtime.Runtime.launch_class``: AOTAutograd compiles the backward too), so it pays
 none either. An op-level forward-backward call (``measure/backends/common.py``: one ``torch.autograd.grad``
 of a graph the call records and frees) pays the same term per backward kernel (``execution.as_measured``).
+
+One term serves library and native backwards: the ATen derivatives of Hugging Face's Qwen2.5-0.5B and Llama-3.2-1B,
+host-paced on one H100, cost ~39 us per added backward kernel beside the runtime probe's tiny Llama at 34.8 us,
+and their training steps ran at 0.70-0.71 of this rule's host estimate where their forward steps ran at 0.55-0.58
+(results/h100/2026-12-06/host-split; on the H200's out-of-sample run 0.80 against 0.77): the backward is not
+over-charged against the forward; what moves is the host's speed, run to run.
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@
   training steps whose backward runs library ``autograd.Function``s in Python (mamba-ssm, Hugging Face's Mamba-2);
   this tells whether a native backward costs the same per kernel (results/h200/2026-12-06/models-oos: Qwen2.5-0.5B's
   training step ran below the estimate that charges it so). It does, near enough: 50.0 us per kernel on an H100
-  against the library term's 57.6 us (results/h100/2026-12-06/runtime-probe).
+  against the library term's 57.6 us (results/h100/2026-12-06/runtime-probe); on another H100, 34.8 us beside the
+  real Qwen2.5-0.5B and Llama-3.2-1B's ~39 us per added backward kernel (results/h100/2026-12-06/host-split).
 """
 
 from __future__ import annotations
