@@ -1,6 +1,7 @@
 """Where a whole-model step's host time goes, by operator (issue #15): a measurement, no model.
 
     python -m ssmbench.measure.models.host_profile --suite FILE --out FILE.json [--steps N]
+    python -m ssmbench.measure.models.host_profile --show FILE.json [--top K] [--hw SPEC]   (no GPU: as Markdown)
 
 For every eager case of a model suite (CUDA-graph replays are one launch and have no host path to split),
 the step is built and run as the runner runs it (``runner.build``, ``steps.*_call``), warmed up, and then
@@ -9,9 +10,9 @@ that of the operators it calls), summed per operator name and divided by ``N``, 
 the host's issue time of a step measured without the profiler (``host_issue.host_issue``). The profiler
 adds its own cost per event, so the per-operator times are for comparing operators and models with each
 other, not for adding up to the issue time; the share each takes of the profiled total says where the
-host time goes. Why: the graph model's prefill (results/h100/2026-12-06/graph-recheck) takes 2.1-3x its
-host estimate on hosts where the other models take 0.6-1.1x, and the records carry only the runtime API's
-share of the host (about 1.4 of 8.6 ms); the rest is Python and the dispatcher, which this splits.
+host time goes. Why: a model record carries only the runtime API's share of its host time (the graph model's
+prefill: about 1.4 of 8.6 ms, results/h100/2026-12-06/graph-recheck); the rest is Python and the dispatcher,
+which this splits by operator, for one model against another on one host.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+
+from ...errors import UserError
 
 STEPS = 5  # profiled steps per case
 TOP = 30  # operators kept per case, by self host time
@@ -125,12 +128,65 @@ def run(suite_path: str, out: Path, steps: int) -> int:
     return 0
 
 
+def show(doc: dict[str, Any], top: int, spec=None) -> str:
+    """A stored host profile as Markdown: per ok case its issue time and its ``top`` operators by self host time
+    (per step and per call, and the share of the profiled self time); with a ``spec``, the achievable estimate's
+    host time of the case on it (``calibrate.runtime_host.predict_record``) and issue / that estimate."""
+    from ...calibrate.runtime_host import predict_record
+
+    out = [f"# Host time by operator ({doc['label']})", "", doc["method"], ""]
+    for c in doc["cases"]:
+        head = f"## {c['model']} {c['phase']} b{c['batch']}_l{c['seqlen']} ({c['runtime']})"
+        if c["status"] != "ok":
+            out += [head, "", f"{c['status']}: {c['reason']}", ""]
+            continue
+        prof = c["self_host"]
+        issue = (f"host issue {c['host_issue']['issue_s'] * 1e3:.2f} ms per step (measurement, without the profiler); "
+                 f"profiled self host time {prof['total_s'] * 1e3:.2f} ms per step over {c['profiled_steps']} steps")
+        if spec is not None:
+            host = predict_record(c, spec)["total"]["achievable"]["host_s"]
+            issue += (f"; host {host * 1e3:.2f} ms (achievable estimate, {spec.id}'s runtime terms): issue / "
+                      f"estimate {c['host_issue']['issue_s'] / host:.2f}")
+        out += [head, "", issue, "", "| operator | self host per step | calls per step | per call | share |",
+                "|---|---|---|---|---|"]
+        out += [f"| {o['name']} | {o['self_s'] * 1e6:.0f} us | {o['calls']:g} | "
+                f"{o['self_s'] / o['calls'] * 1e6:.1f} us | {o['share']:.1%} |" for o in prof["ops"][:top]]
+        out.append("")
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--suite", required=True, help="model suite (.yaml)")
-    ap.add_argument("--out", required=True, help="JSON file to write (must not exist)")
+    ap.add_argument("--show", metavar="FILE", help="print a stored host profile as Markdown (no GPU) and exit")
+    ap.add_argument("--top", type=int, default=10, help="operators per case with --show (default 10)")
+    ap.add_argument("--hw", help="with --show: also the host time each case is estimated at on this spec")
+    ap.add_argument("--suite", help="model suite (.yaml)")
+    ap.add_argument("--out", help="JSON file to write (must not exist)")
     ap.add_argument("--steps", type=int, default=STEPS, help=f"profiled steps per case (default {STEPS})")
     a = ap.parse_args(argv)
+    if a.show:
+        spec = None
+        if a.hw:
+            from ...hwspecs import get_spec
+            try:
+                spec = get_spec(a.hw)
+            except UserError as exc:
+                print(f"--hw: {exc}", file=sys.stderr)
+                return 2
+        try:
+            doc = json.loads(Path(a.show).read_text(encoding="utf-8"))
+            if doc.get("kind") != "ssmbench-host-profile":
+                raise ValueError(f"kind {doc.get('kind')!r}")
+            print(show(doc, max(1, a.top), spec))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            print(f"--show {a.show}: not a readable host profile ({type(exc).__name__}: {exc}); expected the JSON "
+                  "that --out writes (kind ssmbench-host-profile)", file=sys.stderr)
+            return 2
+        return 0
+    if not a.suite or not a.out:
+        print("--suite and --out are both needed to profile (or --show FILE to print a stored profile)",
+              file=sys.stderr)
+        return 2
     out = Path(a.out)
     if out.exists():
         print(f"{out}: exists; not overwritten", file=sys.stderr)
