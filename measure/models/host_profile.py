@@ -10,9 +10,11 @@ that of the operators it calls), summed per operator name and divided by ``N``, 
 the host's issue time of a step measured without the profiler (``host_issue.host_issue``). The profiler
 adds its own cost per event, so the per-operator times are for comparing operators and models with each
 other, not for adding up to the issue time; the share each takes of the profiled total says where the
-host time goes. Why: a model record carries only the runtime API's share of its host time (the graph model's
-prefill: about 1.4 of 8.6 ms, results/h100/2026-12-06/graph-recheck); the rest is Python and the dispatcher,
-which this splits by operator, for one model against another on one host.
+host time goes.
+
+Why: a model record carries only the runtime API's share of its host time (the graph model's prefill: about
+1.4 of 8.6 ms, results/h100/2026-12-06/graph-recheck); the rest is Python and the dispatcher, which this splits
+by operator, for one model against another on one host.
 """
 
 from __future__ import annotations
