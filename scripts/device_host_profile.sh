@@ -6,7 +6,10 @@
 # Usage (on the GPU machine, $OUT set; carry .sdist and .whl): bash scripts/device_host_profile.sh SUITE
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-[ $# -eq 1 ] && [ -f "$1" ] || { echo "usage: bash scripts/device_host_profile.sh SUITE (an existing model suite)" >&2; exit 2; }
+if [ $# -ne 1 ] || [ ! -f "$1" ]; then
+  echo "usage: bash scripts/device_host_profile.sh SUITE (an existing model suite)" >&2
+  exit 2
+fi
 SUITE=$1
 source scripts/device_lib.sh
 begin_call device_host_profile.log "device_host_profile.sh $SUITE"

@@ -4,11 +4,11 @@ Usage: python scripts/host_issue_check.py DIR [DIR ...]
 
 For every ok eager record under the folders that carries ``host_issue`` (measure/models/host_issue.py: the host's
 seconds to issue one step, no synchronize) and a profile, prints the step (measurement), the issue time
-(measurement), the kernels' busy time and GPU activities per step (measurement, torch.profiler), the achievable estimate's host
-time on the h200-sxm spec (the spec's runtime terms) and two ratios: issue / predicted host (the host model's own
-error, at the host state the record ran in) and step / max(issue, busy) (whether the step is the larger of its
-two parts, as the model composes it, or the parts fail to overlap). Then the median and p90 of |ratio - 1| of
-each. Records written before 2026-12-05 carry no ``host_issue``: with none found it says so and exits 2.
+(measurement), the kernels' busy time and GPU activities per step (measurement, torch.profiler), the achievable
+estimate's host time on the h200-sxm spec (the spec's runtime terms) and two ratios: issue / predicted host (the
+host model's own error, at the host state the record ran in) and step / max(issue, busy) (whether the step is the
+larger of its two parts, as the model composes it, or the parts fail to overlap). Then the median and p90 of
+|ratio - 1| of each. Records written before 2026-12-05 carry no ``host_issue``: with none found it says so and exits 2.
 Never fails on the figures.
 
 Then, per run file and model, the issue / host estimate of its forward steps (prefill, decode) beside that of its
@@ -52,7 +52,8 @@ def by_run_and_model(found: list[dict]) -> list[dict]:
         if r["issue_s"] < r["busy_s"]:
             continue
         side = "train" if r["phase"] == "train" else "forward"
-        groups.setdefault((r["file"], r["model"]), {"forward": [], "train": []})[side].append(r["issue_s"] / r["host_s"])
+        group = groups.setdefault((r["file"], r["model"]), {"forward": [], "train": []})
+        group[side].append(r["issue_s"] / r["host_s"])
     out = []
     for (file, model), g in groups.items():
         fwd = float(np.median(g["forward"])) if g["forward"] else None

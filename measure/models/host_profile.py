@@ -20,6 +20,7 @@ by operator, for one model against another on one host.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Callable, Iterable
@@ -77,7 +78,6 @@ def profile_case(case, built, device, steps: int = STEPS) -> dict[str, Any]:
 
     def sync():
         torch.cuda.synchronize(device)
-    import contextlib
     with (hold or contextlib.nullcontext()):
         for _ in range(3):  # lazy initialisation, Triton compiles and autotuning outside the profile
             call()

@@ -97,7 +97,7 @@ def markdown(doc: dict) -> str:
     out += ["## Model level", "",
             "| record | measurement | achievable estimate (host / device) | error | calibrated estimate | error | "
             "energy (measurement) | energy at the measured time (analytic / calibrated estimate) | "
-            "energy, calibrated estimate at the calibrated time | class agreement |", "|---|---|---|---|---|---|---|---|---|---|"]
+            "energy, calibrated estimate at the calibrated time | class agreement |", "|---" * 10 + "|"]
     for r in doc["records"]:
         e = si(r["energy_measured_j"], "J") if r["energy_measured_j"] is not None else "-"
         pe = "-" if r["energy_at_measured_time_j"] is None else (
