@@ -73,3 +73,8 @@ def test_the_calibrated_energy_of_a_host_paced_step_is_at_the_composed_step_time
     assert cal["estimate_s"] > 2 * cal["ops_sum_s"]  # the host sets the pace of this step
     assert e["time_s"] == pytest.approx(cal["estimate_s"]) and e["time_basis"] == "calibrated time estimate"
     assert e["energy_j"] >= ep.fit_of(read_profile(profile).data["energy"]).static_w * cal["estimate_s"]
+    assert main(["predict", "--model", "qwen2.5-0.5b", "--hw", "h200-sxm", "--phase", "decode", "--batch", "1",
+                 "--seqlen", "2048", "--runtime", "hf-eager", "--calibration", str(profile)]) == 0
+    out = capsys.readouterr().out  # the total is the composed step, the ops' sum a line of its own
+    assert "estimate (the step under hf-eager: max(host" in out and "the ops' sum (calibrated" in out
+    assert "estimate (sum over ops)" not in out

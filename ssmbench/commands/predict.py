@@ -294,13 +294,19 @@ def _calibrated_total_rows(t: dict) -> list[list[str]]:
     if p is None:
         return [["calibrated estimate", "none: the profile calibrates no op of this prediction (see the per-op "
                                         "table); the analytic bound stands"]]
-    rows = [[f"{c['label']} estimate (sum over ops)",
+    # under a runtime the total is the composed step (runtime_step.compose), not the ops' sum it started from
+    what = (f"the step under {c['runtime']}: max(host {si(c['host_s'], 's')}, device {si(c['device_s'], 's')})"
+            if c.get("runtime") else "sum over ops")
+    rows = [[f"{c['label']} estimate ({what})",
              "-" if c["estimate_s"] is None else f"{si(c['estimate_s'], 's')} ({pct} interval "
              f"{_interval(c['lo_s'], c['hi_s'])})"]]
+    if c.get("runtime") and c.get("ops_sum_s") is not None:
+        rows.append([f"  the ops' sum ({c['label']} estimate, each op as measured alone)", si(c["ops_sum_s"], "s")])
+    pad = "    " if c.get("runtime") else "  "  # the parts of the ops' sum
     if p is not None and c["not_covered"]:
-        rows.append([f"  of which {p['label']} ({p['op_calls']} op calls)",
+        rows.append([f"{pad}of which {p['label']} ({p['op_calls']} op calls)",
                      f"{si(p['estimate_s'], 's')} ({pct} interval {_interval(p['lo_s'], p['hi_s'])})"])
-        rows.append([f"  of which analytic bound ({c['bound_part_op_calls']} op calls not calibrated)",
+        rows.append([f"{pad}of which analytic bound ({c['bound_part_op_calls']} op calls not calibrated)",
                      si(c["bound_part_s"], "s") + ": " + ", ".join(c["not_covered"])])
     rows.append([f"tokens / s ({c['label']} estimate)", _rate(c["tokens_per_s"])])
     rows += [[f"{c['label']} estimate: note", n] for n in c["notes"]]
