@@ -134,8 +134,6 @@ def show(doc: dict[str, Any], top: int, spec=None) -> str:
     """A stored host profile as Markdown: per ok case its issue time and its ``top`` operators by self host time
     (per step and per call, and the share of the profiled self time); with a ``spec``, the achievable estimate's
     host time of the case on it (``calibrate.runtime_host.predict_record``) and issue / that estimate."""
-    from ...calibrate.runtime_host import predict_record
-
     out = [f"# Host time by operator ({doc['label']})", "", doc["method"], ""]
     for c in doc["cases"]:
         head = f"## {c['model']} {c['phase']} b{c['batch']}_l{c['seqlen']} ({c['runtime']})"
@@ -146,6 +144,7 @@ def show(doc: dict[str, Any], top: int, spec=None) -> str:
         issue = (f"host issue {c['host_issue']['issue_s'] * 1e3:.2f} ms per step (measurement, without the profiler); "
                  f"profiled self host time {prof['total_s'] * 1e3:.2f} ms per step over {c['profiled_steps']} steps")
         if spec is not None:
+            from ...calibrate.runtime_host import predict_record
             host = predict_record(c, spec)["total"]["achievable"]["host_s"]
             issue += (f"; host {host * 1e3:.2f} ms (achievable estimate, {spec.id}'s runtime terms): issue / "
                       f"estimate {c['host_issue']['issue_s'] / host:.2f}")

@@ -28,6 +28,8 @@ from ..cli import RawDescriptionDefaultsFormatter
 from ..errors import UserError
 from ..files import check_output_file
 from ..output import print_json, print_table, si
+from ..predict_calibrated import CALIBRATED_CSV, calibrated_op_table, calibrated_total_rows, csv_calibrated
+from ..predict_calibrated import rate as _rate
 
 PREDICT_DESCRIPTION = """\
 Roofline prediction (analytic bound) of a model phase on a spec. --model, --hw, --phase, --batch and
@@ -60,12 +62,6 @@ TABLE_WIDTH = 150  # the per-op table has ten columns of numbers with units
 def _table(title, columns, rows, caption=None) -> None:
     """A table whose first column (names, ids) never wraps; other cells fold rather than truncate."""
     print_table(title, columns, rows, caption, key_column=True, fold=True, width=TABLE_WIDTH)
-
-
-def _rate(v: float | None) -> str:
-    if v is None:
-        return "-"
-    return (f"{v:,.0f}" if v >= 1000 else f"{v:.4g}") + " tokens/s"
 
 
 def _unit(key: str) -> str:
@@ -248,71 +244,6 @@ OP_CSV = ("label", "block", "op", "impl", "mode", "count", "flops_tensor", "flop
           "working_set_bytes", "fits_on_chip") + tuple(f"bound_{r}_s" for r in RESOURCES)
 
 
-CALIBRATED_CSV = ("calibrated_estimate_s", "calibrated_lo_s", "calibrated_hi_s", "calibrated_label",
-                  "calibrated_level", "calibration_note")
-
-
-def _csv_calibrated(o: dict) -> list:
-    c = o["calibrated"]
-    if c is None:
-        return [None, None, None, "analytic bound (not calibrated)", None, o["calibration_note"]]
-    return [c["estimate_s"], c["lo_s"], c["hi_s"], c["label"], c["level"], o["calibration_note"]]
-
-
-def _interval(lo: float | None, hi: float | None) -> str:
-    if lo is None:
-        return "-"
-    return f"{si(lo, 's', 3)} .. " + ("no upper end" if hi is None else si(hi, "s", 3))
-
-
-def _print_calibrated_ops(r: dict) -> None:
-    cal = r["calibration"]
-    pct = f"{100 * cal['level']:.0f}%"
-    rows = []
-    for o in r["ops"]:
-        c = o["calibrated"]
-        if c is None:
-            rows.append([o["label"], f"{o['impl']}/{o['mode']}", o["count"], si(o["time_s"], "s"), "-", "-",
-                         "analytic bound (not calibrated)", o["calibration_note"]])
-        else:
-            rows.append([o["label"], f"{o['impl']}/{o['mode']}", o["count"], si(o["time_s"], "s"),
-                         si(c["estimate_s"], "s"), _interval(c["lo_s"], c["hi_s"]),
-                         c["label"] + (f", extrapolated in {', '.join(c.get('extrapolated_dims') or [])}"
-                                       if c["extrapolated"] else ""), o["calibration_note"] or ""])
-    _table(f"Per op: analytic bound and {cal['label']} estimate ({pct} interval), profile {cal['profile']}",
-                ["op call", "impl/mode", "x", "analytic bound", f"{cal['label']} estimate", f"{pct} interval",
-                 "label", "note"], rows,
-                caption=cal["note"] + ". Times are per model step (x calls). Ops the profile does not cover "
-                        "keep their analytic bound; where it calibrates an op with several backends, pick one "
-                        "with --calibration-backend OP=BACKEND. The profile holds: " + ", ".join(cal["holds"]) + ".")
-
-
-def _calibrated_total_rows(t: dict) -> list[list[str]]:
-    c = t["calibrated"]
-    pct = f"{100 * c['level']:.0f}%"
-    p = c["calibrated_part"]
-    if p is None:
-        return [["calibrated estimate", "none: the profile calibrates no op of this prediction (see the per-op "
-                                        "table); the analytic bound stands"]]
-    # under a runtime the total is the composed step (runtime_step.compose), not the ops' sum it started from
-    what = (f"the step under {c['runtime']}: max(host {si(c['host_s'], 's')}, device {si(c['device_s'], 's')})"
-            if c.get("runtime") else "sum over ops")
-    rows = [[f"{c['label']} estimate ({what})",
-             "-" if c["estimate_s"] is None else f"{si(c['estimate_s'], 's')} ({pct} interval "
-             f"{_interval(c['lo_s'], c['hi_s'])})"]]
-    if c.get("runtime") and c.get("ops_sum_s") is not None:
-        rows.append([f"  the ops' sum ({c['label']} estimate, each op as measured alone)", si(c["ops_sum_s"], "s")])
-    pad = "    " if c.get("runtime") else "  "  # the parts of the ops' sum
-    if p is not None and c["not_covered"]:
-        rows.append([f"{pad}of which {p['label']} ({p['op_calls']} op calls)",
-                     f"{si(p['estimate_s'], 's')} ({pct} interval {_interval(p['lo_s'], p['hi_s'])})"])
-        rows.append([f"{pad}of which analytic bound ({c['bound_part_op_calls']} op calls not calibrated)",
-                     si(c["bound_part_s"], "s") + ": " + ", ".join(c["not_covered"])])
-    rows.append([f"tokens / s ({c['label']} estimate)", _rate(c["tokens_per_s"])])
-    rows += [[f"{c['label']} estimate: note", n] for n in c["notes"]]
-    return rows
-
-
 def _verdict_rows(v: dict) -> list[list[str]]:
     """The model against its baseline at the requested point: both bounds and the speedup (and the
     calibrated ones where ``--calibration`` covers both models)."""
@@ -340,7 +271,8 @@ def _print_predict(r: dict) -> None:
                   "-" if b["share_of_total"] is None else f"{100 * b['share_of_total']:.1f} %", b["bottleneck"] or "-"]
                  for b in r["layers"]])
     if "calibrated" in t:
-        _print_calibrated_ops(r)
+        title, columns, rows, caption = calibrated_op_table(r)
+        _table(title, columns, rows, caption=caption)
     _table(f"Total: {r['model']['id']}, {r['phase']}, batch {r['batch']}, length {r['seqlen']}"
                 + (f", context {r['context']}" if r["context"] else "") + f" on {r['spec']['id']}",
                 ["quantity", "value (analytic bound / analytic estimate / calibrated estimate)"], _total_rows(r),
@@ -409,7 +341,7 @@ def _total_rows(r: dict) -> list[list[str]]:
         c = t["crossover"]
         rows.append([f"crossover vs {c['baseline']} ({c['phase']})", c["result"]])
     if "calibrated" in t:
-        rows += _calibrated_total_rows(t)
+        rows += calibrated_total_rows(t)
     if "state_residency" in t:
         rows.append(["recurrent state (decode)", t["state_residency"]["result"]])
     if "pim_caveat" in t:
@@ -483,7 +415,7 @@ def cmd_predict(args) -> int:
         for o in r["ops"]:
             w.writerow([";".join(f"{k}={v:g}" for k, v in o["flops_tensor"].items()) if c == "flops_tensor"
                         else (o["bound_s"][c[6:-2]] if c.startswith("bound_") else o[c]) for c in OP_CSV]
-                       + (_csv_calibrated(o) if calibrated else []))
+                       + (csv_calibrated(o) if calibrated else []))
     else:
         _print_predict(r)
         if args.plot:
